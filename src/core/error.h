@@ -1,0 +1,49 @@
+#pragma once
+// selq::Error: every failure a user can cause (bad file, bad recipe, missing
+// tensor, full disk) is reported through this one type, carrying where it
+// happened so the CLI can print a single actionable line.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace selq {
+
+enum class ErrorKind {
+  BadInput,   // malformed file, bad recipe, missing tensor: exit code 2
+  Io,         // open/read/write/fsync/rename failed (disk full included): exit code 2
+  Unsupported,// a scheme/dialect combination that cannot be expressed: exit code 2
+  Internal,   // a bug in selq: exit code 1
+};
+
+struct ErrorWhere {
+  std::string file;                  // path or URL, empty if not applicable
+  std::string tensor;                // tensor name, empty if not applicable
+  std::optional<std::uint64_t> offset;  // byte offset in `file`, if known
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, std::string message, ErrorWhere where = {});
+
+  ErrorKind kind() const { return kind_; }
+  const std::string& message() const { return message_; }
+  const ErrorWhere& where() const { return where_; }
+  // Exit status the CLI uses: 2 for anything the user can fix, 1 for bugs.
+  int exit_code() const { return kind_ == ErrorKind::Internal ? 1 : 2; }
+
+ private:
+  ErrorKind kind_;
+  std::string message_;
+  ErrorWhere where_;
+};
+
+// Convenience constructors used throughout the library.
+[[noreturn]] void throw_bad_input(std::string message, ErrorWhere where = {});
+[[noreturn]] void throw_io(std::string message, ErrorWhere where = {});
+[[noreturn]] void throw_unsupported(std::string message, ErrorWhere where = {});
+
+// Formats "file: tensor 'x' at byte N: message" (parts omitted when empty).
+std::string format_error(ErrorKind kind, const std::string& message, const ErrorWhere& where);
+
+}  // namespace selq

@@ -1,0 +1,54 @@
+#pragma once
+// Dialects: how a scheme is written down for one engine family: tensor names,
+// the scheme options the dialect requires (scale dtype/shape, NVFP4
+// convention), and the `quantization_config` JSON. FORMATS.md §5-§6 and
+// ENGINES.md §7 are the rules.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "quant/scheme.h"
+
+namespace selq::exporter {
+
+enum class Dialect { CompressedTensors, Quark, ModelOpt };
+
+std::string dialect_name(Dialect d);                   // "compressed-tensors", "quark", "modelopt"
+std::optional<Dialect> dialect_from_name(const std::string& name);
+
+// Throws Unsupported ("the quark dialect cannot express nvfp4 with int8 ...")
+// when the dialect cannot express the scheme.
+void check_dialect_supports(Dialect d, const quant::SchemeSpec& spec);
+
+// Sets the options a dialect prescribes (scale dtype and keepdim, NVFP4
+// convention, int32 packing). `model_dtype` is the source weight dtype, which
+// compressed-tensors uses for FP8 channel scales.
+quant::SchemeSpec adapt_scheme_for_dialect(Dialect d, quant::SchemeSpec spec, DType model_dtype);
+
+// Name of an output tensor: `module` is the module prefix (tensor name
+// without ".weight"), e.g. "model.layers.0.self_attn.o_proj".
+std::string output_tensor_name(Dialect d, const quant::SchemeSpec& spec, quant::OutRole role,
+                               const std::string& module);
+
+struct ModuleDecision {
+  std::string module;                           // "model.layers.3.self_attn.o_proj"
+  std::optional<quant::SchemeSpec> scheme;      // nullopt: left in float (needs ignore/exclude)
+  bool preexisting{false};  // already quantized in the source; its config group is kept
+};
+
+struct ConfigInput {
+  std::vector<ModuleDecision> linear_modules;   // every linear-weight module of the model
+  nlohmann::json source_quantization_config;    // null when the source had none
+};
+
+// The `quantization_config` object for config.json. For ModelOpt, also the
+// content of hf_quant_config.json (returned via `extra_files`).
+struct ConfigOutput {
+  nlohmann::json quantization_config;
+  std::vector<std::pair<std::string, std::string>> extra_files;  // name, content
+};
+ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in);
+
+}  // namespace selq::exporter

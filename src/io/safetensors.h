@@ -1,0 +1,95 @@
+#pragma once
+// safetensors reading (mmap, zero-copy, strict validation) and streaming
+// writing (header reserved up front, temp file, fsync, atomic rename).
+// Validation rules: FORMATS.md §1 plus the extra ones in issue #2.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace selq::io {
+
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+struct SafetensorsEntry {
+  TensorInfo info;
+  std::uint64_t begin{0};  // relative to the data section
+  std::uint64_t end{0};
+};
+
+// Parses and validates a header (the JSON after the 8-byte length) against a
+// data section of `data_size` bytes. `file` is used in error messages only.
+// Entries come back in data-offset order. Throws selq::Error (BadInput).
+struct ParsedHeader {
+  std::vector<SafetensorsEntry> entries;
+  std::map<std::string, std::string> metadata;
+};
+ParsedHeader parse_safetensors_header(std::string_view header_json, std::uint64_t data_size,
+                                      const std::string& file);
+
+// Validates a whole in-memory file (8-byte length + header + data).
+ParsedHeader parse_safetensors_bytes(std::span<const std::uint8_t> file_bytes,
+                                     const std::string& file);
+
+class SafetensorsFile {
+ public:
+  static std::unique_ptr<SafetensorsFile> open(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<SafetensorsEntry>& entries() const { return header_.entries; }
+  const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
+  const SafetensorsEntry* find(const std::string& name) const;
+  // Zero-copy view; throws BadInput naming the tensor if absent.
+  TensorView view(const std::string& name) const;
+  std::uint64_t data_start() const { return data_start_; }  // absolute file offset
+  std::uint64_t file_size() const { return size_; }
+
+ private:
+  SafetensorsFile() = default;
+  std::string path_;
+  int fd_{-1};
+  const std::uint8_t* map_{nullptr};
+  std::uint64_t size_{0};
+  std::uint64_t data_start_{0};
+  ParsedHeader header_;
+  std::map<std::string, std::size_t> index_;
+};
+
+// Streaming writer. All tensor infos are declared up front so the header (and
+// every offset) is fixed before any data is written; tensors may then be
+// written in any order and from several threads (pwrite at fixed offsets).
+// Data goes to `<final>.selq-tmp`; commit() fsyncs and renames atomically.
+// Destroying an uncommitted writer removes the temporary file.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(std::string final_path, std::vector<TensorInfo> tensors,
+                    std::map<std::string, std::string> metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // Writes the bytes of tensor `name` (exactly its declared size). Thread-safe.
+  void write(const std::string& name, std::span<const std::uint8_t> bytes);
+  // fsync + rename to the final path + fsync of the directory.
+  void commit();
+  const std::string& temp_path() const { return temp_path_; }
+  std::uint64_t total_size() const { return total_size_; }
+
+ private:
+  std::string final_path_;
+  std::string temp_path_;
+  int fd_{-1};
+  bool committed_{false};
+  std::uint64_t data_start_{0};
+  std::uint64_t total_size_{0};
+  std::map<std::string, SafetensorsEntry> entries_;
+};
+
+}  // namespace selq::io

@@ -1,0 +1,133 @@
+#pragma once
+// A scheme quantizes one weight tensor and describes how its activations are
+// quantized at run time. It knows nothing of config dialects: a dialect only
+// chooses the options below (scale dtype and shape convention, NVFP4
+// convention) and maps the output roles to tensor names.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/codecs.h"
+#include "core/tensor.h"
+
+namespace selq::quant {
+
+enum class SchemeKind {
+  MXFP4,        // E2M1 elements, E8M0 scale per 32 input channels
+  MXFP8,        // E4M3 elements, E8M0 scale per 32
+  NVFP4,        // E2M1, E4M3 scale per 16, F32 per-tensor global scale
+  FP8Tensor,    // E4M3FN, one F32 scale
+  FP8Channel,   // E4M3FN, one scale per output channel
+  FP8Block,     // E4M3FN, one F32 scale per 128x128 block (weight_scale_inv semantics)
+  IntChannel,   // int4/int8, per output channel
+  IntGroup,     // int4/int8, per group of `group_size` input channels
+};
+
+// How the activations entering the layer are quantized at run time.
+enum class ActMode {
+  None,                 // weight-only (activations stay BF16)
+  FP8PerToken,          // dynamic, s_t = amax(|x_t|)/448
+  FP8PerTokenGroup128,  // dynamic, per token per 128 channels (DeepSeek block FP8)
+  FP8StaticTensor,      // static per-tensor input_scale (needs calibration)
+  FP8DynamicTensor,     // dynamic per-tensor
+  MXFP4Dynamic,         // dynamic MXFP4 (E8M0 scale per 32)
+  MXFP8Dynamic,         // dynamic MXFP8
+  NVFP4,                // NVFP4 with a static global scale (input_global_scale)
+};
+
+enum class NvfpConvention {
+  CompressedTensors,  // weight_global_scale = 448*6/amax, divided out
+  ModelOpt,           // weight_scale_2 = amax/(6*448), multiplied in
+};
+
+struct SchemeSpec {
+  SchemeKind kind{SchemeKind::FP8Channel};
+  ActMode act{ActMode::None};
+  ScaleRule scale_rule{ScaleRule::Even};  // MX schemes only
+  int bits{8};                            // int schemes: 4 or 8
+  bool symmetric{true};                   // int schemes
+  int group_size{0};                      // IntGroup (e.g. 128); fixed 32/16 for MX/NVFP4
+  int block_rows{128}, block_cols{128};   // FP8Block
+  DType scale_dtype{DType::F32};          // FP8Channel/FP8Tensor/Int*: F32, BF16 or F16
+  bool scale_keepdim{true};               // FP8Channel/IntChannel: (out,1) if true, [out] if false
+  NvfpConvention nvfp{NvfpConvention::CompressedTensors};
+  // For IntGroup/IntChannel: pack into int32 words (compressed-tensors
+  // pack-quantized) instead of one I8 per element.
+  bool int_pack_int32{false};
+
+  // Canonical short name: "mxfp4", "fp8-channel", "nvfp4", "int4-g128-asym", ...
+  std::string name() const;
+  bool operator==(const SchemeSpec&) const = default;
+};
+
+// What each output tensor is, independent of how a dialect names it.
+enum class OutRole {
+  Weight,       // packed/quantized elements
+  Scale,        // per-block/channel/tensor scale
+  GlobalScale,  // NVFP4 per-tensor scale (convention-dependent value)
+  ZeroPoint,    // asymmetric int
+  WeightShape,  // I64 [2] original shape (compressed-tensors pack-quantized)
+};
+
+struct OutTensorSpec {
+  OutRole role;
+  DType dtype;
+  Shape shape;
+};
+
+// Output tensors a scheme produces for a source tensor of `shape` (2-D
+// [out,in] or 3-D [experts,out,in]). Throws Unsupported with a clear message
+// when the shape cannot be quantized (e.g. in % 32 != 0 for MXFP4).
+std::vector<OutTensorSpec> scheme_outputs(const SchemeSpec& spec, const Shape& shape);
+
+// Per-tensor error metrics, accumulated while quantizing (no second pass).
+struct ErrorMetrics {
+  double sum_sq_ref{0};    // sum x^2
+  double sum_sq_err{0};    // sum (x - dq)^2
+  double sum_dot{0};       // sum x*dq
+  double sum_sq_dq{0};     // sum dq^2
+  double max_abs_err{0};
+  std::uint64_t elements{0};
+  std::uint64_t clipped_elements{0};  // elements whose magnitude exceeded the representable max
+  std::uint64_t blocks{0};
+  std::uint64_t clipped_blocks{0};    // blocks with at least one clipped element
+
+  void merge(const ErrorMetrics& o);
+  double rel_frobenius() const;  // ||x-dq|| / ||x||
+  double snr_db() const;         // 10 log10(sum x^2 / sum err^2)
+  double cosine() const;
+};
+
+struct QuantizeOptions {
+  // NVFP4: amax to use for the global scale instead of this tensor's own
+  // (fused q/k/v, gate/up, w1/w3 share one global scale).
+  std::optional<float> global_amax;
+  // Reject NaN/Inf weights (error naming tensor and index) unless false.
+  bool reject_non_finite{true};
+};
+
+// Quantizes `src` (F32/BF16/F16, shape per scheme_outputs) into `outs`, which
+// must have one buffer per OutTensorSpec, each exactly its byte size. Fills
+// `metrics`. Deterministic and independent of threading.
+void quantize_weight(const SchemeSpec& spec, const TensorView& src,
+                     std::span<std::span<std::uint8_t>> outs, ErrorMetrics& metrics,
+                     const QuantizeOptions& options = {});
+
+// Reconstructs F32 weights from the scheme's output tensors.
+std::vector<float> dequantize_weight(const SchemeSpec& spec, const Shape& shape,
+                                     std::span<const std::span<const std::uint8_t>> outs);
+
+// amax(|w|) over a float tensor (used for NVFP4 fused global scales).
+float tensor_amax(const TensorView& src);
+
+// ---- activation quantizers (reference runtime) ----
+// Quantize-dequantize one row of activations of length n in place, as the
+// engine would at run time for `mode`. `static_scale` is the calibrated
+// scale where the mode needs one (FP8 static input_scale; NVFP4 input global
+// scale in compressed-tensors convention, i.e. 448*6/amax).
+void qdq_activation_row(ActMode mode, float* x, std::size_t n, float static_scale = 0.0f,
+                        ScaleRule mx_rule = ScaleRule::Even);
+
+}  // namespace selq::quant

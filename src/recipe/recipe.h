@@ -1,0 +1,80 @@
+#pragma once
+// Recipes: ordered rules (first match wins), an exclude list that always wins,
+// a default scheme for eligible weights no rule matched, templates per
+// architecture family (@attention, @experts, ...) and constraints checked at
+// plan time. Documented in docs/RECIPES.md.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+#include "quant/scheme.h"
+
+namespace selq::recipe {
+
+struct SourceLocation {
+  std::string file;
+  int line{0};    // 1-based; 0 if unknown
+  int column{0};  // 1-based
+};
+
+// One pattern as written: glob ("model.layers.*.self_attn.o_proj"), regex
+// ("re:..."), or template reference ("@attention", "@layer:0").
+struct Pattern {
+  std::string text;
+  SourceLocation where;
+};
+
+struct Rule {
+  std::vector<Pattern> match;
+  quant::SchemeSpec scheme;
+  SourceLocation where;
+};
+
+struct Recipe {
+  std::string path;
+  std::string name;
+  std::string arch;      // template family: "kimi-k3", "dspark", "deepseek-v3", "llama" or ""
+  std::string dialect;   // "compressed-tensors" | "quark" | "modelopt"
+  std::vector<Rule> rules;
+  std::vector<Pattern> exclude;
+  std::optional<quant::SchemeSpec> default_scheme;
+  // Constraint inputs: serving settings the checkpoint will be run with.
+  bool fp8_kv_cache{false};
+  bool fp8_prefill_query{false};
+  std::string text;  // the YAML source, for the manifest
+};
+
+// Throws selq::Error naming file, line and column on any problem.
+Recipe load_recipe(const std::string& path);
+Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_errors);
+
+enum class Action {
+  Keep,             // copied unchanged (norms, embeddings, excluded or unmatched float weights)
+  Quantize,         // quantized with `scheme`
+  PassThrough,      // already-quantized source tensor (or its scale) copied unchanged
+};
+
+struct TensorDecision {
+  std::string tensor;   // full tensor name
+  std::string module;   // tensor name without the ".weight" suffix (== tensor for non-weights)
+  Action action{Action::Keep};
+  std::optional<quant::SchemeSpec> scheme;
+  int rule_index{-1};   // -1: default scheme, -2: excluded, -3: not eligible
+  bool eligible{false}; // 2-D/3-D linear weight
+};
+
+struct Resolution {
+  std::vector<TensorDecision> decisions;  // same order as the input tensors
+  std::vector<std::string> warnings;      // e.g. a pattern that matched nothing
+};
+
+// Decides every tensor. `config` is the checkpoint's config.json (may be null).
+// Errors (throws): fused group members with different schemes, a template
+// constraint violated, an unknown template.
+Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& tensors,
+                          const nlohmann::json& config);
+
+}  // namespace selq::recipe
