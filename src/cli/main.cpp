@@ -1,0 +1,51 @@
+// selq command-line entry point: builds the CLI11 app from the registered
+// subcommands, runs one, and turns selq::Error into a single line on stderr.
+#include <algorithm>
+#include <cstdio>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "core/error.h"
+
+namespace selq::cli {
+
+std::vector<RegisteredCommand>& registered_commands() {
+  static std::vector<RegisteredCommand> commands;
+  return commands;
+}
+
+CommandRegistration::CommandRegistration(int order, CommandSetup setup) {
+  registered_commands().push_back({order, std::move(setup)});
+}
+
+bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
+
+}  // namespace selq::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "selq: selective mixed-precision post-training quantization of LLM checkpoints.\n"
+      "Reads safetensors checkpoints, decides a format per tensor from a recipe, writes\n"
+      "the quantized checkpoint with the quantization_config a serving engine reads."};
+  app.set_version_flag("--version", std::string("selq ") + SELQ_VERSION);
+  app.require_subcommand(1);
+  int exit_status = 0;
+  auto commands = selq::cli::registered_commands();
+  std::sort(commands.begin(), commands.end(),
+            [](const auto& a, const auto& b) { return a.order < b.order; });
+  for (auto& c : commands) c.setup(app, exit_status);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const selq::Error& e) {
+    fmt::print(stderr, "selq: error: {}\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "selq: internal error: {}\n", e.what());
+    return 1;
+  }
+  return exit_status;
+}
