@@ -17,6 +17,12 @@ enum class ErrorKind {
 };
 
 struct ErrorWhere {
+  ErrorWhere() = default;
+  // A constructor (not aggregate init) so that `{file}` and `{file, tensor}`
+  // compile warning-free under -Wmissing-field-initializers.
+  ErrorWhere(std::string file_, std::string tensor_ = {}, std::optional<std::uint64_t> offset_ = {})
+      : file(std::move(file_)), tensor(std::move(tensor_)), offset(offset_) {}
+
   std::string file;                  // path or URL, empty if not applicable
   std::string tensor;                // tensor name, empty if not applicable
   std::optional<std::uint64_t> offset;  // byte offset in `file`, if known

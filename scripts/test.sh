@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets up, builds (release, -Werror) and runs every test: unit tests, Python
+# cross-checks, end-to-end tests (all through ctest), then a short fuzz run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+JOBS="${JOBS:-$(nproc)}"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$JOBS"
+ctest --test-dir build/release --output-on-failure -j "$JOBS" --timeout 900
+if [ -x scripts/fuzz.sh ]; then
+  scripts/fuzz.sh "${SELQ_FUZZ_SECONDS:-30}"
+fi

@@ -1,0 +1,52 @@
+// `selq synth --arch A DST`: a synthetic checkpoint with a real architecture's names.
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/plan_args.h"
+#include "cli/progress_bar.h"
+#include "pipeline/synth.h"
+
+namespace selq::cli {
+namespace {
+
+struct SynthArgs {
+  pipeline::SynthOptions options;
+  std::string dst;
+  std::string max_shard_size{"1GB"};
+  bool json{false};
+};
+
+const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
+  auto args = std::make_shared<SynthArgs>();
+  auto* cmd = root.add_subcommand(
+      "synth",
+      "Write a synthetic checkpoint with a real architecture's tensor names and (optionally\n"
+      "scaled-down) shapes; weights have per-channel scale spread and heavy-tailed outliers.\n"
+      "dspark at --scale 1 has the published shapes (hidden 7168, o_proj 7168x8192).");
+  cmd->add_option("--arch", args->options.arch, "dspark, kimi-k3, deepseek-v3 or llama")
+      ->check(CLI::IsMember({"dspark", "kimi-k3", "deepseek-v3", "llama"}))
+      ->required();
+  cmd->add_option("destination", args->dst, "Output directory (must not exist)")->required();
+  cmd->add_option("--scale", args->options.scale, "Divide hidden/intermediate/rank sizes by this (default 1)");
+  cmd->add_option("--layers", args->options.layers, "Number of layers (default: the arch's)");
+  cmd->add_option("--experts", args->options.experts, "Routed experts per MoE layer (default 8)");
+  cmd->add_option("--vocab", args->options.vocab, "Vocabulary size (default: the arch's, scaled)");
+  cmd->add_option("--seed", args->options.seed, "Random seed (default 1)");
+  cmd->add_option("--max-shard-size", args->max_shard_size, "Shard size cap (default 1GB)");
+  cmd->add_flag("--experts-nvfp4", args->options.experts_nvfp4,
+                "Store routed experts pre-quantized as compressed-tensors NVFP4 (with its quantization_config)");
+  cmd->add_flag("--json", args->json, "Print a JSON summary");
+  cmd->callback([args, &status] {
+    args->options.max_shard_bytes = parse_size(args->max_shard_size);
+    const std::uint64_t bytes = pipeline::write_synth_checkpoint(args->options, args->dst);
+    if (args->json)
+      fmt::print("{}\n", nlohmann::json{{"destination", args->dst}, {"arch", args->options.arch}, {"bytes", bytes}}.dump(2));
+    else
+      fmt::print("wrote {} ({} {}, scale 1/{})\n", args->dst, human_bytes(static_cast<double>(bytes)),
+                 args->options.arch, args->options.scale);
+    status = 0;
+  });
+});
+
+}  // namespace
+}  // namespace selq::cli

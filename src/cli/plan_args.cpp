@@ -1,0 +1,60 @@
+#include "cli/plan_args.h"
+
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "export/dialect.h"
+
+namespace selq::cli {
+
+void add_plan_args(CLI::App& cmd, PlanArgs& args) {
+  cmd.add_option("source", args.source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
+      ->required();
+  cmd.add_option("--recipe,-r", args.recipe, "Recipe YAML (see docs/RECIPES.md; shipped ones are in recipes/)")
+      ->required();
+  cmd.add_option("--dialect", args.dialect,
+                 "Config dialect, overriding the recipe's: compressed-tensors, quark or modelopt");
+  cmd.add_option("--max-shard-size", args.max_shard_size,
+                 "Re-shard the output with this cap (e.g. 5GB); default keeps the source's shard layout");
+}
+
+recipe::Recipe load_recipe_with_overrides(const PlanArgs& args) { return recipe::load_recipe(args.recipe); }
+
+std::uint64_t parse_size(const std::string& text) {
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    throw_bad_input(fmt::format("bad size '{}' (expected e.g. 5GB, 500MB, 2GiB)", text));
+  }
+  std::string unit = text.substr(pos);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double mult = 1;
+  if (unit == "" || unit == "B") mult = 1;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else if (unit == "TB") mult = 1e12;
+  else if (unit == "KIB") mult = 1024.0;
+  else if (unit == "MIB") mult = 1024.0 * 1024;
+  else if (unit == "GIB") mult = 1024.0 * 1024 * 1024;
+  else throw_bad_input(fmt::format("bad size unit in '{}' (B, KB, MB, GB, TB, KiB, MiB, GiB)", text));
+  if (v <= 0) throw_bad_input(fmt::format("size must be positive: '{}'", text));
+  return static_cast<std::uint64_t>(v * mult);
+}
+
+pipeline::PlanOptions plan_options(const PlanArgs& args) {
+  pipeline::PlanOptions o;
+  if (!args.dialect.empty()) {
+    o.dialect = exporter::dialect_from_name(args.dialect);
+    if (!o.dialect)
+      throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", args.dialect));
+  }
+  if (!args.max_shard_size.empty()) o.max_shard_bytes = parse_size(args.max_shard_size);
+  return o;
+}
+
+}  // namespace selq::cli

@@ -1,0 +1,24 @@
+#pragma once
+// Options shared by `plan` and `quantize` (they run the same planning code).
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "pipeline/plan.h"
+#include "recipe/recipe.h"
+
+namespace selq::cli {
+
+struct PlanArgs {
+  std::string source;
+  std::string recipe;
+  std::string dialect;        // overrides the recipe's
+  std::string max_shard_size; // "5GB", "500MB"; empty keeps the source layout
+};
+
+void add_plan_args(CLI::App& cmd, PlanArgs& args);
+recipe::Recipe load_recipe_with_overrides(const PlanArgs& args);
+pipeline::PlanOptions plan_options(const PlanArgs& args);
+std::uint64_t parse_size(const std::string& text);  // "5GB" -> bytes (powers of 1000; GiB of 1024)
+
+}  // namespace selq::cli

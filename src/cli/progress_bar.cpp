@@ -1,0 +1,42 @@
+#include "cli/progress_bar.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace selq::cli {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) { b /= 1024.0; ++u; }
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+ProgressBar::ProgressBar(std::string label, bool enabled)
+    : label_(std::move(label)), enabled_(enabled), start_(std::chrono::steady_clock::now()), last_(start_) {}
+
+void ProgressBar::update(std::uint64_t done, std::uint64_t total, const std::string& detail) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (drawn_ && done < total && now - last_ < std::chrono::milliseconds(100)) return;
+  last_ = now;
+  drawn_ = true;
+  const double secs = std::chrono::duration<double>(now - start_).count();
+  const double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+  const double rate = secs > 0 ? static_cast<double>(done) / secs : 0.0;
+  const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(frac * kWidth);
+  fmt::print(stderr, "\r{} [{}{}] {:5.1f}% {}/{} {}/s ETA {:.0f}s {}\033[K", label_, std::string(filled, '#'),
+             std::string(kWidth - filled, ' '), 100.0 * frac, human_bytes(static_cast<double>(done)),
+             human_bytes(static_cast<double>(total)), human_bytes(rate), eta, detail);
+  std::fflush(stderr);
+}
+
+void ProgressBar::finish() {
+  if (enabled_ && drawn_) fmt::print(stderr, "\n");
+  drawn_ = false;
+}
+
+}  // namespace selq::cli

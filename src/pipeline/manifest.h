@@ -1,0 +1,36 @@
+#pragma once
+// The files written after the shards: index, config.json with the dialect's
+// quantization_config, the source's non-tensor files, the manifest (exact
+// tensor lists per format with hashes and error metrics) and the report.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/plan.h"
+
+namespace selq::pipeline {
+
+constexpr const char* kManifestName = "selq-manifest.json";
+constexpr const char* kReportName = "selq-report.txt";
+
+struct TensorRecord {
+  std::string source;
+  std::uint64_t source_hash{0};               // XXH3-64 of the source bytes
+  std::vector<std::uint64_t> output_hashes;   // one per planned output
+  std::optional<quant::ErrorMetrics> metrics; // quantized tensors only
+};
+
+// Writes everything but the shards into `dir` and returns the manifest.
+nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& plan,
+                                   const recipe::Recipe& recipe,
+                                   const std::vector<TensorRecord>& records, const std::string& dir);
+
+// Builds the manifest value (also used by verify to compare against files).
+nlohmann::json build_manifest(const Plan& plan, const recipe::Recipe& recipe,
+                              const std::vector<TensorRecord>& records);
+
+std::string hash_hex(std::uint64_t h);
+
+}  // namespace selq::pipeline

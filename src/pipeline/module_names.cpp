@@ -1,0 +1,41 @@
+#include "pipeline/module_names.h"
+
+#include <regex>
+
+namespace selq::pipeline {
+
+std::string module_of(const std::string& tensor) {
+  static const std::string kSuffix = ".weight";
+  if (tensor.size() > kSuffix.size() &&
+      tensor.compare(tensor.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
+    return tensor.substr(0, tensor.size() - kSuffix.size());
+  return tensor;
+}
+
+std::optional<int> layer_index_of(const std::string& name) {
+  static const std::regex re(R"((^|\.)layers\.(\d+)\.)");
+  std::smatch m;
+  if (std::regex_search(name, m, re)) return std::stoi(m[2].str());
+  return std::nullopt;
+}
+
+std::string layer_relative_kind(const std::string& module) {
+  static const std::regex layer_re(R"(^.*?layers\.\d+\.)");
+  static const std::regex expert_re(R"(\.experts\.\d+\.)");
+  std::string rel = std::regex_replace(module, layer_re, "", std::regex_constants::format_first_only);
+  rel = std::regex_replace(rel, expert_re, ".experts.*.");
+  return rel;
+}
+
+std::string nvfp4_fused_group(const std::string& module) {
+  static const std::regex qkv_re(R"(^(.*\.self_attn)\.[qkv]_proj$)");
+  static const std::regex gate_up_re(R"(^(.*)\.(gate|up)_proj$)");
+  static const std::regex w13_re(R"(^(.*\.experts\.\d+)\.w[13]$)");
+  std::smatch m;
+  if (std::regex_match(module, m, qkv_re)) return m[1].str() + ".qkv";
+  if (std::regex_match(module, m, gate_up_re)) return m[1].str() + ".gate_up";
+  if (std::regex_match(module, m, w13_re)) return m[1].str() + ".w13";
+  return {};
+}
+
+}  // namespace selq::pipeline

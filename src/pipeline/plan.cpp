@@ -1,0 +1,195 @@
+#include "pipeline/plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "pipeline/module_names.h"
+
+namespace selq::pipeline {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The module a tensor belongs to, for pre-quantized tensors too
+// ("x.weight_packed" and "x.weight_scale" both belong to "x").
+std::string owning_module(const std::string& tensor) {
+  static const char* kSuffixes[] = {".weight", ".weight_packed", ".weight_scale",
+                                    ".weight_scale_inv", ".weight_scale_2",
+                                    ".weight_global_scale", ".input_scale",
+                                    ".input_global_scale", ".weight_shape",
+                                    ".weight_zero_point", ".weight_g_idx"};
+  for (const char* s : kSuffixes)
+    if (ends_with(tensor, s)) return tensor.substr(0, tensor.size() - std::string(s).size());
+  return tensor;
+}
+
+bool is_weight_tensor_of_module(const std::string& tensor) {
+  return ends_with(tensor, ".weight") || ends_with(tensor, ".weight_packed");
+}
+
+std::vector<PlannedShard> layout_source_shards(const io::Checkpoint& ckpt,
+                                               const std::vector<PlannedTensor>& tensors) {
+  std::map<std::string, std::size_t> shard_pos;
+  std::vector<PlannedShard> shards;
+  for (const auto& s : ckpt.shards()) {
+    shard_pos[s] = shards.size();
+    shards.push_back({s, {}});
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    shards[shard_pos.at(tensors[i].source_shard)].tensors.push_back(i);
+  return shards;
+}
+
+std::vector<PlannedShard> layout_capped_shards(const std::vector<PlannedTensor>& tensors,
+                                               std::uint64_t cap) {
+  std::vector<PlannedShard> shards;
+  std::uint64_t current = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::uint64_t b = tensors[i].out_bytes();
+    if (shards.empty() || (current > 0 && current + b > cap)) {
+      shards.push_back({"", {}});
+      current = 0;
+    }
+    shards.back().tensors.push_back(i);
+    current += b;
+  }
+  for (std::size_t k = 0; k < shards.size(); ++k)
+    shards[k].name = fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, shards.size());
+  return shards;
+}
+
+DType model_float_dtype(const io::Checkpoint& ckpt) {
+  for (const auto& t : ckpt.tensors())
+    if (dtype_is_float_source(t.info.dtype) && t.info.shape.size() >= 2) return t.info.dtype;
+  return DType::BF16;
+}
+
+}  // namespace
+
+std::uint64_t PlannedTensor::out_bytes() const {
+  std::uint64_t b = 0;
+  for (const auto& o : outputs) b += o.info.nbytes();
+  return b;
+}
+
+std::uint64_t Plan::source_bytes() const {
+  std::uint64_t b = 0;
+  for (const auto& t : tensors) b += t.in_bytes();
+  return b;
+}
+
+std::uint64_t Plan::output_bytes() const {
+  std::uint64_t b = 0;
+  for (const auto& t : tensors) b += t.out_bytes();
+  return b;
+}
+
+double Plan::bits_per_weight() const {
+  std::set<std::string> linear;
+  for (const auto& m : linear_modules) linear.insert(m.module);
+  double bits = 0, elements = 0;
+  for (const auto& t : tensors) {
+    if (!linear.count(owning_module(t.source))) continue;
+    bits += 8.0 * static_cast<double>(t.out_bytes());
+    if (is_weight_tensor_of_module(t.source)) {
+      // Count logical weight elements: a packed FP4 source stores 2 per byte.
+      double n = static_cast<double>(shape_numel(t.source_info.shape));
+      if (ends_with(t.source, ".weight_packed") && t.source_info.dtype == DType::U8) n *= 2;
+      elements += n;
+    }
+  }
+  return elements > 0 ? bits / elements : 0.0;
+}
+
+Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const PlanOptions& options) {
+  Plan plan;
+  plan.source = ckpt.dir();
+  plan.recipe_path = recipe.path;
+  if (options.dialect) {
+    plan.dialect = *options.dialect;
+  } else {
+    auto d = exporter::dialect_from_name(recipe.dialect.empty() ? "compressed-tensors" : recipe.dialect);
+    if (!d) throw_bad_input(fmt::format("unknown dialect '{}'", recipe.dialect), {recipe.path});
+    plan.dialect = *d;
+  }
+
+  std::vector<TensorInfo> infos;
+  infos.reserve(ckpt.tensors().size());
+  for (const auto& t : ckpt.tensors()) infos.push_back(t.info);
+  recipe::Resolution res = recipe::resolve_recipe(recipe, infos, ckpt.config());
+  plan.warnings = res.warnings;
+  if (res.decisions.size() != infos.size())
+    throw Error(ErrorKind::Internal, "recipe resolution returned a different tensor count");
+
+  const DType model_dtype = model_float_dtype(ckpt);
+  std::map<std::string, std::size_t> module_index;  // module -> linear_modules position
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    const auto& d = res.decisions[i];
+    PlannedTensor pt;
+    pt.source = infos[i].name;
+    pt.source_shard = ckpt.tensors()[i].shard;
+    pt.source_info = infos[i];
+    pt.action = d.action;
+    pt.module = owning_module(pt.source);
+    if (d.action == recipe::Action::Quantize) {
+      if (!d.scheme) throw Error(ErrorKind::Internal, "quantize decision without a scheme", {"", pt.source});
+      if (!dtype_is_float_source(infos[i].dtype))
+        throw_bad_input(fmt::format("cannot quantize a {} tensor (only F32/F16/BF16 sources)",
+                                    dtype_name(infos[i].dtype)),
+                        {recipe.path, pt.source});
+      exporter::check_dialect_supports(plan.dialect, *d.scheme);
+      quant::SchemeSpec spec = exporter::adapt_scheme_for_dialect(plan.dialect, *d.scheme, model_dtype);
+      std::vector<quant::OutTensorSpec> outs;
+      try {
+        outs = quant::scheme_outputs(spec, infos[i].shape);
+      } catch (const Error& e) {
+        throw Error(e.kind(), e.message(), {recipe.path, pt.source});
+      }
+      for (const auto& o : outs)
+        pt.outputs.push_back(
+            {{exporter::output_tensor_name(plan.dialect, spec, o.role, pt.module), o.dtype, o.shape}, o.role});
+      if (spec.kind == quant::SchemeKind::NVFP4 && infos[i].shape.size() == 2)
+        pt.fused_group = nvfp4_fused_group(pt.module);
+      pt.scheme = spec;
+    } else {
+      pt.outputs.push_back({infos[i], std::nullopt});
+    }
+
+    // Linear modules for the config writer: every eligible weight and every
+    // module that arrived already quantized.
+    const bool preexisting = d.action == recipe::Action::PassThrough && is_weight_tensor_of_module(pt.source);
+    if (d.eligible || d.action == recipe::Action::Quantize || preexisting) {
+      if (!module_index.count(pt.module)) {
+        module_index[pt.module] = plan.linear_modules.size();
+        exporter::ModuleDecision md;
+        md.module = pt.module;
+        md.scheme = pt.scheme;
+        md.preexisting = preexisting;
+        plan.linear_modules.push_back(md);
+      }
+    }
+    plan.tensors.push_back(std::move(pt));
+  }
+
+  // Output names must be unique (a dialect suffix colliding with an existing
+  // tensor would silently overwrite it).
+  std::set<std::string> names;
+  for (const auto& t : plan.tensors)
+    for (const auto& o : t.outputs)
+      if (!names.insert(o.info.name).second)
+        throw_bad_input(fmt::format("two output tensors would be named '{}'", o.info.name),
+                        {plan.source, t.source});
+
+  plan.shards = options.max_shard_bytes ? layout_capped_shards(plan.tensors, options.max_shard_bytes)
+                                        : layout_source_shards(ckpt, plan.tensors);
+  return plan;
+}
+
+}  // namespace selq::pipeline

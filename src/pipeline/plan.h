@@ -1,0 +1,72 @@
+#pragma once
+// A plan: for every source tensor, what happens to it (keep, quantize with a
+// scheme, pass through), which output tensors it becomes (names, dtypes,
+// shapes), and in which output shard they land. Planning reads headers only;
+// `quantize` consumes exactly this value, so `plan` is a true dry run.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "export/dialect.h"
+#include "io/checkpoint.h"
+#include "recipe/recipe.h"
+
+namespace selq::pipeline {
+
+struct PlannedOutput {
+  TensorInfo info;
+  std::optional<quant::OutRole> role;  // set for outputs of a quantized tensor
+};
+
+struct PlannedTensor {
+  std::string source;        // source tensor name
+  std::string source_shard;  // shard file it is read from
+  TensorInfo source_info;
+  recipe::Action action{recipe::Action::Keep};
+  std::optional<quant::SchemeSpec> scheme;  // dialect-adapted
+  std::string module;
+  std::vector<PlannedOutput> outputs;
+  // Tensors quantized with a shared NVFP4 global scale carry the same group
+  // key (e.g. "model.layers.0.self_attn.qkv"); empty otherwise.
+  std::string fused_group;
+  std::uint64_t in_bytes() const { return source_info.nbytes(); }
+  std::uint64_t out_bytes() const;
+};
+
+struct PlannedShard {
+  std::string name;                  // output file name
+  std::vector<std::size_t> tensors;  // indices into Plan::tensors, in write order
+};
+
+struct PlanOptions {
+  std::optional<exporter::Dialect> dialect;  // overrides the recipe's
+  std::uint64_t max_shard_bytes{0};          // 0: keep the source layout
+};
+
+struct Plan {
+  std::string source;
+  std::string recipe_path;
+  exporter::Dialect dialect{exporter::Dialect::CompressedTensors};
+  std::vector<PlannedTensor> tensors;
+  std::vector<PlannedShard> shards;
+  std::vector<std::string> warnings;
+  std::vector<exporter::ModuleDecision> linear_modules;
+
+  std::uint64_t source_bytes() const;
+  std::uint64_t output_bytes() const;
+  // Stored bits per weight element over all linear weights (quantized or not).
+  double bits_per_weight() const;
+  nlohmann::json to_json() const;
+};
+
+Plan make_plan(const io::Checkpoint& checkpoint, const recipe::Recipe& recipe,
+               const PlanOptions& options = {});
+
+// Short human summary (per-scheme counts and bytes, size before/after, bpw,
+// per-layer map, warnings).
+std::string format_plan(const Plan& plan);
+
+}  // namespace selq::pipeline

@@ -1,0 +1,42 @@
+#pragma once
+// Execute a plan file-to-file: stream every tensor (read -> quantize -> write)
+// through a TBB pipeline, then write the index, config.json in the plan's
+// dialect, the non-tensor files, the manifest and the report. Everything is
+// staged in `<dst>.selq-partial` and renamed to `dst` only when complete, so a
+// failure never leaves anything under the final name.
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/plan.h"
+
+namespace selq::pipeline {
+
+struct Progress {
+  std::uint64_t bytes_done{0};
+  std::uint64_t bytes_total{0};
+  std::size_t tensors_done{0};
+  std::size_t tensors_total{0};
+};
+
+struct QuantizeOptions {
+  bool overwrite{false};
+  int threads{0};                 // 0: all cores
+  bool allow_non_finite{false};   // accept NaN/Inf weights
+  std::function<void(const Progress&)> on_progress;  // called from one thread
+};
+
+struct QuantizeResult {
+  nlohmann::json manifest;
+  double seconds{0};
+  std::uint64_t bytes_read{0};
+  std::uint64_t bytes_written{0};
+};
+
+QuantizeResult run_quantize(const io::Checkpoint& source, const Plan& plan,
+                            const recipe::Recipe& recipe, const std::string& dst,
+                            const QuantizeOptions& options = {});
+
+}  // namespace selq::pipeline

@@ -1,0 +1,243 @@
+// Writes synthetic checkpoints. Values come from a counter-based hash of
+// (seed, tensor name, element index), so generation is parallel and the
+// output is identical for any thread count; std:: distributions are neither
+// fast enough for multi-GB checkpoints nor reproducible across libstdc++
+// versions, which is why the generator is written here.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <xxhash.h>
+
+#include "core/codecs.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "pipeline/synth.h"
+#include "quant/scheme.h"
+
+namespace fs = std::filesystem;
+
+namespace selq::pipeline {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Approximately standard normal from one 64-bit hash: the sum of four
+// uniform 16-bit lanes (Irwin-Hall), rescaled to unit variance.
+float approx_normal(std::uint64_t h) {
+  float s = 0;
+  for (int k = 0; k < 4; ++k) s += static_cast<float>((h >> (16 * k)) & 0xFFFF) / 65535.0f;
+  return (s - 2.0f) * 1.7320508f;  // var of the sum of 4 U(0,1) is 1/3
+}
+
+// Fills `out` (F32) with trained-looking weights for one tensor.
+void generate_values(const SynthTensor& t, std::uint64_t seed, std::vector<float>& out) {
+  const std::uint64_t n = shape_numel(t.info.shape);
+  out.resize(n);
+  const std::uint64_t tseed = XXH3_64bits_withSeed(t.info.name.data(), t.info.name.size(), seed);
+  const std::uint64_t cols = t.info.shape.empty() ? 1 : static_cast<std::uint64_t>(t.info.shape.back());
+  const std::uint64_t rows = cols ? n / cols : 0;
+  tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, rows, 64), [&](const auto& r) {
+    for (std::uint64_t row = r.begin(); row != r.end(); ++row) {
+      // Per-output-channel spread: log-normal row scale.
+      const float row_scale = t.row_scale * std::exp(0.5f * approx_normal(splitmix64(tseed ^ (row * 0x100000001ull))));
+      for (std::uint64_t c = 0; c < cols; ++c) {
+        const std::uint64_t i = row * cols + c;
+        const std::uint64_t h = splitmix64(tseed + i);
+        if (t.is_norm) {
+          out[i] = 1.0f + 0.1f * approx_normal(h);
+          continue;
+        }
+        // About 1% of input channels carry outliers (the activation-outlier
+        // channels of trained LLMs show up as large weight columns).
+        const bool outlier_col = (splitmix64(tseed ^ (c * 0x9E37ull)) % 100) == 0;
+        float v = approx_normal(h) * row_scale * (outlier_col ? 6.0f : 1.0f);
+        // Heavy tail: 1 element in 4096 is 10x larger.
+        if (((h >> 52) & 0xFFF) == 0) v *= 10.0f;
+        out[i] = v;
+      }
+    }
+  });
+}
+
+std::vector<std::uint8_t> to_bf16_bytes(const std::vector<float>& v) {
+  std::vector<std::uint8_t> b(v.size() * 2);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, v.size(), 1 << 16), [&](const auto& r) {
+    for (std::size_t i = r.begin(); i != r.end(); ++i) {
+      const std::uint16_t h = f32_to_bf16_ref(v[i]);
+      b[2 * i] = static_cast<std::uint8_t>(h & 0xFF);
+      b[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
+    }
+  });
+  return b;
+}
+
+bool is_routed_expert(const std::string& name) { return name.find(".mlp.experts.") != std::string::npos; }
+
+// compressed-tensors NVFP4 (what a published NVFP4 checkpoint holds): the
+// tensors that replace `<module>.weight`.
+quant::SchemeSpec ct_nvfp4() {
+  quant::SchemeSpec s;
+  s.kind = quant::SchemeKind::NVFP4;
+  s.act = quant::ActMode::NVFP4;
+  s.nvfp = quant::NvfpConvention::CompressedTensors;
+  return s;
+}
+
+std::string ct_name(quant::OutRole role) {
+  switch (role) {
+    case quant::OutRole::Weight: return "weight_packed";
+    case quant::OutRole::Scale: return "weight_scale";
+    case quant::OutRole::GlobalScale: return "weight_global_scale";
+    default: throw Error(ErrorKind::Internal, "unexpected NVFP4 output role");
+  }
+}
+
+struct OutputTensor {
+  TensorInfo info;
+  std::size_t source;  // index in SynthModel::tensors
+};
+
+nlohmann::json nvfp4_quantization_config(const SynthModel& m) {
+  nlohmann::json ignore = nlohmann::json::array();
+  for (const auto& t : m.tensors) {
+    const auto& n = t.info.name;
+    if (t.is_norm || t.info.shape.size() != 2 || is_routed_expert(n)) continue;
+    if (n.size() < 7 || n.substr(n.size() - 7) != ".weight") continue;
+    if (n.find("embed_tokens") != std::string::npos || n.find("mlp.gate.") != std::string::npos) continue;
+    ignore.push_back(n.substr(0, n.size() - 7));
+  }
+  nlohmann::json fp4 = {{"num_bits", 4}, {"type", "float"}, {"symmetric", true}, {"group_size", 16},
+                        {"strategy", "tensor_group"}, {"dynamic", false}, {"actorder", nullptr},
+                        {"block_structure", nullptr}, {"observer", "minmax"}, {"observer_kwargs", nlohmann::json::object()}};
+  nlohmann::json act = fp4;
+  act["dynamic"] = "local";
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "nvfp4-pack-quantized"},
+          {"quantization_status", "compressed"},
+          {"config_groups",
+           {{"group_0",
+             {{"targets", {"re:.*mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"}},
+              {"weights", fp4},
+              {"input_activations", act},
+              {"output_activations", nullptr},
+              {"format", "nvfp4-pack-quantized"}}}}},
+          {"ignore", ignore},
+          {"kv_cache_scheme", nullptr}};
+}
+
+}  // namespace
+
+std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& dst) {
+  if (fs::exists(dst)) throw_bad_input("destination exists", {dst});
+  if (o.experts_nvfp4 && o.arch != "kimi-k3" && o.arch != "deepseek-v3")
+    throw_bad_input("--experts-nvfp4 needs a MoE arch (kimi-k3 or deepseek-v3)");
+  const SynthModel m = describe_synth_model(o);
+  const std::string staging = dst + ".selq-partial";
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging);
+
+  // Output tensor list: a routed expert's weight becomes the NVFP4 tensors
+  // when the source is to look pre-quantized.
+  std::vector<OutputTensor> outputs;
+  for (std::size_t i = 0; i < m.tensors.size(); ++i) {
+    const auto& t = m.tensors[i];
+    if (o.experts_nvfp4 && is_routed_expert(t.info.name)) {
+      const std::string module = t.info.name.substr(0, t.info.name.size() - 7);
+      for (const auto& spec : quant::scheme_outputs(ct_nvfp4(), t.info.shape))
+        outputs.push_back({{module + "." + ct_name(spec.role), spec.dtype, spec.shape}, i});
+      outputs.push_back({{module + ".input_global_scale", DType::F32, {1}}, i});
+    } else {
+      outputs.push_back({t.info, i});
+    }
+  }
+  // Shards in order, capped by size.
+  std::vector<std::vector<std::size_t>> shards(1);
+  std::uint64_t current = 0, total = 0;
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    const std::uint64_t b = outputs[k].info.nbytes();
+    if (current > 0 && current + b > o.max_shard_bytes) {
+      shards.emplace_back();
+      current = 0;
+    }
+    shards.back().push_back(k);
+    current += b;
+    total += b;
+  }
+
+  std::map<std::string, std::string> weight_map;
+  std::vector<float> values;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::string shard_name = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    std::vector<TensorInfo> infos;
+    for (auto k : shards[s]) {
+      infos.push_back(outputs[k].info);
+      weight_map[outputs[k].info.name] = shard_name;
+    }
+    io::SafetensorsWriter writer((fs::path(staging) / shard_name).string(), infos, {{"format", "pt"}});
+    std::size_t last_source = SIZE_MAX;
+    std::map<std::string, std::vector<std::uint8_t>> pending;  // NVFP4 outputs of the current source
+    for (auto k : shards[s]) {
+      const auto& out = outputs[k];
+      const auto& src = m.tensors[out.source];
+      if (out.info.name == src.info.name) {
+        generate_values(src, o.seed, values);
+        writer.write(out.info.name, to_bf16_bytes(values));
+        continue;
+      }
+      if (out.source != last_source) {
+        // Quantize the generated expert once; its outputs are written as they come up.
+        last_source = out.source;
+        pending.clear();
+        generate_values(src, o.seed, values);
+        const auto bf16 = to_bf16_bytes(values);
+        TensorView view{&src.info, bf16};
+        const auto specs = quant::scheme_outputs(ct_nvfp4(), src.info.shape);
+        std::vector<std::vector<std::uint8_t>> bufs(specs.size());
+        std::vector<std::span<std::uint8_t>> spans;
+        for (std::size_t j = 0; j < specs.size(); ++j) {
+          bufs[j].assign(dtype_nbytes(specs[j].dtype, shape_numel(specs[j].shape)), 0);
+          spans.push_back(bufs[j]);
+        }
+        quant::ErrorMetrics metrics;
+        quant::quantize_weight(ct_nvfp4(), view, spans, metrics);
+        const std::string module = src.info.name.substr(0, src.info.name.size() - 7);
+        for (std::size_t j = 0; j < specs.size(); ++j) pending[module + "." + ct_name(specs[j].role)] = std::move(bufs[j]);
+        // Static activation global scale, as calibration would give for |x| <= 8.
+        const float igs = 448.0f * 6.0f / 8.0f;
+        std::vector<std::uint8_t> igs_bytes(4);
+        std::memcpy(igs_bytes.data(), &igs, 4);
+        pending[module + ".input_global_scale"] = igs_bytes;
+      }
+      writer.write(out.info.name, pending.at(out.info.name));
+    }
+    writer.commit();
+  }
+
+  nlohmann::json config = m.config;
+  if (o.experts_nvfp4) config["quantization_config"] = nvfp4_quantization_config(m);
+  io::write_file_atomic((fs::path(staging) / "config.json").string(), config.dump(2) + "\n");
+  io::write_index((fs::path(staging) / io::kIndexName).string(), weight_map, total);
+  // Non-tensor files a real checkpoint carries, so that copying them is exercised.
+  io::write_file_atomic((fs::path(staging) / "generation_config.json").string(),
+                        nlohmann::json{{"do_sample", false}, {"max_new_tokens", 256}}.dump(2) + "\n");
+  io::write_file_atomic((fs::path(staging) / "tokenizer_config.json").string(),
+                        nlohmann::json{{"model_max_length", 8192}, {"tokenizer_class", "PreTrainedTokenizerFast"}}.dump(2) + "\n");
+  fs::rename(staging, dst, ec);
+  if (ec) throw_io(fmt::format("cannot rename the synthetic checkpoint into place: {}", ec.message()), {dst});
+  return total;
+}
+
+}  // namespace selq::pipeline
