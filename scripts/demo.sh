@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The main job on the embedded default: set up, build, make a checkpoint,
+# plan and quantize it with the shipped draft-model recipe, then inspect the
+# result. Work files go to ${SELQ_DEMO_DIR:-/tmp/selq-demo}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)" --target selq >/dev/null
+SELQ=build/release/src/selq
+WORK="${SELQ_DEMO_DIR:-/tmp/selq-demo}"
+rm -rf "$WORK" && mkdir -p "$WORK"
+
+echo "== 1. a synthetic 5-layer DSpark draft model (real tensor names, 1/8 scale)"
+$SELQ synth --arch dspark --scale 8 "$WORK/dspark-bf16"
+$SELQ inspect "$WORK/dspark-bf16" | head -20
+
+echo; echo "== 2. plan: o_proj MXFP4, other projections FP8 per-channel, rest BF16 (quark dialect)"
+$SELQ plan "$WORK/dspark-bf16" --recipe recipes/dspark-oproj-mxfp4.yaml
+
+echo; echo "== 3. quantize"
+$SELQ quantize "$WORK/dspark-bf16" "$WORK/dspark-mixed" --recipe recipes/dspark-oproj-mxfp4.yaml
+
+echo; echo "== 4. inspect the result"
+$SELQ inspect "$WORK/dspark-mixed"

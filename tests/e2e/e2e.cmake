@@ -1,0 +1,8 @@
+# End-to-end tests: the selq binary on synthetic checkpoints, checked from
+# Python (safetensors, numpy) so that the output is read by a second reader.
+foreach(script test_main_job test_shipped_recipes)
+  add_test(NAME e2e_${script}
+           COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script}.py
+           --selq $<TARGET_FILE:selq> --source-dir ${PROJECT_SOURCE_DIR})
+  set_tests_properties(e2e_${script} PROPERTIES LABELS e2e TIMEOUT 900)
+endforeach()
