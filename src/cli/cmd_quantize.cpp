@@ -7,6 +7,10 @@
 #include "io/checkpoint.h"
 #include "pipeline/quantize.h"
 
+#include <filesystem>
+
+#include "core/error.h"
+
 namespace selq::cli {
 namespace {
 
@@ -17,8 +21,17 @@ struct QuantizeArgs {
   bool quiet{false};
   bool json{false};
   bool allow_non_finite{false};
+  bool in_place{false};
+  bool resume{false};
   int threads{0};
 };
+
+void require_resumable(const QuantizeArgs& a) {
+  namespace fs = std::filesystem;
+  const fs::path marker = a.in_place ? fs::path(a.plan.source) / pipeline::kInPlaceDir
+                                     : fs::path(a.dst + ".selq-partial") / ".selq-journal.json";
+  if (!fs::exists(marker)) throw_bad_input("nothing to resume (no interrupted run found)", {marker.string()});
+}
 
 const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   auto args = std::make_shared<QuantizeArgs>();
@@ -29,18 +42,23 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "the dialect's quantization_config, the non-tensor files, selq-manifest.json and\n"
       "selq-report.txt. Output is staged in DST.selq-partial and renamed when complete.");
   add_plan_args(*cmd, args->plan);
-  cmd->add_option("destination", args->dst, "Output checkpoint directory")->required();
+  cmd->add_option("destination", args->dst, "Output checkpoint directory (not with --in-place)");
+  cmd->add_flag("--in-place", args->in_place,
+                "Rewrite SRC shard by shard (temp file, fsync, atomic rename, journal); needs free space\n"
+                "for one shard. Re-running the same command after a crash resumes it");
+  cmd->add_flag("--resume", args->resume,
+                "Continue an interrupted run (the default anyway: committed shards are kept when their\n"
+                "hash matches the journal); fails if there is nothing to resume");
   cmd->add_flag("--force", args->force, "Replace DST if it exists");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress bar or summary");
   cmd->add_flag("--json", args->json, "Print a JSON summary (with per-tensor error metrics) on stdout");
   cmd->add_flag("--allow-non-finite", args->allow_non_finite, "Quantize weights containing NaN/Inf instead of failing");
   cmd->add_option("--threads,-j", args->threads, "Worker threads (default: all cores)");
   cmd->callback([args, &status] {
-    auto ckpt = io::Checkpoint::open(args->plan.source);
+    if (args->in_place == !args->dst.empty())
+      throw_bad_input(args->in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
+    if (args->resume) require_resumable(*args);
     auto recipe = load_recipe_with_overrides(args->plan);
-    auto plan = pipeline::make_plan(*ckpt, recipe, plan_options(args->plan));
-    if (!args->quiet)
-      for (const auto& w : plan.warnings) fmt::print(stderr, "selq: warning: {}\n", w);
     ProgressBar bar("quantize", !args->quiet && stderr_is_tty());
     pipeline::QuantizeOptions qo;
     qo.overwrite = args->force;
@@ -49,7 +67,17 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     qo.on_progress = [&bar](const pipeline::Progress& p) {
       bar.update(p.bytes_done, p.bytes_total, fmt::format("{}/{} tensors", p.tensors_done, p.tensors_total));
     };
-    auto result = pipeline::run_quantize(*ckpt, plan, recipe, args->dst, qo);
+    pipeline::Plan plan;
+    pipeline::QuantizeResult result;
+    if (args->in_place) {
+      result = pipeline::run_quantize_in_place(args->plan.source, recipe, plan_options(args->plan), qo, &plan);
+    } else {
+      auto ckpt = io::Checkpoint::open(args->plan.source);
+      plan = pipeline::make_plan(*ckpt, recipe, plan_options(args->plan));
+      if (!args->quiet)
+        for (const auto& w : plan.warnings) fmt::print(stderr, "selq: warning: {}\n", w);
+      result = pipeline::run_quantize(*ckpt, plan, recipe, args->dst, qo);
+    }
     bar.finish();
     const double rate = result.seconds > 0 ? static_cast<double>(result.bytes_read) / result.seconds : 0;
     if (args->json) {
@@ -63,7 +91,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       fmt::print("{}\n", j.dump(2));
     } else if (!args->quiet) {
       fmt::print("{}", pipeline::format_plan(plan));
-      fmt::print("\nwrote {} in {:.2f}s ({} -> {}, {}/s)\n", args->dst, result.seconds,
+      fmt::print("\nwrote {} in {:.2f}s ({} -> {}, {}/s)\n", args->in_place ? args->plan.source : args->dst, result.seconds,
                  human_bytes(static_cast<double>(result.bytes_read)),
                  human_bytes(static_cast<double>(result.bytes_written)), human_bytes(rate));
     }

@@ -1,5 +1,6 @@
 #include "core/codecs.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -159,8 +160,10 @@ float e2m1_to_f32(std::uint8_t code) { return decode_minifloat(code & 0x0F, kE2M
 std::uint8_t f32_to_e2m1_ref(float f) {
   const std::uint8_t s = sign_bit8(f, 3);
   // E2M1 has no NaN or Inf. Like ml_dtypes' float4_e2m1fn, we saturate Inf to
-  // ±6; NaN also becomes +6 (0x7) with its sign kept. Schemes reject NaN
-  // weights before they get here, so this only matters for activations.
+  // ±6. Deliberate difference: ml_dtypes 0.6 turns NaN into a zero of the
+  // opposite sign (+NaN -> 0x8, -NaN -> 0x0), which silently hides it; we
+  // return ±6 (0x7 | sign) so a NaN stays loud after dequantisation. Schemes
+  // reject NaN weights before they get here.
   if (std::isnan(f)) return s | 0x7;
   const float a = std::min(std::fabs(f), kE2M1.max_finite);
   return s | static_cast<std::uint8_t>(round_magnitude_rne(a, kE2M1));
@@ -174,15 +177,20 @@ float e8m0_to_f32(std::uint8_t b) {
 }
 
 std::uint8_t f32_to_e8m0_rne_ref(float f) {
+  // E8M0 has no zero and no sign: ml_dtypes answers NaN for them (torch
+  // instead ignores the sign and maps 0 to 0x00; we follow ml_dtypes because a
+  // non-positive scale is a bug upstream and NaN makes it visible).
   if (std::isnan(f) || std::isinf(f) || f <= 0.0f) return 0xFF;
-  int e;
-  const float m = std::frexp(f, &e);  // f = m * 2^e, m in [0.5,1)
-  // log2(f) = e-1 + log2(2m); the tie point for rounding the exponent in
-  // torch/ml_dtypes is mantissa 1.5 (RNE on the significand with an implied 1,
-  // which always rounds the tie up because the kept bit, the implicit 1, is odd).
-  int unbiased = (2.0f * m >= 1.5f) ? e : e - 1;
-  int biased = unbiased + 127;
-  if (biased < 0) biased = 0;
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t exp_field = (u >> 23) & 0xFFu;
+  const std::uint32_t man = u & 0x7FFFFFu;
+  // Round the significand to zero fraction bits, ties to even. The kept bit is
+  // the implicit leading bit: 1 for normals (so the tie at 1.5 rounds up) and
+  // 0 for subnormals (so exactly 2^-127 = 0x00 stays, anything above rounds up
+  // to 2^-126). torch and ml_dtypes agree on this.
+  const bool kept_odd = exp_field != 0;
+  const bool round_up = man > 0x400000u || (man == 0x400000u && kept_odd);
+  const std::uint32_t biased = exp_field + (round_up ? 1u : 0u);
   if (biased > 254) return 0xFF;
   return static_cast<std::uint8_t>(biased);
 }
@@ -191,7 +199,7 @@ std::uint8_t e8m0_scale_from_amax_ref(float amax, ScaleRule rule, int elem_emax,
                                       float elem_max) {
   if (std::isnan(amax) || std::isinf(amax)) return 0xFF;
   amax = std::fabs(amax);
-  int unbiased;
+  int unbiased = -127;
   if (amax == 0.0f) {
     // An all-zero block: every reference ends at the smallest scale (torchao
     // and vLLM clamp log2(0) = -inf up to -127).
@@ -222,7 +230,9 @@ std::uint8_t e8m0_scale_from_amax_ref(float amax, ScaleRule rule, int elem_emax,
         const std::uint32_t db = std::bit_cast<std::uint32_t>(d);
         const int dexp = static_cast<int>((db >> 23) & 0xFF);
         if (dexp == 0) {
-          unbiased = -127;  // subnormal quotient: below the E8M0 range
+          // Subnormal quotient: 0x00 means 2^-127, so anything above that
+          // rounds up to 2^-126 (torchao _f32_to_e8m0_rceil, PTX cvt.rp).
+          unbiased = (db & 0x7FFFFFu) > 0x400000u ? -126 : -127;
         } else {
           unbiased = dexp - 127 + ((db & 0x7FFFFFu) != 0 ? 1 : 0);
         }

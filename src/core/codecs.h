@@ -22,8 +22,9 @@ float e4m3_to_f32(std::uint8_t b);
 // Saturating: finite values beyond ±448 clamp to ±448 (what compressed-tensors
 // does by clamping before the cast); ±Inf also clamp; NaN -> 0x7F | sign.
 std::uint8_t f32_to_e4m3_sat_ref(float f);
-// torch's `.to(float8_e4m3fn)` and ml_dtypes: anything that rounds past 448 is
-// NaN (so 464 -> 0x7E but 464.5 -> 0x7F), ±Inf -> NaN.
+// ml_dtypes (and torch's eager cast before 2.13): anything that rounds past
+// 448 is NaN (so 464 -> 0x7E but 464.5 -> 0x7F), ±Inf -> NaN. torch >= 2.13
+// eager `.to(float8_e4m3fn)` saturates instead, i.e. matches the _sat variant.
 std::uint8_t f32_to_e4m3_nonsat_ref(float f);
 
 // ---- FP8 E5M2 (IEEE-like, bias 15, max 57344, inf 0x7C) ----
@@ -33,13 +34,14 @@ std::uint8_t f32_to_e5m2_nonsat_ref(float f);  // overflow -> ±Inf
 
 // ---- FP4 E2M1 (codes 0..7 = 0,.5,1,1.5,2,3,4,6; bit 3 = sign) ----
 float e2m1_to_f32(std::uint8_t code);
-// Saturates to ±6 (ml_dtypes and every quantizer do); NaN -> 0x7 (there is no
-// NaN code; ml_dtypes maps NaN to +6... see codecs.cpp for the rule chosen).
+// Saturates to ±6 (ml_dtypes and every quantizer do); NaN -> 0x7 | sign (there
+// is no NaN code; ml_dtypes maps NaN to a zero, see codecs.cpp for why not).
 std::uint8_t f32_to_e2m1_ref(float f);
 
 // ---- E8M0 scales (bias 127, 0xFF = NaN) ----
 float e8m0_to_f32(std::uint8_t b);  // 0x00 -> 2^-127 (subnormal float)
-// torch/ml_dtypes cast semantics: RNE on the exponent (1.5 -> 0x80).
+// torch/ml_dtypes cast semantics: RNE on the exponent (1.5 -> 0x80). Zero and
+// negatives give 0xFF like ml_dtypes (torch ignores the sign instead).
 std::uint8_t f32_to_e8m0_rne_ref(float f);
 
 enum class ScaleRule { Floor, Ceil, Even, RCeil };

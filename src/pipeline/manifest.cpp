@@ -82,10 +82,11 @@ nlohmann::json build_manifest(const Plan& plan, const recipe::Recipe& recipe,
 
 nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& plan,
                                    const recipe::Recipe& recipe, const std::vector<TensorRecord>& records,
-                                   const std::string& dir) {
+                                   const std::string& dir, bool copy_other_files) {
   // Non-tensor files (tokenizer, generation config, remote code) verbatim.
-  for (const auto& name : source.other_files())
-    if (!is_regenerated(name))
+  if (copy_other_files)
+    for (const auto& name : source.other_files())
+      if (!is_regenerated(name))
       io::copy_file_atomic((fs::path(source.dir()) / name).string(), (fs::path(dir) / name).string());
 
   exporter::ConfigInput ci;

@@ -23,9 +23,11 @@ struct TensorRecord {
 };
 
 // Writes everything but the shards into `dir` and returns the manifest.
+// `copy_other_files`: copy the source's non-tensor files (off for in-place runs).
 nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& plan,
                                    const recipe::Recipe& recipe,
-                                   const std::vector<TensorRecord>& records, const std::string& dir);
+                                   const std::vector<TensorRecord>& records, const std::string& dir,
+                                   bool copy_other_files = true);
 
 // Builds the manifest value (also used by verify to compare against files).
 nlohmann::json build_manifest(const Plan& plan, const recipe::Recipe& recipe,

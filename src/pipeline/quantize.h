@@ -35,8 +35,23 @@ struct QuantizeResult {
   std::uint64_t bytes_written{0};
 };
 
+// File to file. A staging directory left by a killed run with the same plan
+// is resumed: its committed shards are kept (checked by hash), the rest redone.
 QuantizeResult run_quantize(const io::Checkpoint& source, const Plan& plan,
                             const recipe::Recipe& recipe, const std::string& dst,
                             const QuantizeOptions& options = {});
+
+// In place: each shard of `dir` is rewritten under a temporary name, fsynced
+// and renamed over the old one, one at a time, with a journal in
+// `dir/.selq-inplace/` (which also keeps sparse header-only copies of the
+// original shards, so that planning after a crash sees the original
+// checkpoint). Re-running the same command resumes. The index and config.json
+// are replaced last. Needs free space for one shard; refuses before writing
+// when there is not enough.
+QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recipe& recipe,
+                                     const PlanOptions& plan_options, const QuantizeOptions& options = {},
+                                     Plan* plan_out = nullptr);
+
+constexpr const char* kInPlaceDir = ".selq-inplace";
 
 }  // namespace selq::pipeline

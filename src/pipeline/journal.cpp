@@ -1,0 +1,138 @@
+#include "pipeline/journal.h"
+
+#include <bit>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+
+namespace fs = std::filesystem;
+
+namespace selq::pipeline {
+
+namespace {
+
+nlohmann::json metrics_to_json(const quant::ErrorMetrics& m) {
+  return {m.sum_sq_ref, m.sum_sq_err, m.sum_dot, m.sum_sq_dq, m.max_abs_err,
+          m.elements,   m.clipped_elements, m.blocks, m.clipped_blocks};
+}
+
+quant::ErrorMetrics metrics_from_json(const nlohmann::json& j) {
+  quant::ErrorMetrics m;
+  m.sum_sq_ref = j.at(0);
+  m.sum_sq_err = j.at(1);
+  m.sum_dot = j.at(2);
+  m.sum_sq_dq = j.at(3);
+  m.max_abs_err = j.at(4);
+  m.elements = j.at(5);
+  m.clipped_elements = j.at(6);
+  m.blocks = j.at(7);
+  m.clipped_blocks = j.at(8);
+  return m;
+}
+
+}  // namespace
+
+nlohmann::json record_to_json(const TensorRecord& r) {
+  nlohmann::json j = {{"source", r.source}, {"source_hash", r.source_hash}, {"output_hashes", r.output_hashes}};
+  if (r.metrics) j["metrics"] = metrics_to_json(*r.metrics);
+  return j;
+}
+
+TensorRecord record_from_json(const nlohmann::json& j) {
+  TensorRecord r;
+  r.source = j.at("source");
+  r.source_hash = j.at("source_hash");
+  r.output_hashes = j.at("output_hashes").get<std::vector<std::uint64_t>>();
+  if (j.contains("metrics")) r.metrics = metrics_from_json(j["metrics"]);
+  return r;
+}
+
+std::uint64_t hash_file(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw_io("cannot open for hashing", {path});
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  std::vector<char> buf(1 << 22);
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) XXH3_64bits_update(st, buf.data(), n);
+  const bool failed = std::ferror(f.get()) != 0;
+  const std::uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  if (failed) throw_io("read error while hashing", {path});
+  return h;
+}
+
+std::string plan_fingerprint(const Plan& plan, const recipe::Recipe& recipe) {
+  nlohmann::json j = plan.to_json();
+  j.erase("source");  // the same plan may be read from a saved copy of the headers
+  const std::string s = j.dump() + "\n" + recipe.text + "\n" + SELQ_VERSION;
+  return hash_hex(XXH3_64bits(s.data(), s.size()));
+}
+
+Journal::Journal(std::string path, std::string fingerprint) : path_(std::move(path)) {
+  if (fs::exists(path_)) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(io::read_file(path_));
+    } catch (const nlohmann::json::exception& e) {
+      throw_bad_input(fmt::format("corrupt journal: {}", e.what()), {path_});
+    }
+    if (j.value("fingerprint", "") == fingerprint) {
+      state_ = std::move(j);
+      resumed_ = true;
+      has_group_amax_ = state_.contains("group_amax");
+      return;
+    }
+    other_fingerprint_ = true;
+  }
+  state_ = {{"version", 1}, {"fingerprint", fingerprint}, {"shards", nlohmann::json::object()}};
+  save();
+}
+
+std::map<std::string, float> Journal::group_amax() const {
+  std::map<std::string, float> out;
+  // Stored as raw float bits so that the value is exact across runs.
+  for (const auto& [k, v] : state_.at("group_amax").items()) out[k] = std::bit_cast<float>(v.get<std::uint32_t>());
+  return out;
+}
+
+void Journal::set_group_amax(const std::map<std::string, float>& amax) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : amax) j[k] = std::bit_cast<std::uint32_t>(v);
+  state_["group_amax"] = j;
+  has_group_amax_ = true;
+  save();
+}
+
+bool Journal::is_committed(const std::string& shard, const std::string& file_path) const {
+  const auto& shards = state_.at("shards");
+  if (!shards.contains(shard) || !fs::exists(file_path)) return false;
+  // An intent whose file is on disk with the recorded hash is a commit, even
+  // if the run died right after the rename.
+  return hash_file(file_path) == shards[shard].at("hash").get<std::uint64_t>();
+}
+
+void Journal::record_intent(const std::string& shard, std::uint64_t file_hash,
+                            const std::vector<std::pair<std::size_t, TensorRecord>>& records) {
+  nlohmann::json rs = nlohmann::json::array();
+  for (const auto& [i, r] : records) rs.push_back({{"index", i}, {"record", record_to_json(r)}});
+  state_["shards"][shard] = {{"hash", file_hash}, {"records", rs}};
+  save();
+}
+
+std::vector<std::pair<std::size_t, TensorRecord>> Journal::records(const std::string& shard) const {
+  std::vector<std::pair<std::size_t, TensorRecord>> out;
+  for (const auto& e : state_.at("shards").at(shard).at("records"))
+    out.emplace_back(e.at("index").get<std::size_t>(), record_from_json(e.at("record")));
+  return out;
+}
+
+void Journal::save() const { io::write_file_atomic(path_, state_.dump() + "\n"); }
+
+}  // namespace selq::pipeline

@@ -1,0 +1,168 @@
+// Writing one output shard: the TBB read -> quantize -> write pipeline, the
+// journal intent and the rename that commits it.
+#include "pipeline/shard_writer.h"
+
+#include <filesystem>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace selq::pipeline::detail {
+
+namespace {
+// Output bytes of one planned tensor while it is in flight. Kept and
+// passed-through tensors are views of the source mapping (no copy).
+struct InFlight {
+  std::size_t index{0};
+  std::vector<std::vector<std::uint8_t>> buffers;    // quantized outputs
+  std::vector<std::span<const std::uint8_t>> views;  // what to write, one per output
+  TensorRecord record;
+};
+
+std::uint64_t xxh3(std::span<const std::uint8_t> b) { return XXH3_64bits(b.data(), b.size()); }
+
+// NVFP4 members of a fused group (q/k/v, gate/up, w1/w3) share one global
+// scale: the max amax of the members (= the min of the compressed-tensors
+// global scales, which is what llm-compressor writes and what vLLM's fused
+// loader needs to be exact).
+std::map<std::string, float> fused_global_amax(const TensorSource& source, const Plan& plan) {
+  std::vector<std::size_t> members;
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+    if (!plan.tensors[i].fused_group.empty()) members.push_back(i);
+  std::vector<float> amax(members.size());
+  tbb::parallel_for(std::size_t{0}, members.size(),
+                    [&](std::size_t k) { amax[k] = quant::tensor_amax(source(plan.tensors[members[k]])); });
+  std::map<std::string, float> out;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const auto& g = plan.tensors[members[k]].fused_group;
+    out[g] = std::max(out.count(g) ? out[g] : 0.0f, amax[k]);
+  }
+  return out;
+}
+
+void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeOptions& options,
+             const std::map<std::string, float>& group_amax, InFlight& f) {
+  const TensorView in = source(t);
+  f.record.source = t.source;
+  f.record.source_hash = xxh3(in.bytes);
+  if (!t.scheme) {
+    f.views.push_back(in.bytes);
+    f.record.output_hashes.push_back(f.record.source_hash);
+    return;
+  }
+  f.buffers.resize(t.outputs.size());
+  std::vector<std::span<std::uint8_t>> outs;
+  for (std::size_t k = 0; k < t.outputs.size(); ++k) {
+    f.buffers[k].assign(t.outputs[k].info.nbytes(), 0);
+    outs.push_back(f.buffers[k]);
+  }
+  quant::QuantizeOptions qo;
+  qo.reject_non_finite = !options.allow_non_finite;
+  if (!t.fused_group.empty()) qo.global_amax = group_amax.at(t.fused_group);
+  quant::ErrorMetrics metrics;
+  quant::quantize_weight(*t.scheme, in, outs, metrics, qo);
+  f.record.metrics = metrics;
+  for (auto& b : f.buffers) {
+    f.views.push_back(b);
+    f.record.output_hashes.push_back(xxh3(b));
+  }
+}
+
+}  // namespace
+
+// Writes one output shard to `path` (via its temporary name), journals the
+// intent with the new file's hash and the tensor records, then renames it
+// into place. Memory: the pipeline's tokens bound the tensors in flight.
+void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
+                 const QuantizeOptions& options, const std::map<std::string, float>& group_amax,
+                 Journal& journal, std::vector<TensorRecord>& records, Progress& progress) {
+  std::vector<TensorInfo> infos;
+  for (auto i : shard.tensors)
+    for (const auto& o : plan.tensors[i].outputs) infos.push_back(o.info);
+  io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
+
+  const std::size_t tokens = 2 * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
+  std::size_t next = 0;
+  std::vector<std::pair<std::size_t, TensorRecord>> shard_records;
+  tbb::parallel_pipeline(
+      tokens,
+      tbb::make_filter<void, InFlight*>(tbb::filter_mode::serial_in_order,
+                                        [&](tbb::flow_control& fc) -> InFlight* {
+                                          if (next == shard.tensors.size()) {
+                                            fc.stop();
+                                            return nullptr;
+                                          }
+                                          auto* f = new InFlight;
+                                          f->index = shard.tensors[next++];
+                                          return f;
+                                        }) &
+          tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel,
+                                                 [&](InFlight* f) {
+                                                   std::unique_ptr<InFlight> guard(f);
+                                                   produce(source, plan.tensors[f->index], options, group_amax, *f);
+                                                   return guard.release();
+                                                 }) &
+          tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, [&](InFlight* f) {
+            std::unique_ptr<InFlight> owned(f);
+            const auto& t = plan.tensors[f->index];
+            for (std::size_t k = 0; k < t.outputs.size(); ++k) writer.write(t.outputs[k].info.name, f->views[k]);
+            shard_records.emplace_back(f->index, f->record);
+            records[f->index] = std::move(f->record);
+            progress.bytes_done += t.in_bytes();
+            ++progress.tensors_done;
+            if (options.on_progress) options.on_progress(progress);
+          }));
+  // The temp file is complete; fsync it before its hash goes to the journal.
+  {
+    const int fd = ::open(writer.temp_path().c_str(), O_RDONLY);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      if (fd >= 0) ::close(fd);
+      throw_io("cannot fsync the new shard", {writer.temp_path()});
+    }
+    ::close(fd);
+  }
+  journal.record_intent(shard.name, hash_file(writer.temp_path()), shard_records);
+  writer.commit();
+}
+
+void remove_all_quietly(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+// Account for a shard committed by an earlier run: its records come from the journal.
+void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const Journal& journal,
+                           std::vector<TensorRecord>& records, Progress& progress,
+                           const QuantizeOptions& options) {
+  for (auto& [i, r] : journal.records(shard.name)) {
+    records.at(i) = std::move(r);
+    progress.bytes_done += plan.tensors[i].in_bytes();
+    ++progress.tensors_done;
+  }
+  if (options.on_progress) options.on_progress(progress);
+}
+
+ThreadLimit::ThreadLimit(int threads) {
+  if (threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  static_cast<std::size_t>(threads));
+}
+
+std::map<std::string, float> journaled_group_amax(Journal& journal, const TensorSource& source, const Plan& plan) {
+  if (!journal.has_group_amax()) journal.set_group_amax(fused_global_amax(source, plan));
+  return journal.group_amax();
+}
+
+
+}  // namespace selq::pipeline::detail

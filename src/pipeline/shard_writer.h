@@ -1,0 +1,33 @@
+#pragma once
+// Internals shared by the file-to-file and in-place quantize paths.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <oneapi/tbb/global_control.h>
+
+#include "pipeline/journal.h"
+#include "pipeline/quantize.h"
+
+namespace selq::pipeline::detail {
+
+// Where the bytes of a planned source tensor come from.
+using TensorSource = std::function<TensorView(const PlannedTensor&)>;
+
+void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
+                 const QuantizeOptions& options, const std::map<std::string, float>& group_amax,
+                 Journal& journal, std::vector<TensorRecord>& records, Progress& progress);
+void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const Journal& journal,
+                           std::vector<TensorRecord>& records, Progress& progress, const QuantizeOptions& options);
+// NVFP4 fused-group amax: computed once and kept in the journal.
+std::map<std::string, float> journaled_group_amax(Journal& journal, const TensorSource& source, const Plan& plan);
+void remove_all_quietly(const std::string& path);
+
+struct ThreadLimit {
+  explicit ThreadLimit(int threads);
+  std::unique_ptr<tbb::global_control> limit;
+};
+
+}  // namespace selq::pipeline::detail
