@@ -1,0 +1,87 @@
+// Weight-quantization throughput on one core: elements/s and BF16 input
+// bytes/s per scheme, next to a memcpy of the same bytes in the same run.
+//   build/<dir>/bench/bench_schemes --benchmark_min_time=1
+#include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/codecs.h"
+#include "quant/scheme.h"
+
+using namespace selq;
+using namespace selq::quant;
+
+namespace {
+
+constexpr std::int64_t kOut = 1024, kIn = 8192;
+
+const std::vector<std::uint8_t>& bf16_weights() {
+  static const std::vector<std::uint8_t> data = [] {
+    std::mt19937 rng(42);
+    std::normal_distribution<float> d(0.0f, 0.02f);
+    std::vector<std::uint8_t> b(static_cast<std::size_t>(kOut * kIn * 2));
+    for (std::size_t i = 0; i < b.size() / 2; ++i) {
+      const std::uint16_t h = f32_to_bf16_ref(d(rng));
+      std::memcpy(&b[2 * i], &h, 2);
+    }
+    return b;
+  }();
+  return data;
+}
+
+void run_scheme(benchmark::State& state, SchemeSpec spec) {
+  tbb::global_control one_core(tbb::global_control::max_allowed_parallelism, 1);
+  const auto& data = bf16_weights();
+  TensorInfo info{"bench.weight", DType::BF16, Shape{kOut, kIn}};
+  std::vector<std::vector<std::uint8_t>> bufs;
+  for (const auto& s : scheme_outputs(spec, info.shape))
+    bufs.emplace_back(dtype_nbytes(s.dtype, shape_numel(s.shape)));
+  std::vector<std::span<std::uint8_t>> spans(bufs.begin(), bufs.end());
+  ErrorMetrics m;
+  for (auto _ : state) {
+    quantize_weight(spec, TensorView{&info, data}, spans, m);
+    benchmark::DoNotOptimize(bufs[0].data());
+  }
+  state.SetItemsProcessed(state.iterations() * kOut * kIn);
+  state.SetBytesProcessed(state.iterations() * kOut * kIn * 2);
+  state.counters["rel_err"] = m.rel_frobenius();
+}
+
+void BM_memcpy_same_bytes(benchmark::State& state) {
+  const auto& data = bf16_weights();
+  std::vector<std::uint8_t> dst(data.size());
+  for (auto _ : state) {
+    std::memcpy(dst.data(), data.data(), data.size());
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kOut * kIn);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(data.size()));
+}
+
+SchemeSpec spec_of(SchemeKind k) {
+  SchemeSpec s;
+  s.kind = k;
+  if (k == SchemeKind::IntGroup) {
+    s.bits = 4;
+    s.group_size = 128;
+    s.int_pack_int32 = true;
+    s.scale_dtype = DType::BF16;
+  }
+  if (k == SchemeKind::FP8Channel) s.scale_dtype = DType::BF16;
+  return s;
+}
+
+}  // namespace
+
+BENCHMARK(BM_memcpy_same_bytes)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme, mxfp4, spec_of(SchemeKind::MXFP4))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme, fp8_channel_bf16scale, spec_of(SchemeKind::FP8Channel))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme, nvfp4, spec_of(SchemeKind::NVFP4))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme, fp8_block128, spec_of(SchemeKind::FP8Block))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme, int4_g128_packed, spec_of(SchemeKind::IntGroup))->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,97 @@
+// Shared helpers for the scheme implementations.
+#include <fmt/format.h>
+
+#include <array>
+
+#include "core/codecs_simd.h"
+#include "quant/detail.h"
+
+namespace selq::quant::detail {
+
+const float* e4m3_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[static_cast<std::size_t>(i)] = e4m3_to_f32(static_cast<std::uint8_t>(i));
+    return t;
+  }();
+  return table.data();
+}
+
+void store_float(DType t, std::uint8_t* base, std::uint64_t idx, float v) {
+  switch (t) {
+    case DType::BF16: {
+      const std::uint16_t b = f32_to_bf16_ref(v);
+      std::memcpy(base + 2 * idx, &b, 2);
+      return;
+    }
+    case DType::F16: {
+      const std::uint16_t h = f32_to_f16_ref(v);
+      std::memcpy(base + 2 * idx, &h, 2);
+      return;
+    }
+    case DType::F32: std::memcpy(base + 4 * idx, &v, 4); return;
+    default: throw_unsupported(fmt::format("scale dtype {} is not F32, BF16 or F16", dtype_name(t)));
+  }
+}
+
+float load_float(DType t, const std::uint8_t* base, std::uint64_t idx) {
+  switch (t) {
+    case DType::BF16: {
+      std::uint16_t b;
+      std::memcpy(&b, base + 2 * idx, 2);
+      return bf16_to_f32(b);
+    }
+    case DType::F16: {
+      std::uint16_t h;
+      std::memcpy(&h, base + 2 * idx, 2);
+      return f16_to_f32(h);
+    }
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, base + 4 * idx, 4);
+      return f;
+    }
+    default: throw_unsupported(fmt::format("scale dtype {} is not F32, BF16 or F16", dtype_name(t)));
+  }
+}
+
+void load_row(DType t, const std::uint8_t* data, std::uint64_t first, std::uint64_t count,
+              float* out) {
+  switch (t) {
+    case DType::F32: std::memcpy(out, data + 4 * first, 4 * count); return;
+    case DType::BF16:
+      if (reinterpret_cast<std::uintptr_t>(data) % 2 == 0) {
+        bf16_to_f32_bulk(reinterpret_cast<const std::uint16_t*>(data) + first, out, count);
+        return;
+      }
+      for (std::uint64_t k = 0; k < count; ++k) {
+        std::uint16_t b;
+        std::memcpy(&b, data + 2 * (first + k), 2);
+        out[k] = std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+      }
+      return;
+    default: load_floats(t, data, first, count, out); return;
+  }
+}
+
+void check_finite(const float* v, std::size_t n, std::uint64_t base, const TensorView& src,
+                  const QuantizeOptions& options) {
+  if (!options.reject_non_finite) return;
+  // A branch-free exponent test first (vectorizes): the common all-finite
+  // row costs one cheap pass.
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    bad |= static_cast<std::uint32_t>((std::bit_cast<std::uint32_t>(v[i]) & 0x7F800000u) == 0x7F800000u);
+  if (bad == 0) return;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) {
+      const std::string name = src.info ? src.info->name : std::string();
+      throw_bad_input(fmt::format("non-finite weight {} at element {} (flat index); refusing to "
+                                  "quantize (set reject_non_finite=false to allow)",
+                                  v[i], base + i),
+                      ErrorWhere{{}, name, {}});
+    }
+  }
+}
+
+}  // namespace selq::quant::detail

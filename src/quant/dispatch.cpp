@@ -1,0 +1,123 @@
+// Entry points: validation, per-expert dispatch, dequantization, amax.
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "quant/detail.h"
+
+namespace selq::quant {
+
+namespace detail {
+
+float span_amax(const TensorView& src, std::uint64_t first, std::uint64_t count) {
+  constexpr std::uint64_t kChunk = 1 << 16;
+  const std::int64_t nchunks = static_cast<std::int64_t>((count + kChunk - 1) / kChunk);
+  std::vector<float> partial(static_cast<std::size_t>(nchunks), 0.0f);
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, nchunks, 1),
+                    [&](const tbb::blocked_range<std::int64_t>& r) {
+                      std::vector<float> buf(kChunk);
+                      for (std::int64_t c = r.begin(); c != r.end(); ++c) {
+                        const std::uint64_t f = first + static_cast<std::uint64_t>(c) * kChunk;
+                        const std::uint64_t n = std::min(kChunk, first + count - f);
+                        load_row(src.info->dtype, src.bytes.data(), f, n, buf.data());
+                        float a = 0.0f;
+                        for (std::uint64_t i = 0; i < n; ++i) {
+                          const float v = std::fabs(buf[i]);
+                          a = (v > a || v != v) ? v : a;  // NaN propagates
+                        }
+                        partial[static_cast<std::size_t>(c)] = a;
+                      }
+                    });
+  float a = 0.0f;
+  for (float p : partial) a = (p > a || p != p) ? p : a;
+  return a;
+}
+
+}  // namespace detail
+
+namespace {
+
+void check_outs_sizes(const std::vector<OutTensorSpec>& specs, std::size_t n,
+                      const std::function<std::size_t(std::size_t)>& size_of,
+                      const std::string& name) {
+  if (n != specs.size())
+    throw Error(ErrorKind::Internal,
+                fmt::format("scheme expects {} output buffers, got {}", specs.size(), n),
+                ErrorWhere{{}, name, {}});
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t want = dtype_nbytes(specs[i].dtype, shape_numel(specs[i].shape));
+    if (size_of(i) != want)
+      throw Error(ErrorKind::Internal,
+                  fmt::format("output buffer {} has {} bytes, expected {} for {} {}", i,
+                              size_of(i), want, dtype_name(specs[i].dtype),
+                              shape_to_string(specs[i].shape)),
+                  ErrorWhere{{}, name, {}});
+  }
+}
+
+}  // namespace
+
+void quantize_weight(const SchemeSpec& spec, const TensorView& src,
+                     std::span<std::span<std::uint8_t>> outs, ErrorMetrics& metrics,
+                     const QuantizeOptions& options) {
+  if (src.info == nullptr) throw Error(ErrorKind::Internal, "quantize_weight: TensorView without info");
+  const TensorInfo& info = *src.info;
+  if (!dtype_is_float_source(info.dtype) || info.dtype == DType::F64)
+    throw_unsupported(fmt::format("cannot quantize a {} tensor: source must be F32, BF16 or F16",
+                                  dtype_name(info.dtype)),
+                      ErrorWhere{{}, info.name, {}});
+  if (src.bytes.size() != info.nbytes())
+    throw_bad_input(fmt::format("tensor data is {} bytes, header says {}", src.bytes.size(),
+                                info.nbytes()),
+                    ErrorWhere{{}, info.name, {}});
+  const auto specs = scheme_outputs(spec, info.shape);
+  const detail::Geometry g = detail::geometry_for(spec, info.shape, info.name);
+  check_outs_sizes(specs, outs.size(), [&](std::size_t i) { return outs[i].size(); }, info.name);
+  ErrorMetrics total;
+  for (std::int64_t e = 0; e < g.experts; ++e) {
+    const detail::MatrixJob job{&spec, &src, &options, g, e, outs};
+    ErrorMetrics m;
+    switch (spec.kind) {
+      case SchemeKind::MXFP4:
+      case SchemeKind::MXFP8: detail::quantize_mx(job, m); break;
+      case SchemeKind::NVFP4: detail::quantize_nvfp4(job, m); break;
+      case SchemeKind::FP8Tensor:
+      case SchemeKind::FP8Channel:
+      case SchemeKind::FP8Block: detail::quantize_fp8(job, m); break;
+      case SchemeKind::IntChannel:
+      case SchemeKind::IntGroup: detail::quantize_int(job, m); break;
+    }
+    total.merge(m);
+  }
+  metrics = total;
+}
+
+std::vector<float> dequantize_weight(const SchemeSpec& spec, const Shape& shape,
+                                     std::span<const std::span<const std::uint8_t>> outs) {
+  const auto specs = scheme_outputs(spec, shape);
+  const detail::Geometry g = detail::geometry_for(spec, shape);
+  check_outs_sizes(specs, outs.size(), [&](std::size_t i) { return outs[i].size(); }, {});
+  std::vector<float> dst(static_cast<std::size_t>(g.experts * g.out * g.in));
+  switch (spec.kind) {
+    case SchemeKind::MXFP4:
+    case SchemeKind::MXFP8: detail::dequantize_mx(spec, g, outs, dst.data()); break;
+    case SchemeKind::NVFP4: detail::dequantize_nvfp4(spec, g, outs, dst.data()); break;
+    case SchemeKind::FP8Tensor:
+    case SchemeKind::FP8Channel:
+    case SchemeKind::FP8Block: detail::dequantize_fp8(spec, g, outs, dst.data()); break;
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup: detail::dequantize_int(spec, g, outs, dst.data()); break;
+  }
+  return dst;
+}
+
+float tensor_amax(const TensorView& src) {
+  if (src.info == nullptr) throw Error(ErrorKind::Internal, "tensor_amax: TensorView without info");
+  if (!dtype_is_float_source(src.info->dtype) || src.info->dtype == DType::F64)
+    throw_unsupported(fmt::format("amax of a {} tensor: expected F32, BF16 or F16",
+                                  dtype_name(src.info->dtype)),
+                      ErrorWhere{{}, src.info->name, {}});
+  return detail::span_amax(src, 0, shape_numel(src.info->shape));
+}
+
+}  // namespace selq::quant

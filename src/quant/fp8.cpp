@@ -1,0 +1,159 @@
+// FP8 E4M3FN weights with a per-tensor, per-output-channel or 2-D block scale.
+//
+// s = amax/448 is computed in the scale's dtype arithmetic and rounded to the
+// stored dtype *before* dividing, so the value that divides is exactly the
+// one written (compressed-tensors: scale in the model dtype, x / scale in that
+// dtype, clamp to ±448, cast RNE). A zero scale becomes finfo(scale dtype).eps
+// as in compressed-tensors' calculate_qparams. Block scales follow DeepSeek-V3
+// (`weight_scale_inv`, W = q * s): edge blocks are the partial blocks, whose
+// amax equals the zero-padded block's.
+#include "core/codecs_simd.h"
+#include "quant/detail.h"
+
+namespace selq::quant::detail {
+
+namespace {
+struct Fp8Params {
+  DType t;   // source dtype
+  DType sd;  // stored scale dtype
+  DType mt;  // dtype of the scale arithmetic
+  DType ct;  // dtype of the quotient x / s (torch promotion of t and sd)
+};
+
+inline float fp8_scale(const Fp8Params& p, float amax) {
+  float s = round_to(p.sd, round_to(p.mt, amax / 448.0f));
+  if (s == 0.0f) s = dtype_eps(p.sd);
+  return s;
+}
+
+// Quantizes n elements with scale s into w, accumulating metrics. Quotients
+// past 464 (the 448|480 midpoint; 464 itself rounds to 448) count as clipped.
+inline void fp8_run(const Fp8Params& p, const float* x, std::size_t n, float s, std::uint8_t* w,
+                    ErrorMetrics& m) {
+  float v[256], dq[256];
+  std::uint16_t h[256];
+  std::uint64_t clipped = 0;
+  for (std::size_t i0 = 0; i0 < n; i0 += 256) {
+    const std::size_t k = std::min<std::size_t>(256, n - i0);
+    scale_f32_bulk(x + i0, v, k, s);
+    if (p.ct == DType::BF16) {
+      // round the quotient to bf16 first, as torch's bf16 division does
+      f32_to_bf16_bulk(v, h, k);
+      bf16_to_e4m3_sat_bulk(h, w + i0, k);
+      bf16_to_f32_bulk(h, v, k);
+    } else if (p.ct == DType::F16) {
+      for (std::size_t i = 0; i < k; ++i) v[i] = round_to(DType::F16, v[i]);
+      f32_to_e4m3_sat_bulk(v, w + i0, k);
+    } else {
+      f32_to_e4m3_sat_bulk(v, w + i0, k);
+    }
+    for (std::size_t i = 0; i < k; ++i) clipped += std::fabs(v[i]) > 464.0f;
+    e4m3_to_f32_bulk(w + i0, dq, k);
+    for (std::size_t i = 0; i < k; ++i) dq[i] *= s;
+    block_metrics(x + i0, dq, k, m);
+  }
+  m.clipped_elements += clipped;
+  m.clipped_blocks += clipped != 0;
+}
+}  // namespace
+
+void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
+  const SchemeSpec& spec = *job.spec;
+  const Geometry& g = job.g;
+  const std::int64_t in = g.in, out = g.out;
+  const DType t = job.src->info->dtype;
+  Fp8Params p{t, spec.scale_dtype, spec.scale_dtype == t ? t : DType::F32,
+              promote(t, spec.scale_dtype)};
+  const std::uint8_t* src = job.src->bytes.data();
+  const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
+  std::uint8_t* wout = job.outs[0].data() + base0;
+  std::uint8_t* sout = job.outs[1].data();
+
+  if (spec.kind == SchemeKind::FP8Tensor || spec.kind == SchemeKind::FP8Channel) {
+    const bool tensor = spec.kind == SchemeKind::FP8Tensor;
+    float ts = 0.0f;
+    if (tensor) {
+      ts = fp8_scale(p, span_amax(*job.src, base0, static_cast<std::uint64_t>(out * in)));
+      store_float(p.sd, sout, static_cast<std::uint64_t>(job.e), ts);
+    }
+    for_row_chunks(out, 8, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+      std::vector<float> row(static_cast<std::size_t>(in));
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
+        load_row(t, src, base, static_cast<std::uint64_t>(in), row.data());
+        check_finite(row.data(), row.size(), base, *job.src, *job.options);
+        float s = ts;
+        if (!tensor) {
+          float amax = 0.0f;
+          for (float v : row) amax = std::max(amax, std::fabs(v));
+          s = fp8_scale(p, amax);
+          store_float(p.sd, sout, static_cast<std::uint64_t>(job.e * out + r), s);
+        }
+        ErrorMetrics rm;
+        fp8_run(p, row.data(), row.size(), s, wout + r * in, rm);
+        if (tensor) rm.clipped_blocks = 0;  // counted once below
+        rm.blocks = tensor ? 0 : 1;
+        m.merge(rm);
+      }
+    });
+    if (tensor) {
+      metrics.blocks += 1;
+      metrics.clipped_blocks += metrics.clipped_elements != 0;
+    }
+    return;
+  }
+
+  // 2-D blocks: one task per stripe of block_rows rows.
+  const std::int64_t br = spec.block_rows, bc = spec.block_cols;
+  const std::int64_t nbr = ceil_div(out, br), nbc = ceil_div(in, bc);
+  std::vector<ErrorMetrics> stripe_metrics(static_cast<std::size_t>(nbr));
+  ErrorMetrics unused;
+  for_row_chunks(nbr, 1, unused, [&](std::int64_t s0, std::int64_t s1, ErrorMetrics& m) {
+    for (std::int64_t sr = s0; sr < s1; ++sr) {
+      const std::int64_t r0 = sr * br, r1 = std::min(out, r0 + br), nr = r1 - r0;
+      std::vector<float> stripe(static_cast<std::size_t>(nr * in));
+      const std::uint64_t base = base0 + static_cast<std::uint64_t>(r0 * in);
+      load_row(t, src, base, static_cast<std::uint64_t>(nr * in), stripe.data());
+      check_finite(stripe.data(), stripe.size(), base, *job.src, *job.options);
+      for (std::int64_t bj = 0; bj < nbc; ++bj) {
+        const std::int64_t c0 = bj * bc, c1 = std::min(in, c0 + bc);
+        float amax = 0.0f;
+        for (std::int64_t r = 0; r < nr; ++r)
+          for (std::int64_t c = c0; c < c1; ++c)
+            amax = std::max(amax, std::fabs(stripe[static_cast<std::size_t>(r * in + c)]));
+        const float s = fp8_scale(p, amax);
+        store_float(p.sd, sout, static_cast<std::uint64_t>((job.e * nbr + sr) * nbc + bj), s);
+        ErrorMetrics bm;
+        for (std::int64_t r = 0; r < nr; ++r)
+          fp8_run(p, stripe.data() + r * in + c0, static_cast<std::size_t>(c1 - c0), s,
+                  wout + (r0 + r) * in + c0, bm);
+        bm.clipped_blocks = bm.clipped_elements != 0;
+        bm.blocks = 1;
+        m.merge(bm);
+      }
+    }
+  });
+  metrics.merge(unused);
+}
+
+void dequantize_fp8(const SchemeSpec& spec, const Geometry& g,
+                    std::span<const std::span<const std::uint8_t>> outs, float* dst) {
+  const std::int64_t in = g.in, out = g.out;
+  const DType sd = spec.scale_dtype;
+  const std::int64_t br = spec.block_rows, bc = spec.block_cols;
+  const std::int64_t nbr = ceil_div(out, br), nbc = ceil_div(in, bc);
+  for (std::int64_t e = 0; e < g.experts; ++e)
+    for (std::int64_t r = 0; r < out; ++r)
+      for (std::int64_t c = 0; c < in; ++c) {
+        std::uint64_t si = 0;
+        switch (spec.kind) {
+          case SchemeKind::FP8Tensor: si = static_cast<std::uint64_t>(e); break;
+          case SchemeKind::FP8Channel: si = static_cast<std::uint64_t>(e * out + r); break;
+          default: si = static_cast<std::uint64_t>((e * nbr + r / br) * nbc + c / bc); break;
+        }
+        const std::int64_t i = (e * out + r) * in + c;
+        dst[i] = e4m3_value(outs[0][static_cast<std::size_t>(i)]) * load_float(sd, outs[1].data(), si);
+      }
+}
+
+}  // namespace selq::quant::detail

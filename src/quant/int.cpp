@@ -1,0 +1,204 @@
+// Integer weights (int4/int8), per output channel or per group of input
+// channels, with compressed-tensors semantics (calculate_qparams, _quantize):
+//   symmetric:  s = T(amax / ((2^b - 1) / 2))   i.e. amax/7.5 (int4), amax/127.5 (int8)
+//   asymmetric: min/max widened to include 0; s = T(T(max - min) / (2^b - 1)),
+//               zp = rne(clamp(T(qmin - T(min / s)), qmin, qmax))
+//   q = rne(clamp(T(T(x / s) + zp), qmin, qmax));  zero scale -> finfo(dtype).eps
+// T is the weight's dtype when the scale is stored in it (compressed-tensors
+// keeps scales in the model dtype), else f32 rounded once to the scale dtype.
+// pack-quantized: offset-binary q + 2^(b-1), element i at bit i*b of the row,
+// LSB first in I32 words; zero points packed the same way along the output
+// dimension (pack_to_int32(packed_dim=0)), so each group column is a
+// bit-stream of `out` values.
+#include <fmt/format.h>
+
+#include "quant/detail.h"
+
+namespace selq::quant::detail {
+
+namespace {
+struct IntParams {
+  int bits;
+  float qmin, qmax;
+  float range;  // 2^b - 1
+  bool sym;
+  DType sd, mt, ct;
+};
+
+inline float rne_small(float v) {  // |v| < 2^22
+  return (v + 12582912.0f) - 12582912.0f;
+}
+
+inline void put_bits(std::uint8_t* words, std::uint64_t word_stride_bytes, std::uint64_t bitpos,
+                     std::uint32_t value) {
+  // b divides 32 (4 or 8), so a value never straddles two words.
+  const std::uint64_t w = bitpos / 32;
+  const std::uint32_t shift = static_cast<std::uint32_t>(bitpos % 32);
+  std::uint32_t cur;
+  std::memcpy(&cur, words + w * word_stride_bytes, 4);
+  cur |= value << shift;
+  std::memcpy(words + w * word_stride_bytes, &cur, 4);
+}
+
+inline std::uint32_t get_bits(const std::uint8_t* words, std::uint64_t word_stride_bytes,
+                              std::uint64_t bitpos, int bits) {
+  std::uint32_t cur;
+  std::memcpy(&cur, words + (bitpos / 32) * word_stride_bytes, 4);
+  return (cur >> (bitpos % 32)) & ((1u << bits) - 1u);
+}
+
+int out_index(OutRole role, const SchemeSpec& spec) {
+  // Weight, Scale, [ZeroPoint], [WeightShape]
+  switch (role) {
+    case OutRole::Weight: return 0;
+    case OutRole::Scale: return 1;
+    case OutRole::ZeroPoint: return 2;
+    case OutRole::WeightShape: return spec.symmetric ? 2 : 3;
+    default: return -1;
+  }
+}
+}  // namespace
+
+void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
+  const SchemeSpec& spec = *job.spec;
+  const Geometry& g = job.g;
+  const std::int64_t in = g.in, out = g.out;
+  const DType t = job.src->info->dtype;
+  const int b = spec.bits;
+  IntParams p{b,
+              -std::ldexp(1.0f, b - 1),
+              std::ldexp(1.0f, b - 1) - 1.0f,
+              std::ldexp(1.0f, b) - 1.0f,
+              spec.symmetric,
+              spec.scale_dtype,
+              spec.scale_dtype == t ? t : DType::F32,
+              promote(t, spec.scale_dtype)};
+  const std::int64_t gw = spec.kind == SchemeKind::IntChannel ? in : spec.group_size;
+  const std::int64_t ngroups = in / gw;
+  const bool packed = spec.int_pack_int32;
+  const std::int64_t words_per_row = ceil_div(in * b, 32);
+  const std::int64_t zp_words = ceil_div(out * b, 32);
+  const std::uint8_t* src = job.src->bytes.data();
+  const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
+
+  std::uint8_t* wout = job.outs[0].data() +
+                       (packed ? static_cast<std::uint64_t>(job.e * out * words_per_row * 4) : base0);
+  std::uint8_t* sout = job.outs[1].data();
+  std::uint8_t* zout = spec.symmetric ? nullptr : job.outs[2].data();
+  if (packed) {
+    // Whole-output zero fill once (bits are OR-ed in below).
+    std::memset(wout, 0, static_cast<std::size_t>(out * words_per_row * 4));
+    if (zout) std::memset(zout + job.e * zp_words * ngroups * 4, 0,
+                          static_cast<std::size_t>(zp_words * ngroups * 4));
+    if (job.e == 0) {
+      std::int64_t shape[3] = {g.experts, out, in};
+      auto& ws = job.outs[static_cast<std::size_t>(out_index(OutRole::WeightShape, spec))];
+      if (g.three_d)
+        std::memcpy(ws.data(), shape, 24);
+      else
+        std::memcpy(ws.data(), shape + 1, 16);
+    }
+  }
+
+  // Chunks of 16 rows keep packed zero-point words (8 or 4 rows each) owned
+  // by a single task.
+  for_row_chunks(out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+    std::vector<float> row(static_cast<std::size_t>(in));
+    std::vector<float> dq(static_cast<std::size_t>(gw));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
+      load_row(t, src, base, static_cast<std::uint64_t>(in), row.data());
+      check_finite(row.data(), row.size(), base, *job.src, *job.options);
+      for (std::int64_t gi = 0; gi < ngroups; ++gi) {
+        const float* x = row.data() + gi * gw;
+        float mn = 0.0f, mx = 0.0f;
+        for (std::int64_t i = 0; i < gw; ++i) {
+          mn = std::min(mn, x[i]);
+          mx = std::max(mx, x[i]);
+        }
+        float s, zp = 0.0f;
+        if (p.sym) {
+          s = round_to(p.mt, std::max(-mn, mx) / (p.range / 2.0f));
+          if (p.sd != p.mt) s = round_to(p.sd, s);
+        } else {
+          s = round_to(p.mt, round_to(p.mt, mx - mn) / p.range);
+          if (p.sd != p.mt) s = round_to(p.sd, s);
+          float z = round_to(p.mt, p.qmin - round_to(p.mt, mn / s));
+          // 0/0 for an all-zero group: torch's NaN -> int8 cast yields 0.
+          z = z != z ? 0.0f : std::clamp(z, p.qmin, p.qmax);
+          zp = std::nearbyint(z);
+        }
+        if (s == 0.0f) s = dtype_eps(p.sd);
+        const std::uint64_t sidx = static_cast<std::uint64_t>((job.e * out + r) * ngroups + gi);
+        store_float(p.sd, sout, sidx, s);
+        if (zout) {
+          const auto zq = static_cast<std::int8_t>(zp);
+          if (packed)
+            put_bits(zout + (job.e * zp_words * ngroups + gi) * 4,
+                     static_cast<std::uint64_t>(ngroups) * 4, static_cast<std::uint64_t>(r * b),
+                     static_cast<std::uint32_t>(zq + (1 << (b - 1))));
+          else
+            zout[sidx] = static_cast<std::uint8_t>(zq);
+        }
+        std::uint64_t clipped = 0;
+        for (std::int64_t i = 0; i < gw; ++i) {
+          float v = round_to_fast(p.ct, x[i] / s);
+          if (zout) v = round_to_fast(p.ct, v + zp);
+          const float q = rne_small(std::clamp(v, p.qmin - 1.0f, p.qmax + 1.0f));
+          const float qc = std::clamp(q, p.qmin, p.qmax);
+          clipped += q != qc;
+          dq[static_cast<std::size_t>(i)] = (qc - zp) * s;
+          const auto qi = static_cast<std::int32_t>(qc);
+          const std::int64_t col = gi * gw + i;
+          if (packed)
+            put_bits(wout + r * words_per_row * 4, 4, static_cast<std::uint64_t>(col * b),
+                     static_cast<std::uint32_t>(qi + (1 << (b - 1))));
+          else
+            wout[r * in + col] = static_cast<std::uint8_t>(static_cast<std::int8_t>(qi));
+        }
+        block_metrics(x, dq.data(), static_cast<std::size_t>(gw), m);
+        m.blocks += 1;
+        m.clipped_elements += clipped;
+        m.clipped_blocks += clipped != 0;
+      }
+    }
+  });
+}
+
+void dequantize_int(const SchemeSpec& spec, const Geometry& g,
+                    std::span<const std::span<const std::uint8_t>> outs, float* dst) {
+  const std::int64_t in = g.in, out = g.out;
+  const int b = spec.bits;
+  const std::int64_t gw = spec.kind == SchemeKind::IntChannel ? in : spec.group_size;
+  const std::int64_t ngroups = in / gw;
+  const std::int64_t words_per_row = ceil_div(in * b, 32), zp_words = ceil_div(out * b, 32);
+  const int off = 1 << (b - 1);
+  for (std::int64_t e = 0; e < g.experts; ++e)
+    for (std::int64_t r = 0; r < out; ++r)
+      for (std::int64_t c = 0; c < in; ++c) {
+        const std::int64_t gi = c / gw;
+        const std::uint64_t sidx = static_cast<std::uint64_t>((e * out + r) * ngroups + gi);
+        const float s = load_float(spec.scale_dtype, outs[1].data(), sidx);
+        float zp = 0.0f;
+        if (!spec.symmetric) {
+          if (spec.int_pack_int32)
+            zp = static_cast<float>(static_cast<int>(get_bits(
+                     outs[2].data() + (e * zp_words * ngroups + gi) * 4,
+                     static_cast<std::uint64_t>(ngroups) * 4, static_cast<std::uint64_t>(r * b), b)) -
+                 off);
+          else
+            zp = static_cast<float>(static_cast<std::int8_t>(outs[2][sidx]));
+        }
+        float q;
+        if (spec.int_pack_int32)
+          q = static_cast<float>(
+              static_cast<int>(get_bits(outs[0].data() + ((e * out + r) * words_per_row) * 4, 4,
+                                        static_cast<std::uint64_t>(c * b), b)) -
+              off);
+        else
+          q = static_cast<float>(static_cast<std::int8_t>(outs[0][static_cast<std::size_t>((e * out + r) * in + c)]));
+        dst[(e * out + r) * in + c] = (q - zp) * s;
+      }
+}
+
+}  // namespace selq::quant::detail

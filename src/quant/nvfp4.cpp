@@ -1,0 +1,129 @@
+// NVFP4: E2M1 elements, one E4M3 scale per 16 input channels, one F32
+// per-tensor scale, in either checkpoint convention.
+//
+// compressed-tensors (llm-compressor observers + calculate_qparams, torch ops
+// in the weight's dtype T, e.g. bf16):
+//   gs   = T(T(1 / max(amax, tiny_T)) * 2688), NaN/Inf -> 1  (generate_gparam;
+//          torch evaluates `2688.0 / tensor` as tensor.reciprocal() * 2688)
+//   sblk = e4m3_sat(f32(gs * T(amax_blk / 6))), 0 -> 0.125   (fp8 finfo eps)
+//   q    = E2M1(f32(w / f32(sblk / gs)))                    (_quantize)
+//   stored global scale = gs (F32 [1]); dequant q * sblk / gs
+// ModelOpt (NVFP4QTensor, all in f32):
+//   wsf2 = f32(amax) / 2688
+//   sblk = e4m3(f32(amax_blk / f32(6 * wsf2))), 0 -> 1.0
+//   q    = E2M1(f32(w / f32(f32(sblk) * wsf2)))
+//   stored weight_scale_2 = wsf2 (F32 []); dequant q * sblk * wsf2
+// An all-zero tensor makes ModelOpt's block scales NaN (0/0); we use
+// wsf2 = 1/2688 there instead so the output stays finite (all codes 0).
+#include "core/codecs_simd.h"
+#include "quant/detail.h"
+
+namespace selq::quant::detail {
+
+namespace {
+constexpr float kFp4Fp8Max = 448.0f * 6.0f;
+
+struct NvParams {
+  bool ct;
+  DType t;
+  float global;  // gs (CT) or wsf2 (ModelOpt)
+};
+
+inline std::uint8_t block_scale_byte(const NvParams& p, float amax_blk) {
+  if (p.ct) {
+    const float s = p.global * round_to_fast(p.t, amax_blk / 6.0f);
+    const std::uint8_t b = e4m3_sat_code(s);
+    return (b & 0x7F) == 0 ? std::uint8_t{0x20} : b;  // 0x20 = 0.125
+  }
+  float s = amax_blk / (6.0f * p.global);
+  if (s == 0.0f) s = 1.0f;
+  return e4m3_sat_code(s);
+}
+
+inline float effective_scale(const NvParams& p, std::uint8_t b) {
+  return p.ct ? e4m3_value(b) / p.global : e4m3_value(b) * p.global;
+}
+}  // namespace
+
+float nvfp4_global_scale(NvfpConvention conv, DType t, float amax) {
+  if (conv == NvfpConvention::CompressedTensors) {
+    const float gs = round_to(t, round_to(t, 1.0f / std::max(amax, dtype_tiny(t))) * kFp4Fp8Max);
+    return std::isfinite(gs) ? gs : 1.0f;
+  }
+  if (amax == 0.0f) return 1.0f / kFp4Fp8Max;
+  return amax / kFp4Fp8Max;
+}
+
+void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
+  const SchemeSpec& spec = *job.spec;
+  const Geometry& g = job.g;
+  const std::int64_t in = g.in, nblk = in / 16;
+  const DType sdt = job.src->info->dtype;
+  const std::uint8_t* src = job.src->bytes.data();
+  const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * g.out * in);
+
+  const float amax = job.options->global_amax
+                         ? *job.options->global_amax
+                         : span_amax(*job.src, base0, static_cast<std::uint64_t>(g.out * in));
+  NvParams p{spec.nvfp == NvfpConvention::CompressedTensors, sdt, 0.0f};
+  p.global = nvfp4_global_scale(spec.nvfp, sdt, amax);
+  std::memcpy(job.outs[2].data() + 4 * job.e, &p.global, 4);
+
+  std::uint8_t* wout = job.outs[0].data() + static_cast<std::uint64_t>(job.e * g.out * (in / 2));
+  std::uint8_t* sout = job.outs[1].data() + static_cast<std::uint64_t>(job.e * g.out * nblk);
+
+  for_row_chunks(g.out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+    std::vector<float> row(static_cast<std::size_t>(in)), v(row.size()), dq(row.size());
+    std::vector<float> effs(static_cast<std::size_t>(nblk));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
+      load_row(sdt, src, base, static_cast<std::uint64_t>(in), row.data());
+      check_finite(row.data(), row.size(), base, *job.src, *job.options);
+      for (std::int64_t b = 0; b < nblk; ++b) {
+        const float* x = row.data() + b * 16;
+        const std::uint8_t sb = block_scale_byte(p, amax_f32(x, 16));
+        sout[r * nblk + b] = sb;
+        const float eff = effective_scale(p, sb);
+        effs[static_cast<std::size_t>(b)] = eff;
+        float* vb = v.data() + b * 16;
+        std::uint32_t clipped = 0;
+        for (int i = 0; i < 16; ++i) {
+          vb[i] = x[i] / eff + 0.0f;  // true division, as torch; -0.0 -> +0.0
+          clipped += std::fabs(vb[i]) >= 7.0f;  // past the 6|8 midpoint (see mx.cpp)
+        }
+        m.clipped_elements += clipped;
+        m.clipped_blocks += clipped != 0;
+      }
+      m.blocks += static_cast<std::uint64_t>(nblk);
+      std::uint8_t* w = wout + r * (in / 2);
+      f32_to_e2m1_packed_bulk(v.data(), w, static_cast<std::size_t>(in));
+      e2m1_packed_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
+      for (std::int64_t b = 0; b < nblk; ++b) {
+        const float eff = effs[static_cast<std::size_t>(b)];
+        float* d = dq.data() + b * 16;
+        for (int i = 0; i < 16; ++i) d[i] *= eff;
+      }
+      for (std::int64_t c = 0; c < in; c += 256)
+        block_metrics(row.data() + c, dq.data() + c, static_cast<std::size_t>(std::min<std::int64_t>(256, in - c)), m);
+    }
+  });
+}
+
+void dequantize_nvfp4(const SchemeSpec& spec, const Geometry& g,
+                      std::span<const std::span<const std::uint8_t>> outs, float* dst) {
+  const std::int64_t in = g.in, nblk = in / 16;
+  for (std::int64_t e = 0; e < g.experts; ++e) {
+    float global;
+    std::memcpy(&global, outs[2].data() + 4 * e, 4);
+    const NvParams p{spec.nvfp == NvfpConvention::CompressedTensors, DType::F32, global};
+    for (std::int64_t r = e * g.out; r < (e + 1) * g.out; ++r) {
+      for (std::int64_t c = 0; c < in; ++c) {
+        const float eff = effective_scale(p, outs[1][static_cast<std::size_t>(r * nblk + c / 16)]);
+        const std::uint8_t byte = outs[0][static_cast<std::size_t>(r * (in / 2) + c / 2)];
+        dst[r * in + c] = kE2M1Values[(c & 1) ? (byte >> 4) : (byte & 0xF)] * eff;
+      }
+    }
+  }
+}
+
+}  // namespace selq::quant::detail

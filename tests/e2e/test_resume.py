@@ -1,0 +1,151 @@
+"""Crash safety: kill -9 at random points of in-place and file-to-file runs,
+resume, and compare with an uninterrupted run byte for byte; disk full."""
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import e2e_util as u
+
+KILLS_PER_MODE = 10
+
+
+def shard_files(d):
+    return sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
+
+
+def run_with_kill(cmd, delay):
+    """Starts cmd, kills it with SIGKILL after `delay` seconds; returns exit code (None if killed)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        p.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        return None
+    if p.returncode != 0:
+        raise AssertionError(f"{cmd} failed: {p.stderr.read().decode()}")
+    return 0
+
+
+class Resume(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.src = os.path.join(cls.tmp.name, "src")
+        # ~40 MB in ~20 shards so that kills land in many different places.
+        u.selq("synth", "--arch", "llama", "--layers", "6", "--vocab", "4096", cls.src, "--max-shard-size", "2MB")
+        cls.recipe = u.recipe("llama-mix")
+        cls.src_bytes = u.tree_bytes(cls.src)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def reference(self, path, in_place):
+        """Uninterrupted run at `path` (paths appear in the manifest); returns (bytes, seconds)."""
+        shutil.rmtree(path, ignore_errors=True)
+        t0 = time.time()
+        if in_place:
+            shutil.copytree(self.src, path)
+            u.selq("quantize", "--in-place", path, "--recipe", self.recipe, "--quiet")
+            out = u.tree_bytes(path)
+        else:
+            u.selq("quantize", self.src, path, "--recipe", self.recipe, "--quiet")
+            out = u.tree_bytes(path)
+        elapsed = time.time() - t0
+        shutil.rmtree(path)
+        return out, elapsed
+
+    def check_shards_old_or_new(self, path, final):
+        for f in shard_files(path):
+            with open(os.path.join(path, f), "rb") as fh:
+                b = fh.read()
+            self.assertTrue(b == self.src_bytes.get(f) or b == final.get(f),
+                            f"{f} is neither the original nor the final shard")
+
+    def test_in_place_kill_and_resume(self):
+        path = os.path.join(self.tmp.name, "inplace")
+        final, seconds = self.reference(path, in_place=True)
+        rng = random.Random(1234)
+        shutil.copytree(self.src, path)
+        cmd = [u.ARGS.selq, "quantize", "--in-place", path, "--recipe", self.recipe, "--quiet"]
+        kills = 0
+        while kills < KILLS_PER_MODE:
+            if run_with_kill(cmd, rng.uniform(0.0, seconds * 1.1)) == 0:
+                # Finished before the kill: start a fresh copy so every trial kills something.
+                shutil.rmtree(path)
+                shutil.copytree(self.src, path)
+                continue
+            kills += 1
+            self.check_shards_old_or_new(path, final)
+        self.assertIsNotNone(run_with_kill(cmd, 600))
+        got = u.tree_bytes(path)
+        self.assertEqual(sorted(got), sorted(final), "stray or missing files after resume")
+        for k in final:
+            self.assertEqual(got[k], final[k], k)
+
+    def test_file_to_file_kill_and_resume(self):
+        dst = os.path.join(self.tmp.name, "f2f")
+        final, seconds = self.reference(dst, in_place=False)
+        rng = random.Random(99)
+        cmd = [u.ARGS.selq, "quantize", self.src, dst, "--recipe", self.recipe, "--quiet"]
+        kills = 0
+        while kills < KILLS_PER_MODE:
+            if run_with_kill(cmd, rng.uniform(0.0, seconds * 1.1)) == 0:
+                shutil.rmtree(dst)
+                continue
+            kills += 1
+            self.assertFalse(os.path.exists(dst), "a killed run left the final directory")
+        self.assertIsNotNone(run_with_kill(cmd, 600))
+        self.assertFalse(os.path.exists(dst + ".selq-partial"))
+        got = u.tree_bytes(dst)
+        self.assertEqual(sorted(got), sorted(final))
+        for k in final:
+            self.assertEqual(got[k], final[k], k)
+        self.assertEqual(u.tree_bytes(self.src), self.src_bytes, "source modified")
+
+
+@unittest.skipIf(os.geteuid() != 0 and os.environ.get("CI") != "true", "mounting a tmpfs needs root")
+class DiskFull(unittest.TestCase):
+    def mount_tmpfs(self, path, size):
+        os.mkdir(path)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], check=True)
+        self.addCleanup(subprocess.run, ["umount", path], check=True)
+
+    def test_file_to_file_on_full_disk(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "src")
+            u.selq("synth", "--arch", "llama", "--layers", "2", "--vocab", "4096", src, "--max-shard-size", "4MB")
+            mnt = os.path.join(tmp, "mnt")
+            self.mount_tmpfs(mnt, "3m")
+            dst = os.path.join(mnt, "out")
+            r = u.selq("quantize", src, dst, "--recipe", u.recipe("llama-fp8"), "--quiet", check=False)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("out.selq-partial", r.stderr)
+            self.assertFalse(os.path.exists(dst))
+
+    def test_in_place_refuses_without_room_for_a_shard(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "src")
+            u.selq("synth", "--arch", "llama", "--layers", "2", "--vocab", "4096", src, "--max-shard-size", "4MB")
+            total = sum(len(b) for b in u.tree_bytes(src).values())
+            mnt = os.path.join(tmp, "mnt")
+            self.mount_tmpfs(mnt, str(total + (2 << 20)))
+            ip = os.path.join(mnt, "ip")
+            shutil.copytree(src, ip)
+            before = u.tree_bytes(ip)
+            r = u.selq("quantize", "--in-place", ip, "--recipe", u.recipe("llama-fp8"), "--quiet", check=False)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("not enough free space", r.stderr)
+            after = {k: v for k, v in u.tree_bytes(ip).items() if not k.startswith(".selq-inplace")}
+            self.assertEqual(after, before, "an in-place run that refused must not change the checkpoint")
+
+
+if __name__ == "__main__":
+    u.main()
