@@ -31,6 +31,9 @@ struct Rule {
   std::vector<Pattern> match;
   quant::SchemeSpec scheme;
   SourceLocation where;
+  // `scheme: keep`: matched tensors stay as they are (first match wins, so a
+  // keep rule carves tensors out of a broader rule below it). `scheme` unused.
+  bool keep{false};
 };
 
 struct Recipe {
@@ -62,9 +65,18 @@ struct TensorDecision {
   std::string module;   // tensor name without the ".weight" suffix (== tensor for non-weights)
   Action action{Action::Keep};
   std::optional<quant::SchemeSpec> scheme;
-  int rule_index{-1};   // -1: default scheme, -2: excluded, -3: not eligible
-  bool eligible{false}; // 2-D/3-D linear weight
+  int rule_index{-1};   // -1: default scheme, -2: excluded, -3: not eligible, -4: no rule, no default
+  bool eligible{false}; // 2-D/3-D float linear weight (lm_head, router and conv included; see protected_name)
+  // Embedding, norm, head, router or conv: neither the default scheme, nor
+  // templates, nor globs whose last component has a wildcard ever quantize it.
+  bool protected_name{false};
+  std::string reason;   // why it was kept/passed through ("excluded by ...", "norm", "pre-quantized", ...)
 };
+
+inline constexpr int kRuleDefault = -1;
+inline constexpr int kRuleExcluded = -2;
+inline constexpr int kRuleNotEligible = -3;
+inline constexpr int kRuleUnmatched = -4;
 
 struct Resolution {
   std::vector<TensorDecision> decisions;  // same order as the input tensors
@@ -76,5 +88,13 @@ struct Resolution {
 // constraint violated, an unknown template.
 Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& tensors,
                           const nlohmann::json& config);
+
+// Template names an arch defines ("attention", "experts", ...; without '@').
+// Empty for an unknown arch.
+std::vector<std::string> template_names(const std::string& arch);
+// True for the archs that have a template table.
+bool is_known_arch(const std::string& arch);
+// Short label of a scheme for messages ("mxfp4+mxfp4-dynamic", "fp8-channel+fp8-per-token").
+std::string describe_scheme(const quant::SchemeSpec& spec);
 
 }  // namespace selq::recipe

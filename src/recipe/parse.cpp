@@ -1,0 +1,335 @@
+// YAML -> Recipe. Every error names file:line:column of the offending node
+// so that a user can jump straight to it.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "recipe/names.h"
+#include "recipe/recipe.h"
+
+namespace selq::recipe {
+namespace {
+
+using quant::ActMode;
+using quant::SchemeKind;
+using quant::SchemeSpec;
+
+struct Ctx {
+  const std::string& path;
+};
+
+SourceLocation loc(const Ctx& c, const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0) return {c.path, 0, 0};
+  return {c.path, m.line + 1, m.column + 1};
+}
+
+std::string loc_prefix(const SourceLocation& l) {
+  if (l.line <= 0) return l.file;
+  return fmt::format("{}:{}:{}", l.file, l.line, l.column);
+}
+
+[[noreturn]] void fail(const Ctx& c, const YAML::Node& n, const std::string& msg) {
+  throw_bad_input(msg, detail::at(loc_prefix(loc(c, n))));
+}
+
+std::string scalar(const Ctx& c, const YAML::Node& n, const std::string& what) {
+  if (!n.IsScalar()) fail(c, n, fmt::format("{} must be a string", what));
+  return n.Scalar();
+}
+
+bool boolean(const Ctx& c, const YAML::Node& n, const std::string& what) {
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) fail(c, n, fmt::format("{} must be true or false", what));
+  return v;
+}
+
+int integer(const Ctx& c, const YAML::Node& n, const std::string& what) {
+  int v = 0;
+  if (!n.IsScalar() || !YAML::convert<int>::decode(n, v)) fail(c, n, fmt::format("{} must be an integer", what));
+  return v;
+}
+
+// Iterates a mapping, rejecting duplicate and unknown keys at the key's position.
+template <typename F>
+void for_each_key(const Ctx& c, const YAML::Node& map, const std::string& what,
+                  std::initializer_list<const char*> allowed, F&& f) {
+  if (!map.IsMap()) fail(c, map, fmt::format("{} must be a mapping", what));
+  std::set<std::string> seen;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = scalar(c, it->first, "a key");
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || key == a;
+    if (!ok) {
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(c, it->first, fmt::format("unknown key '{}' in {} (allowed: {})", key, what, list));
+    }
+    if (!seen.insert(key).second) fail(c, it->first, fmt::format("duplicate key '{}' in {}", key, what));
+    f(key, it->first, it->second);
+  }
+}
+
+template <typename T>
+T lookup(const Ctx& c, const YAML::Node& n, const std::string& what,
+         std::initializer_list<std::pair<const char*, T>> table) {
+  const std::string v = scalar(c, n, what);
+  for (const auto& [name, value] : table)
+    if (v == name) return value;
+  std::string list;
+  for (const auto& [name, value] : table) list += (list.empty() ? "" : ", ") + std::string(name);
+  fail(c, n, fmt::format("unknown {} '{}' (expected one of: {})", what, v, list));
+}
+
+bool is_mx(SchemeKind k) { return k == SchemeKind::MXFP4 || k == SchemeKind::MXFP8; }
+bool is_int(SchemeKind k) { return k == SchemeKind::IntChannel || k == SchemeKind::IntGroup; }
+
+// `options` is a null node when absent.
+SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::Node& options) {
+  SchemeSpec s;
+  const std::string name = scalar(c, name_node, "scheme");
+  if (name == "mxfp4") s.kind = SchemeKind::MXFP4;
+  else if (name == "mxfp8") s.kind = SchemeKind::MXFP8;
+  else if (name == "nvfp4") s.kind = SchemeKind::NVFP4;
+  else if (name == "fp8-tensor") s.kind = SchemeKind::FP8Tensor;
+  else if (name == "fp8-channel") s.kind = SchemeKind::FP8Channel;
+  else if (name == "fp8-block") s.kind = SchemeKind::FP8Block;
+  else if (name == "int4" || name == "int8") {
+    s.kind = SchemeKind::IntChannel;
+    s.bits = name == "int4" ? 4 : 8;
+  } else {
+    fail(c, name_node,
+         fmt::format("unknown scheme '{}' (expected one of: mxfp4, mxfp8, nvfp4, fp8-tensor, fp8-channel, "
+                     "fp8-block, int4, int8, keep)",
+                     name));
+  }
+  if (!options || options.IsNull()) return s;
+
+  auto only_for = [&](const YAML::Node& key, bool ok, const char* which) {
+    if (!ok) fail(c, key, fmt::format("option '{}' does not apply to scheme '{}' (only {})", key.Scalar(), name, which));
+  };
+  for_each_key(c, options, "scheme options",
+               {"activations", "scale_rule", "scale_dtype", "scale_keepdim", "block_size", "group_size",
+                "symmetric", "pack_int32"},
+               [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                 if (key == "activations") {
+                   s.act = lookup<ActMode>(c, v, "activations",
+                                           {{"none", ActMode::None},
+                                            {"fp8-per-token", ActMode::FP8PerToken},
+                                            {"fp8-per-token-group128", ActMode::FP8PerTokenGroup128},
+                                            {"fp8-static", ActMode::FP8StaticTensor},
+                                            {"fp8-dynamic-tensor", ActMode::FP8DynamicTensor},
+                                            {"mxfp4-dynamic", ActMode::MXFP4Dynamic},
+                                            {"mxfp8-dynamic", ActMode::MXFP8Dynamic},
+                                            {"nvfp4", ActMode::NVFP4}});
+                   // Engines pair NVFP4 weights with NVFP4 activations or none (ENGINES.md §1.2).
+                   const bool nv_w = s.kind == SchemeKind::NVFP4, nv_a = s.act == ActMode::NVFP4;
+                   if (nv_w && !nv_a && s.act != ActMode::None)
+                     fail(c, v, "nvfp4 weights take activations 'nvfp4' or 'none'");
+                   if (nv_a && !nv_w) fail(c, v, "activations 'nvfp4' need scheme nvfp4");
+                 } else if (key == "scale_rule") {
+                   only_for(k, is_mx(s.kind), "mxfp4, mxfp8");
+                   s.scale_rule = lookup<ScaleRule>(c, v, "scale_rule",
+                                                    {{"floor", ScaleRule::Floor},
+                                                     {"ceil", ScaleRule::Ceil},
+                                                     {"even", ScaleRule::Even},
+                                                     {"rceil", ScaleRule::RCeil}});
+                 } else if (key == "scale_dtype") {
+                   only_for(k, s.kind == SchemeKind::FP8Tensor || s.kind == SchemeKind::FP8Channel || is_int(s.kind),
+                            "fp8-tensor, fp8-channel, int4, int8");
+                   s.scale_dtype = lookup<DType>(c, v, "scale_dtype",
+                                                 {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
+                 } else if (key == "scale_keepdim") {
+                   only_for(k, s.kind == SchemeKind::FP8Channel || is_int(s.kind), "fp8-channel, int4, int8");
+                   s.scale_keepdim = boolean(c, v, "scale_keepdim");
+                 } else if (key == "block_size") {
+                   only_for(k, s.kind == SchemeKind::FP8Block, "fp8-block");
+                   if (v.IsSequence()) {
+                     if (v.size() != 2) fail(c, v, "block_size must be N or [rows, cols]");
+                     s.block_rows = integer(c, v[0], "block_size");
+                     s.block_cols = integer(c, v[1], "block_size");
+                   } else {
+                     s.block_rows = s.block_cols = integer(c, v, "block_size");
+                   }
+                   if (s.block_rows <= 0 || s.block_cols <= 0) fail(c, v, "block_size must be positive");
+                 } else if (key == "group_size") {
+                   only_for(k, is_int(s.kind), "int4, int8");
+                   const int g = integer(c, v, "group_size");
+                   if (g == -1) {
+                     s.kind = SchemeKind::IntChannel;
+                     s.group_size = 0;
+                   } else if (g > 0) {
+                     s.kind = SchemeKind::IntGroup;
+                     s.group_size = g;
+                   } else {
+                     fail(c, v, "group_size must be positive, or -1 for one scale per output channel");
+                   }
+                 } else if (key == "symmetric") {
+                   only_for(k, is_int(s.kind), "int4, int8");
+                   s.symmetric = boolean(c, v, "symmetric");
+                 } else if (key == "pack_int32") {
+                   only_for(k, is_int(s.kind), "int4, int8");
+                   s.int_pack_int32 = boolean(c, v, "pack_int32");
+                 }
+               });
+  return s;
+}
+
+Pattern parse_pattern(const Ctx& c, const YAML::Node& n, const std::string& arch) {
+  Pattern p{scalar(c, n, "a pattern"), loc(c, n)};
+  if (p.text.empty()) fail(c, n, "empty pattern");
+  if (p.text.rfind("re:", 0) == 0) {
+    try {
+      std::regex re(p.text.substr(3));
+    } catch (const std::regex_error& e) {
+      fail(c, n, fmt::format("invalid regular expression '{}': {}", p.text.substr(3), e.what()));
+    }
+  } else if (p.text[0] == '@') {
+    if (p.text.rfind("@layer:", 0) == 0) {
+      if (!detail::parse_layer_template(p.text)) fail(c, n, fmt::format("'{}': expected @layer:N with N a layer index", p.text));
+    } else {
+      const auto* table = detail::arch_templates(arch);
+      if (!table) fail(c, n, fmt::format("template '{}' needs a known 'arch' (kimi-k3, deepseek-v3, dspark, llama)", p.text));
+      bool found = false;
+      std::string names;
+      for (const auto& t : *table) {
+        found = found || p.text.substr(1) == t.name;
+        names += fmt::format("{}@{}", names.empty() ? "" : ", ", t.name);
+      }
+      if (!found)
+        fail(c, n, fmt::format("unknown template '{}' for arch '{}' (it has: {}, @layer:N)", p.text, arch, names));
+    }
+  }
+  return p;
+}
+
+std::vector<Pattern> parse_patterns(const Ctx& c, const YAML::Node& n, const std::string& arch,
+                                    const std::string& what) {
+  std::vector<Pattern> out;
+  if (n.IsScalar()) {
+    out.push_back(parse_pattern(c, n, arch));
+  } else if (n.IsSequence()) {
+    for (const auto& item : n) out.push_back(parse_pattern(c, item, arch));
+  } else if (!n.IsNull()) {
+    fail(c, n, fmt::format("{} must be a pattern or a list of patterns", what));
+  }
+  return out;
+}
+
+// A scheme given as `name`, or `{scheme: name, options: {...}}` (for `default`).
+SchemeSpec parse_scheme_node(const Ctx& c, const YAML::Node& n) {
+  if (n.IsScalar()) return parse_scheme(c, n, YAML::Node());
+  YAML::Node name, options;
+  bool has_name = false;
+  for_each_key(c, n, "default", {"scheme", "options"}, [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
+    if (key == "scheme") name.reset(v), has_name = true;
+    else options.reset(v);
+  });
+  if (!has_name) fail(c, n, "default needs 'scheme'");
+  return parse_scheme(c, name, options);
+}
+
+}  // namespace
+
+Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_errors) {
+  Ctx c{path_for_errors};
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw_bad_input(fmt::format("invalid YAML: {}", e.msg),
+                    detail::at(fmt::format("{}:{}:{}", path_for_errors, e.mark.line + 1, e.mark.column + 1)));
+  }
+  if (!root.IsMap()) throw_bad_input("a recipe must be a YAML mapping", detail::at(path_for_errors));
+
+  Recipe r;
+  r.path = path_for_errors;
+  r.text = yaml_text;
+
+  // arch first: template references are validated against it.
+  if (const auto a = root["arch"]; a && !a.IsNull()) {
+    r.arch = scalar(c, a, "arch");
+    if (!detail::arch_templates(r.arch))
+      fail(c, a, fmt::format("unknown arch '{}' (expected one of: kimi-k3, deepseek-v3, dspark, llama)", r.arch));
+  }
+  bool have_name = false;
+  for_each_key(
+      c, root, "the recipe",
+      {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
+        if (key == "name") {
+          r.name = scalar(c, v, "name");
+          have_name = !r.name.empty();
+        } else if (key == "description") {
+          scalar(c, v, "description");
+        } else if (key == "dialect") {
+          r.dialect = lookup<std::string>(c, v, "dialect",
+                                          {{"compressed-tensors", "compressed-tensors"},
+                                           {"quark", "quark"},
+                                           {"modelopt", "modelopt"}});
+        } else if (key == "serving") {
+          if (v.IsNull()) return;
+          for_each_key(c, v, "serving", {"kv_cache", "prefill_query_quant"},
+                       [&](const std::string& sk, const YAML::Node&, const YAML::Node& sv) {
+                         if (sk == "kv_cache") {
+                           r.fp8_kv_cache = lookup<bool>(c, sv, "kv_cache",
+                                                         {{"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true},
+                                                          {"bf16", false}, {"fp16", false}, {"auto", false}});
+                         } else {
+                           r.fp8_prefill_query = boolean(c, sv, "prefill_query_quant");
+                         }
+                       });
+        } else if (key == "exclude") {
+          r.exclude = parse_patterns(c, v, r.arch, "exclude");
+        } else if (key == "rules") {
+          if (v.IsNull()) return;
+          if (!v.IsSequence()) fail(c, v, "rules must be a list");
+          for (const auto& item : v) {
+            Rule rule;
+            rule.where = loc(c, item);
+            // A default-constructed YAML::Node counts as defined, hence the flags.
+            YAML::Node match, scheme, options;
+            bool has_match = false, has_scheme = false;
+            for_each_key(c, item, "a rule", {"match", "scheme", "options", "description"},
+                         [&](const std::string& rk, const YAML::Node&, const YAML::Node& rv) {
+                           if (rk == "match") match.reset(rv), has_match = true;
+                           else if (rk == "scheme") scheme.reset(rv), has_scheme = true;
+                           else if (rk == "options") options.reset(rv);
+                           else scalar(c, rv, "description");
+                         });
+            if (!has_match) fail(c, item, "rule needs 'match'");
+            if (!has_scheme) fail(c, item, "rule needs 'scheme'");
+            rule.match = parse_patterns(c, match, r.arch, "match");
+            if (rule.match.empty()) fail(c, match, "match lists no pattern");
+            if (scheme.IsScalar() && scheme.Scalar() == "keep") {
+              if (options && !options.IsNull()) fail(c, options, "scheme 'keep' takes no options");
+              rule.keep = true;
+            } else {
+              rule.scheme = parse_scheme(c, scheme, options);
+            }
+            r.rules.push_back(std::move(rule));
+          }
+        } else if (key == "default") {
+          if (!v.IsNull()) r.default_scheme = parse_scheme_node(c, v);
+        }
+      });
+  if (!have_name) throw_bad_input("the recipe needs a non-empty 'name'", detail::at(path_for_errors));
+  if (r.dialect.empty()) r.dialect = "compressed-tensors";
+  return r;
+}
+
+Recipe load_recipe(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_io("cannot open recipe", detail::at(path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw_io("cannot read recipe", detail::at(path));
+  return parse_recipe(ss.str(), path);
+}
+
+}  // namespace selq::recipe

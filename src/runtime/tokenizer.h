@@ -1,0 +1,85 @@
+#pragma once
+// Byte-level BPE tokenizer (GPT-2 style, as used by SmolLM2/Llama-family
+// checkpoints): added tokens matched literally, optional per-digit split,
+// the GPT-2 split pattern, byte-to-unicode mapping, merges by rank.
+// Pipeline and sources: GGUF_AND_LLAMA.md §4. Loads from an HF tokenizer.json
+// or from a GGUF file's tokenizer.ggml.* metadata, and writes tokenizer.json.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace selq::runtime {
+
+class GgufFile;
+
+struct AddedToken {
+  std::int32_t id{0};
+  std::string content;
+  bool special{true};
+};
+
+struct SpecialTokenIds {
+  std::optional<std::int32_t> bos, eos, unk, pad;
+};
+
+// Splits text into pre-tokens with the GPT-2 pattern
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// after (when `split_digits`) isolating every \p{N} code point, as HF's
+// Sequence[Digits(individual_digits), ByteLevel(use_regex)] does.
+std::vector<std::string_view> pretokenize(std::string_view text, bool split_digits);
+
+class Tokenizer {
+ public:
+  // `source` names the file in error messages.
+  static Tokenizer from_tokenizer_json(const nlohmann::json& j, const std::string& source);
+  static Tokenizer from_tokenizer_json_file(const std::string& path);
+  static Tokenizer from_gguf(const GgufFile& gguf);
+
+  std::vector<std::int32_t> encode(std::string_view text) const;
+  // Concatenated bytes of the tokens (byte-level tokens mapped back to bytes,
+  // added tokens verbatim). May be invalid UTF-8 for a partial sequence.
+  std::string decode(std::span<const std::int32_t> ids) const;
+
+  // An HF tokenizer.json that `tokenizers` loads and that encodes like this.
+  nlohmann::json to_tokenizer_json() const;
+
+  std::size_t vocab_size() const { return id_to_token_.size(); }
+  const std::string& token(std::int32_t id) const { return id_to_token_.at(static_cast<std::size_t>(id)); }
+  std::optional<std::int32_t> token_id(std::string_view token) const;
+  const std::vector<AddedToken>& added_tokens() const { return added_; }
+  const SpecialTokenIds& special_ids() const { return special_; }
+  bool split_digits() const { return split_digits_; }
+
+ private:
+  struct Merge {
+    std::int32_t rank;
+    std::int32_t result;
+  };
+  void init_vocab(std::vector<std::string> tokens, const std::string& source);
+  void add_merge(std::string_view left, std::string_view right, const std::string& source);
+  void encode_segment(std::string_view text, std::vector<std::int32_t>& out,
+                      std::unordered_map<std::string, std::vector<std::int32_t>>& cache) const;
+  void bpe(std::string_view word, std::vector<std::int32_t>& out) const;
+
+  std::vector<std::string> id_to_token_;
+  std::unordered_map<std::string, std::int32_t> token_to_id_;
+  std::unordered_map<std::uint64_t, Merge> merges_;  // (left id << 32 | right id)
+  std::vector<std::pair<std::string, std::string>> merge_list_;  // rank order
+  std::int32_t byte_id_[256]{};
+  std::vector<AddedToken> added_;
+  SpecialTokenIds special_;
+  bool split_digits_{true};
+};
+
+// GPT-2's reversible byte <-> printable code point map.
+char32_t byte_to_unicode(std::uint8_t b);
+// -1 when `c` is not the image of a byte.
+int unicode_to_byte(char32_t c);
+
+}  // namespace selq::runtime

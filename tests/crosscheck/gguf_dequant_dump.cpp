@@ -1,0 +1,27 @@
+// Cross-check driver: dequantizes every tensor of a GGUF file with selq and
+// writes the F32 values, concatenated in tensor-info order, to OUT, so that
+// gguf_crosscheck.py can compare them bit for bit with gguf-py.
+#include <cstdio>
+#include <exception>
+
+#include "runtime/gguf.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s FILE.gguf OUT.f32\n", argv[0]);
+    return 2;
+  }
+  try {
+    auto f = selq::runtime::GgufFile::open(argv[1]);
+    std::FILE* out = std::fopen(argv[2], "wb");
+    if (!out) return 2;
+    for (const auto& t : f->tensors()) {
+      const auto v = f->dequantize(t);
+      if (std::fwrite(v.data(), sizeof(float), v.size(), out) != v.size()) return 2;
+    }
+    return std::fclose(out) == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+}

