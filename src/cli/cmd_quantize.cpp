@@ -79,6 +79,11 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       result = pipeline::run_quantize(*ckpt, plan, recipe, args->dst, qo);
     }
     bar.finish();
+    if (result.already_done) {
+      if (!args->quiet) fmt::print("{}: already quantized in place with this recipe; nothing to do\n", args->plan.source);
+      status = 0;
+      return;
+    }
     const double rate = result.seconds > 0 ? static_cast<double>(result.bytes_read) / result.seconds : 0;
     if (args->json) {
       nlohmann::json j = {{"destination", args->dst},

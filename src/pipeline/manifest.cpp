@@ -32,9 +32,10 @@ bool is_regenerated(const std::string& name) {
 std::string hash_hex(std::uint64_t h) { return fmt::format("{:016x}", h); }
 
 nlohmann::json build_manifest(const Plan& plan, const recipe::Recipe& recipe,
-                              const std::vector<TensorRecord>& records) {
+                              const std::vector<TensorRecord>& records, RunMode mode) {
   nlohmann::json m;
   m["selq_version"] = SELQ_VERSION;
+  m["in_place"] = mode == RunMode::InPlace;
   m["source"] = plan.source;
   m["dialect"] = exporter::dialect_name(plan.dialect);
   m["recipe"] = {{"path", recipe.path}, {"name", recipe.name}, {"text", recipe.text}};
@@ -82,9 +83,9 @@ nlohmann::json build_manifest(const Plan& plan, const recipe::Recipe& recipe,
 
 nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& plan,
                                    const recipe::Recipe& recipe, const std::vector<TensorRecord>& records,
-                                   const std::string& dir, bool copy_other_files) {
+                                   const std::string& dir, RunMode mode) {
   // Non-tensor files (tokenizer, generation config, remote code) verbatim.
-  if (copy_other_files)
+  if (mode == RunMode::FileToFile)
     for (const auto& name : source.other_files())
       if (!is_regenerated(name))
       io::copy_file_atomic((fs::path(source.dir()) / name).string(), (fs::path(dir) / name).string());
@@ -116,7 +117,7 @@ nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& pla
     io::write_index((fs::path(dir) / io::kIndexName).string(), weight_map, total);
   }
 
-  nlohmann::json manifest = build_manifest(plan, recipe, records);
+  nlohmann::json manifest = build_manifest(plan, recipe, records, mode);
   io::write_file_atomic((fs::path(dir) / kManifestName).string(), manifest.dump(1) + "\n");
   io::write_file_atomic((fs::path(dir) / kReportName).string(), format_plan(plan));
   return manifest;

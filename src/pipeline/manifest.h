@@ -23,15 +23,17 @@ struct TensorRecord {
 };
 
 // Writes everything but the shards into `dir` and returns the manifest.
-// `copy_other_files`: copy the source's non-tensor files (off for in-place runs).
+// A file-to-file run copies the source's non-tensor files; an in-place run
+// leaves them where they are. The manifest records which it was.
+enum class RunMode { FileToFile, InPlace };
 nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& plan,
                                    const recipe::Recipe& recipe,
                                    const std::vector<TensorRecord>& records, const std::string& dir,
-                                   bool copy_other_files = true);
+                                   RunMode mode = RunMode::FileToFile);
 
 // Builds the manifest value (also used by verify to compare against files).
 nlohmann::json build_manifest(const Plan& plan, const recipe::Recipe& recipe,
-                              const std::vector<TensorRecord>& records);
+                              const std::vector<TensorRecord>& records, RunMode mode);
 
 std::string hash_hex(std::uint64_t h);
 

@@ -63,6 +63,7 @@ nlohmann::json Plan::to_json() const {
     ts.push_back(e);
     const std::string label = tensor_label(t);
     auto& s = per_scheme[label];
+    if (s.is_null()) s = nlohmann::json::object();
     s["count"] = s.value("count", 0) + 1;
     s["source_bytes"] = s.value("source_bytes", std::uint64_t{0}) + t.in_bytes();
     s["output_bytes"] = s.value("output_bytes", std::uint64_t{0}) + t.out_bytes();

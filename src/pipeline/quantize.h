@@ -33,6 +33,7 @@ struct QuantizeResult {
   double seconds{0};
   std::uint64_t bytes_read{0};
   std::uint64_t bytes_written{0};
+  bool already_done{false};  // in place: this recipe was already applied here
 };
 
 // File to file. A staging directory left by a killed run with the same plan

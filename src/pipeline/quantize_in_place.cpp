@@ -89,6 +89,18 @@ std::uint64_t largest_shard_bytes(const Plan& plan) {
   return m;
 }
 
+// The manifest of a completed in-place run of this same recipe in `dir`, if
+// any: re-running the command after it finished (or after it was killed
+// during its final cleanup) has nothing left to do.
+std::optional<nlohmann::json> finished_run_manifest(const std::string& dir, const recipe::Recipe& recipe) {
+  const fs::path p = fs::path(dir) / kManifestName;
+  if (!fs::exists(p)) return std::nullopt;
+  nlohmann::json m = nlohmann::json::parse(io::read_file(p.string()), nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.value("in_place", false) || !m.contains("recipe")) return std::nullopt;
+  if (m["recipe"].value("text", "") != recipe.text || m.value("selq_version", "") != SELQ_VERSION) return std::nullopt;
+  return m;
+}
+
 }  // namespace
 
 QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recipe& recipe,
@@ -102,6 +114,12 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   remove_all_quietly(done_marker);  // a finished run killed while cleaning up
   const std::string orig_dir = (work / "orig").string();
   if (!fs::exists(orig_dir)) {
+    if (auto done = finished_run_manifest(dir, recipe)) {
+      QuantizeResult result;
+      result.manifest = std::move(*done);
+      result.already_done = true;
+      return result;
+    }
     fs::create_directories(work);
     save_original_headers(*io::Checkpoint::open(dir), orig_dir);
   }
@@ -171,7 +189,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   remove_all_quietly(final_dir);
   fs::create_directories(final_dir);
   QuantizeResult result;
-  result.manifest = finalize_checkpoint(*original, plan, recipe, records, final_dir, /*copy_other_files=*/false);
+  result.manifest = finalize_checkpoint(*original, plan, recipe, records, final_dir, RunMode::InPlace);
   for (const auto& e : fs::directory_iterator(final_dir)) {
     fs::rename(e.path(), fs::path(dir) / e.path().filename());
   }

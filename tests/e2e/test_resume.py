@@ -20,15 +20,15 @@ def shard_files(d):
 
 def run_with_kill(cmd, delay):
     """Starts cmd, kills it with SIGKILL after `delay` seconds; returns exit code (None if killed)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        p.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-        return None
-    if p.returncode != 0:
-        raise AssertionError(f"{cmd} failed: {p.stderr.read().decode()}")
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as p:
+        try:
+            p.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            return None
+        if p.returncode != 0:
+            raise AssertionError(f"{cmd} failed: {p.stderr.read().decode()}")
     return 0
 
 
@@ -100,7 +100,11 @@ class Resume(unittest.TestCase):
                 shutil.rmtree(dst)
                 continue
             kills += 1
-            self.assertFalse(os.path.exists(dst), "a killed run left the final directory")
+            if os.path.exists(dst):
+                # Killed after the final rename: the output must be complete.
+                self.assertFalse(os.path.exists(dst + ".selq-partial"))
+                self.assertEqual(u.tree_bytes(dst), final)
+                shutil.rmtree(dst)
         self.assertIsNotNone(run_with_kill(cmd, 600))
         self.assertFalse(os.path.exists(dst + ".selq-partial"))
         got = u.tree_bytes(dst)
@@ -112,39 +116,44 @@ class Resume(unittest.TestCase):
 
 @unittest.skipIf(os.geteuid() != 0 and os.environ.get("CI") != "true", "mounting a tmpfs needs root")
 class DiskFull(unittest.TestCase):
+    def make_tmp(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)  # runs after the umount (LIFO)
+        return tmp
+
     def mount_tmpfs(self, path, size):
         os.mkdir(path)
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], check=True)
         self.addCleanup(subprocess.run, ["umount", path], check=True)
 
     def test_file_to_file_on_full_disk(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "src")
-            u.selq("synth", "--arch", "llama", "--layers", "2", "--vocab", "4096", src, "--max-shard-size", "4MB")
-            mnt = os.path.join(tmp, "mnt")
-            self.mount_tmpfs(mnt, "3m")
-            dst = os.path.join(mnt, "out")
-            r = u.selq("quantize", src, dst, "--recipe", u.recipe("llama-fp8"), "--quiet", check=False)
-            self.assertEqual(r.returncode, 2, r.stderr)
-            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
-            self.assertIn("out.selq-partial", r.stderr)
-            self.assertFalse(os.path.exists(dst))
+        tmp = self.make_tmp()
+        src = os.path.join(tmp, "src")
+        u.selq("synth", "--arch", "llama", "--layers", "2", "--vocab", "4096", src, "--max-shard-size", "4MB")
+        mnt = os.path.join(tmp, "mnt")
+        self.mount_tmpfs(mnt, "3m")
+        dst = os.path.join(mnt, "out")
+        r = u.selq("quantize", src, dst, "--recipe", u.recipe("llama-fp8"), "--quiet", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("out.selq-partial", r.stderr)
+        self.assertFalse(os.path.exists(dst))
 
     def test_in_place_refuses_without_room_for_a_shard(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "src")
-            u.selq("synth", "--arch", "llama", "--layers", "2", "--vocab", "4096", src, "--max-shard-size", "4MB")
-            total = sum(len(b) for b in u.tree_bytes(src).values())
-            mnt = os.path.join(tmp, "mnt")
-            self.mount_tmpfs(mnt, str(total + (2 << 20)))
-            ip = os.path.join(mnt, "ip")
-            shutil.copytree(src, ip)
-            before = u.tree_bytes(ip)
-            r = u.selq("quantize", "--in-place", ip, "--recipe", u.recipe("llama-fp8"), "--quiet", check=False)
-            self.assertEqual(r.returncode, 2, r.stderr)
-            self.assertIn("not enough free space", r.stderr)
-            after = {k: v for k, v in u.tree_bytes(ip).items() if not k.startswith(".selq-inplace")}
-            self.assertEqual(after, before, "an in-place run that refused must not change the checkpoint")
+        tmp = self.make_tmp()
+        src = os.path.join(tmp, "src")
+        u.selq("synth", "--arch", "llama", "--layers", "2", "--vocab", "4096", src, "--max-shard-size", "4MB")
+        total = sum(len(b) for b in u.tree_bytes(src).values())
+        mnt = os.path.join(tmp, "mnt")
+        self.mount_tmpfs(mnt, str(total + (2 << 20)))
+        ip = os.path.join(mnt, "ip")
+        shutil.copytree(src, ip)
+        before = u.tree_bytes(ip)
+        r = u.selq("quantize", "--in-place", ip, "--recipe", u.recipe("llama-fp8"), "--quiet", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("not enough free space", r.stderr)
+        after = {k: v for k, v in u.tree_bytes(ip).items() if not k.startswith(".selq-inplace")}
+        self.assertEqual(after, before, "an in-place run that refused must not change the checkpoint")
 
 
 if __name__ == "__main__":

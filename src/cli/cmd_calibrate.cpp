@@ -1,0 +1,49 @@
+// `selq calibrate SRC --text FILE`: per-linear activation amax for static
+// activation scales.
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/progress_bar.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "runtime/calibrate.h"
+
+namespace selq::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string src, text, out;
+  std::int64_t max_tokens{2048}, context{256};
+  bool quiet{false};
+};
+
+const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
+  auto a = std::make_shared<CalibrateArgs>();
+  auto* cmd = root.add_subcommand(
+      "calibrate",
+      "Run text through SRC with the reference runtime and record each linear's input\n"
+      "activation amax (JSON: {\"format\": \"selq-calibration-v1\", \"activation_amax\": {module: amax}}).");
+  cmd->add_option("source", a->src, "Checkpoint directory (with tokenizer.json)")->required();
+  cmd->add_option("--text", a->text, "UTF-8 calibration text")->required();
+  cmd->add_option("--out,-o", a->out, "Output JSON file (default: stdout)");
+  cmd->add_option("--max-tokens", a->max_tokens, "Tokens used (0: all)")->capture_default_str();
+  cmd->add_option("--context", a->context, "Tokens per window")->capture_default_str();
+  cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
+  cmd->callback([a, &status] {
+    ProgressBar bar("calibrate", !a->quiet && stderr_is_tty());
+    auto r = runtime::calibrate(a->src, io::read_file(a->text), a->text, a->max_tokens, a->context,
+                                [&bar](std::uint64_t d, std::uint64_t t) { bar.update(d, t, "windows"); });
+    bar.finish();
+    const std::string j = r.to_json().dump(2) + "\n";
+    if (a->out.empty()) {
+      fmt::print("{}", j);
+    } else {
+      io::write_file_atomic(a->out, j);
+      if (!a->quiet) fmt::print(stderr, "wrote {} ({} modules, {} tokens)\n", a->out, r.amax.size(), r.tokens);
+    }
+    status = 0;
+  });
+});
+
+}  // namespace
+}  // namespace selq::cli

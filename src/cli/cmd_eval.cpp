@@ -1,0 +1,74 @@
+// `selq eval BASE QUANT... --text FILE`: quality of quantized checkpoints
+// against their base with the reference runtime.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/progress_bar.h"
+#include "core/error.h"
+#include "runtime/eval.h"
+
+namespace selq::cli {
+namespace {
+
+struct EvalArgs {
+  std::string base;
+  std::vector<std::string> quantized;
+  std::string text;
+  std::string prompts;
+  runtime::EvalOptions opts;
+  bool json{false};
+  bool quiet{false};
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_io(fmt::format("cannot open text file {}", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const CommandRegistration kEval(60, [](CLI::App& root, int& status) {
+  auto a = std::make_shared<EvalArgs>();
+  auto* cmd = root.add_subcommand(
+      "eval",
+      "Measure quantized checkpoints against their base with selq's reference runtime\n"
+      "(which loads each linear from the checkpoint's quantization_config as an engine does):\n"
+      "perplexity on --text, KL divergence of next-token distributions (mean, p99), top-1\n"
+      "agreement, and speculative-decoding acceptance with each quantized model drafting\n"
+      "k tokens for the base on the --prompts questions. Estimators: docs/QUALITY.md.");
+  cmd->add_option("base", a->base, "Unquantized checkpoint directory (the reference)")->required();
+  cmd->add_option("quantized", a->quantized, "Quantized checkpoint directories");
+  cmd->add_option("--text", a->text, "UTF-8 text file for perplexity/KL")->required();
+  cmd->add_option("--max-tokens", a->opts.max_tokens, "Text tokens evaluated (0: all)")->capture_default_str();
+  cmd->add_option("--context", a->opts.context, "Tokens per perplexity window")->capture_default_str();
+  cmd->add_option("--prompts", a->prompts, "JSONL file of prompts (\"question\" field) for draft acceptance");
+  cmd->add_option("--max-prompts", a->opts.max_prompts, "Prompts used from --prompts")->capture_default_str();
+  cmd->add_option("--gen-tokens", a->opts.gen_tokens, "Tokens generated per prompt")->capture_default_str();
+  cmd->add_option("--draft-k", a->opts.draft_k, "Draft tokens per verification step")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print JSON on stdout");
+  cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
+  cmd->callback([a, &status] {
+    const std::string text = read_text(a->text);
+    std::vector<std::string> prompts;
+    if (!a->prompts.empty()) prompts = runtime::read_prompts_jsonl(a->prompts, a->opts.max_prompts);
+    ProgressBar bar("eval", !a->quiet && stderr_is_tty());
+    a->opts.on_progress = [&bar](const std::string& stage, std::uint64_t done, std::uint64_t total) {
+      bar.update(done, total, stage);
+    };
+    auto rep = runtime::evaluate(a->base, a->quantized, text, a->text, prompts, a->prompts, a->opts);
+    bar.finish();
+    if (a->json)
+      fmt::print("{}\n", rep.to_json().dump(2));
+    else
+      fmt::print("{}", rep.table());
+    status = 0;
+  });
+});
+
+}  // namespace
+}  // namespace selq::cli
