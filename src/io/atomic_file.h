@@ -1,5 +1,7 @@
 #pragma once
 // Small whole-file writes that never leave a partial file under the final name.
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -12,5 +14,13 @@ void fsync_dir(const std::string& dir);
 std::string read_file(const std::string& path);
 // Copies a file (used for tokenizer and other non-tensor files) atomically.
 void copy_file_atomic(const std::string& src, const std::string& dst);
+
+// Low-level helpers shared by the writers; every failure is an Io error naming
+// `file` and the absolute offset at which the write failed.
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset,
+                const std::string& file);
+void fsync_fd(int fd, const std::string& file);
+// Directory part of `path` ("." when it has none).
+std::string parent_dir(const std::string& path);
 
 }  // namespace selq::io

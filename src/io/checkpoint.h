@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,6 +53,10 @@ class Checkpoint {
 // `dir` (no absolute paths, no "..", no symlink escaping it).
 std::map<std::string, std::string> read_index_weight_map(const std::string& index_path,
                                                          const std::string& dir);
+// The in-memory part of read_index_weight_map: JSON shape and lexical path
+// checks only (no filesystem access), so it can be fuzzed. Values must be
+// non-empty relative paths without "." or ".." components.
+std::map<std::string, std::string> parse_index_json(std::string_view json, const std::string& file);
 // Writes an index atomically (temp + fsync + rename).
 void write_index(const std::string& path, const std::map<std::string, std::string>& weight_map,
                  std::uint64_t total_size);

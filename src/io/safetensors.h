@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -90,6 +91,26 @@ class SafetensorsWriter {
   std::uint64_t data_start_{0};
   std::uint64_t total_size_{0};
   std::map<std::string, SafetensorsEntry> entries_;
+  std::mutex mu_;
+  std::map<std::string, bool> written_;
 };
+
+// The padded header JSON (without the 8-byte length) the writer uses for
+// `tensors` laid out back to back in the given order; `__metadata__` first.
+// Throws BadInput on duplicate or reserved names.
+std::string safetensors_header(const std::vector<TensorInfo>& tensors,
+                               const std::map<std::string, std::string>& metadata);
+
+// In-memory tensors for whole-file serialization (tests, small outputs).
+struct TensorBytes {
+  TensorInfo info;
+  std::vector<std::uint8_t> bytes;
+};
+// A complete file image (length + header + data).
+std::vector<std::uint8_t> serialize_safetensors(const std::vector<TensorBytes>& tensors,
+                                                const std::map<std::string, std::string>& metadata = {});
+// Writes a complete file through SafetensorsWriter (temp + fsync + rename).
+void save_safetensors(const std::string& path, const std::vector<TensorBytes>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace selq::io

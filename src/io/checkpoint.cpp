@@ -1,0 +1,222 @@
+#include "io/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/strict_json.h"
+
+namespace selq::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_regular(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);  // follows symlinks
+}
+
+// A shard path from an index must name a file inside the checkpoint
+// directory; anything else would let a downloaded index read arbitrary files.
+void check_relative_path(const std::string& value, const std::string& tensor, const std::string& file,
+                         std::uint64_t offset) {
+  const ErrorWhere where{file, tensor, offset};
+  if (value.empty()) throw_bad_input("weight_map entry is an empty path", where);
+  if (value.find('\0') != std::string::npos) throw_bad_input("weight_map entry contains a NUL byte", where);
+  if (value.front() == '/') throw_bad_input(fmt::format("weight_map entry '{}' is an absolute path", value), where);
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    const std::size_t slash = std::min(value.find('/', start), value.size());
+    const std::string_view comp(value.data() + start, slash - start);
+    if (comp == "..")
+      throw_bad_input(fmt::format("weight_map entry '{}' leaves the checkpoint directory", value), where);
+    if (comp.empty() || comp == ".")
+      throw_bad_input(fmt::format("weight_map entry '{}' is not a plain relative path", value), where);
+    start = slash + 1;
+  }
+}
+
+nlohmann::json load_config(const fs::path& dir) {
+  const fs::path p = dir / "config.json";
+  if (!fs::exists(p)) return nullptr;
+  const std::string text = read_file(p.string());
+  StrictJson sj = parse_json_strict(text, p.string());
+  if (!sj.value.is_object())
+    throw_bad_input(fmt::format("config.json must be a JSON object, got {}", sj.value.type_name()),
+                    {p.string(), "", 0});
+  return std::move(sj.value);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parse_index_json(std::string_view json, const std::string& file) {
+  StrictJson sj = parse_json_strict(json, file);
+  const auto& v = sj.value;
+  if (!v.is_object())
+    throw_bad_input(fmt::format("index must be a JSON object, got {}", v.type_name()), {file, "", 0});
+  if (const auto md = v.find("metadata"); md != v.end()) {
+    const ErrorWhere where{file, "", sj.top_key_pos["metadata"]};
+    if (!md->is_object() && !md->is_null())
+      throw_bad_input(fmt::format("'metadata' must be an object, got {}", md->type_name()), where);
+    // total_size is advisory (some publishers store file sizes), but it must be a number.
+    if (md->is_object())
+      if (const auto ts = md->find("total_size"); ts != md->end() && !ts->is_number())
+        throw_bad_input(fmt::format("'total_size' must be a number, got {}", ts->type_name()), where);
+  }
+  const auto wm = v.find("weight_map");
+  if (wm == v.end()) throw_bad_input("index has no 'weight_map'", {file, "", 0});
+  const std::uint64_t wm_pos = sj.top_key_pos["weight_map"];
+  if (!wm->is_object())
+    throw_bad_input(fmt::format("'weight_map' must be an object, got {}", wm->type_name()), {file, "", wm_pos});
+  std::map<std::string, std::string> out;
+  for (const auto& [tensor, shard] : wm->items()) {
+    if (!shard.is_string())
+      throw_bad_input(fmt::format("weight_map value must be a string, got {}", shard.type_name()),
+                      {file, tensor, wm_pos});
+    const auto& s = shard.get_ref<const std::string&>();
+    check_relative_path(s, tensor, file, wm_pos);
+    out[tensor] = s;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> read_index_weight_map(const std::string& index_path,
+                                                         const std::string& dir) {
+  auto map = parse_index_json(read_file(index_path), index_path);
+  std::error_code ec;
+  const fs::path root = fs::canonical(dir, ec);
+  if (ec) throw_io(fmt::format("cannot resolve directory: {}", ec.message()), {dir, "", {}});
+  std::set<std::string> checked;
+  for (const auto& [tensor, shard] : map) {
+    if (!checked.insert(shard).second) continue;
+    const fs::path resolved = fs::weakly_canonical(root / shard, ec);
+    if (ec) throw_io(fmt::format("cannot resolve shard '{}': {}", shard, ec.message()), {index_path, tensor, {}});
+    const auto rel = resolved.lexically_relative(root);
+    if (rel.empty() || *rel.begin() == "..")
+      throw_bad_input(fmt::format("shard '{}' resolves to {}, outside the checkpoint directory {}", shard,
+                                  resolved.string(), root.string()),
+                      {index_path, tensor, {}});
+  }
+  return map;
+}
+
+void write_index(const std::string& path, const std::map<std::string, std::string>& weight_map,
+                 std::uint64_t total_size) {
+  for (const auto& [tensor, shard] : weight_map) check_relative_path(shard, tensor, path, 0);
+  nlohmann::json j;
+  j["metadata"]["total_size"] = total_size;
+  j["weight_map"] = nlohmann::json::object();
+  for (const auto& [tensor, shard] : weight_map) j["weight_map"][tensor] = shard;
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
+  std::unique_ptr<Checkpoint> c(new Checkpoint());
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) throw_io("no such file or directory", {path, "", {}});
+
+  std::string index_path;
+  std::map<std::string, std::string> weight_map;
+  if (fs::is_directory(st)) {
+    c->dir_ = path;
+    if (is_regular(fs::path(path) / kIndexName)) {
+      index_path = (fs::path(path) / kIndexName).string();
+    } else {
+      for (const auto& de : fs::directory_iterator(path, ec)) {
+        const std::string name = de.path().filename().string();
+        if (ends_with(name, ".safetensors") && is_regular(de.path())) c->shards_.push_back(name);
+      }
+      if (ec) throw_io(fmt::format("cannot list directory: {}", ec.message()), {path, "", {}});
+      std::sort(c->shards_.begin(), c->shards_.end());
+      if (c->shards_.empty()) throw_bad_input("directory holds no .safetensors files", {path, "", {}});
+    }
+  } else if (ends_with(path, ".json")) {
+    index_path = path;
+    c->dir_ = parent_dir(path);
+  } else {
+    c->dir_ = parent_dir(path);
+    c->shards_.push_back(fs::path(path).filename().string());
+  }
+
+  if (!index_path.empty()) {
+    c->has_index_ = true;
+    weight_map = read_index_weight_map(index_path, c->dir_);
+    std::set<std::string> shards;
+    for (const auto& [t, s] : weight_map) shards.insert(s);
+    c->shards_.assign(shards.begin(), shards.end());
+    if (c->shards_.empty()) throw_bad_input("index lists no tensors", {index_path, "", {}});
+    for (const auto& s : c->shards_)
+      if (!is_regular(fs::path(c->dir_) / s))
+        throw_bad_input(fmt::format("shard '{}' listed in the index is missing", s), {index_path, "", {}});
+  }
+
+  for (const auto& s : c->shards_) {
+    const std::string p = (fs::path(c->dir_) / s).string();
+    c->files_[s] = SafetensorsFile::open(p);
+  }
+  for (const auto& [tensor, shard] : weight_map) {
+    if (!c->files_.at(shard)->find(tensor))
+      throw_bad_input(fmt::format("tensor listed in index {} is not in shard '{}'", index_path, shard),
+                      {(fs::path(c->dir_) / shard).string(), tensor, {}});
+  }
+  for (const auto& s : c->shards_) {
+    const SafetensorsFile& f = *c->files_.at(s);
+    for (const auto& e : f.entries()) {
+      const auto [it, fresh] = c->by_name_.emplace(e.info.name, c->tensors_.size());
+      if (!fresh)
+        throw_bad_input(fmt::format("tensor appears in shard '{}' and again in shard '{}'",
+                                    c->tensors_[it->second].shard, s),
+                        {f.path(), e.info.name, f.data_start() + e.begin});
+      c->tensors_.push_back({e.info, s});
+    }
+  }
+  c->config_ = load_config(c->dir_);
+  return c;
+}
+
+const CheckpointTensor* Checkpoint::find(const std::string& name) const {
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+TensorView Checkpoint::view(const std::string& name) const {
+  const CheckpointTensor* t = find(name);
+  if (!t) throw_bad_input("no such tensor in checkpoint", {dir_, name, {}});
+  return files_.at(t->shard)->view(name);
+}
+
+const SafetensorsFile& Checkpoint::shard_file(const std::string& shard) const {
+  const auto it = files_.find(shard);
+  if (it == files_.end()) throw_bad_input(fmt::format("no shard '{}' in checkpoint", shard), {dir_, "", {}});
+  return *it->second;
+}
+
+std::vector<std::string> Checkpoint::other_files() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const std::set<std::string> shards(shards_.begin(), shards_.end());
+  for (const auto& de : fs::directory_iterator(dir_, ec)) {
+    const std::string name = de.path().filename().string();
+    if (!is_regular(de.path()) || shards.count(name) || name == kIndexName) continue;
+    // Tensor files and indexes of other layouts (and our own temporaries) are not side files.
+    if (ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json") ||
+        ends_with(name, ".selq-tmp"))
+      continue;
+    out.push_back(name);
+  }
+  if (ec) throw_io(fmt::format("cannot list directory: {}", ec.message()), {dir_, "", {}});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace selq::io
