@@ -51,4 +51,19 @@ struct ConfigOutput {
 };
 ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in);
 
+
+// ---- additions (export area) ----
+
+// What one scheme looks like in the dialect's config: for compressed-tensors
+// a config group without `targets` ({weights, input_activations,
+// output_activations, format}); for quark a layer config ({weight,
+// input_tensors, output_tensors, bias}); for modelopt {quant_algo[,
+// group_size]}. The engine resolvers return these same objects, so tests
+// compare a resolved layer against the decided scheme with ==.
+nlohmann::json scheme_config_json(Dialect d, const quant::SchemeSpec& spec);
+
+// Human-readable scheme description for messages ("fp8-channel, input fp8
+// per-token dynamic"); does not depend on quant's implementation.
+std::string scheme_label(const quant::SchemeSpec& spec);
+
 }  // namespace selq::exporter

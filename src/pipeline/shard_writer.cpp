@@ -92,7 +92,9 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
     for (const auto& o : plan.tensors[i].outputs) infos.push_back(o.info);
   io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
 
-  const std::size_t tokens = 2 * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
+  // One tensor per worker plus one being written: memory is bounded by
+  // (workers + 1) x the largest quantized tensor, whatever the model size.
+  const std::size_t tokens = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()) + 1;
   std::size_t next = 0;
   std::vector<std::pair<std::size_t, TensorRecord>> shard_records;
   tbb::parallel_pipeline(

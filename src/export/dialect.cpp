@@ -1,0 +1,231 @@
+// Dispatch from the Dialect enum to the per-dialect tables, and what the
+// dialects share: scheme grouping, the fused/expert consistency rule, expert
+// name compression, and the post-build self-check against the engine
+// resolvers (a config that some engine would resolve differently from the
+// decisions is never written).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "export/dialect.h"
+#include "export/dialect_internal.h"
+#include "export/engine_resolve.h"
+#include "export/module_names.h"
+
+namespace selq::exporter {
+
+using quant::ActMode;
+using quant::SchemeKind;
+using quant::SchemeSpec;
+
+std::string dialect_name(Dialect d) {
+  switch (d) {
+    case Dialect::CompressedTensors: return "compressed-tensors";
+    case Dialect::Quark: return "quark";
+    case Dialect::ModelOpt: return "modelopt";
+  }
+  return "unknown";
+}
+
+std::optional<Dialect> dialect_from_name(const std::string& name) {
+  if (name == "compressed-tensors" || name == "compressed_tensors" || name == "ct")
+    return Dialect::CompressedTensors;
+  if (name == "quark") return Dialect::Quark;
+  if (name == "modelopt") return Dialect::ModelOpt;
+  return std::nullopt;
+}
+
+static std::string kind_label(const SchemeSpec& s) {
+  switch (s.kind) {
+    case SchemeKind::MXFP4: return "mxfp4";
+    case SchemeKind::MXFP8: return "mxfp8";
+    case SchemeKind::NVFP4: return "nvfp4";
+    case SchemeKind::FP8Tensor: return "fp8-tensor";
+    case SchemeKind::FP8Channel: return "fp8-channel";
+    case SchemeKind::FP8Block: return fmt::format("fp8-block{}x{}", s.block_rows, s.block_cols);
+    case SchemeKind::IntChannel:
+      return fmt::format("int{}-channel{}", s.bits, s.symmetric ? "" : "-asym");
+    case SchemeKind::IntGroup:
+      return fmt::format("int{}-g{}{}", s.bits, s.group_size, s.symmetric ? "" : "-asym");
+  }
+  return "?";
+}
+
+static std::string act_label(ActMode a) {
+  switch (a) {
+    case ActMode::None: return "weight-only";
+    case ActMode::FP8PerToken: return "input fp8 per-token dynamic";
+    case ActMode::FP8PerTokenGroup128: return "input fp8 per-token-group-128 dynamic";
+    case ActMode::FP8StaticTensor: return "input fp8 per-tensor static";
+    case ActMode::FP8DynamicTensor: return "input fp8 per-tensor dynamic";
+    case ActMode::MXFP4Dynamic: return "input mxfp4 dynamic";
+    case ActMode::MXFP8Dynamic: return "input mxfp8 dynamic";
+    case ActMode::NVFP4: return "input nvfp4";
+  }
+  return "?";
+}
+
+std::string scheme_label(const SchemeSpec& s) { return kind_label(s) + ", " + act_label(s.act); }
+
+void check_dialect_supports(Dialect d, const SchemeSpec& spec) {
+  switch (d) {
+    case Dialect::CompressedTensors: return detail::ct_check(spec);
+    case Dialect::Quark: return detail::quark_check(spec);
+    case Dialect::ModelOpt: return detail::modelopt_check(spec);
+  }
+}
+
+SchemeSpec adapt_scheme_for_dialect(Dialect d, SchemeSpec spec, DType model_dtype) {
+  if (!dtype_is_float_source(model_dtype) || model_dtype == DType::F64) model_dtype = DType::BF16;
+  switch (d) {
+    case Dialect::CompressedTensors: return detail::ct_adapt(spec, model_dtype);
+    case Dialect::Quark: return detail::quark_adapt(spec, model_dtype);
+    case Dialect::ModelOpt: return detail::modelopt_adapt(spec, model_dtype);
+  }
+  return spec;
+}
+
+std::string output_tensor_name(Dialect d, const SchemeSpec& spec, quant::OutRole role,
+                               const std::string& module) {
+  std::string suffix;
+  switch (d) {
+    case Dialect::CompressedTensors: suffix = detail::ct_suffix(spec, role); break;
+    case Dialect::Quark: suffix = detail::quark_suffix(spec, role); break;
+    case Dialect::ModelOpt: suffix = detail::modelopt_suffix(spec, role); break;
+  }
+  return module + "." + suffix;
+}
+
+nlohmann::json scheme_config_json(Dialect d, const SchemeSpec& spec) {
+  switch (d) {
+    case Dialect::CompressedTensors: return detail::ct_scheme_json(spec);
+    case Dialect::Quark: return detail::quark_scheme_json(spec);
+    case Dialect::ModelOpt: return detail::modelopt_scheme_json(spec);
+  }
+  return nullptr;
+}
+
+ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in) {
+  for (const auto& m : in.linear_modules) {
+    if (m.scheme) check_dialect_supports(d, *m.scheme);
+  }
+  detail::check_engine_groups_consistent(in);
+  ConfigOutput out;
+  switch (d) {
+    case Dialect::CompressedTensors: out = detail::ct_build(in); break;
+    case Dialect::Quark: out = detail::quark_build(in); break;
+    case Dialect::ModelOpt: out = detail::modelopt_build(in); break;
+  }
+  auto problems = check_config_resolution(d, in, out.quantization_config);
+  if (!problems.empty()) {
+    std::string msg = fmt::format("the {} config selq built would be misread by an engine ({} problems); first: {}",
+                                  dialect_name(d), problems.size(), problems.front());
+    throw_unsupported(msg);
+  }
+  return out;
+}
+
+namespace detail {
+
+void unsupported(Dialect d, const SchemeSpec& spec, const std::string& why) {
+  throw_unsupported(fmt::format("the {} dialect cannot express {}: {}", dialect_name(d),
+                                scheme_label(spec), why));
+}
+
+std::vector<std::string> all_module_names(const ConfigInput& in) {
+  std::vector<std::string> out;
+  out.reserve(in.linear_modules.size());
+  for (const auto& m : in.linear_modules) out.push_back(m.module);
+  return out;
+}
+
+void check_engine_groups_consistent(const ConfigInput& in) {
+  std::map<std::string, const ModuleDecision*> by_name;
+  for (const auto& m : in.linear_modules) {
+    if (!by_name.emplace(m.module, &m).second)
+      throw_bad_input(fmt::format("module '{}' is listed twice", m.module));
+  }
+  for (auto family : {EngineFamily::Vllm, EngineFamily::Sglang}) {
+    for (const auto& em : engine_modules(family, all_module_names(in))) {
+      const ModuleDecision* first = by_name.at(em.members.front());
+      for (const auto& member : em.members) {
+        const ModuleDecision* md = by_name.at(member);
+        if (md->scheme != first->scheme || md->preexisting != first->preexisting) {
+          throw_bad_input(fmt::format(
+              "'{}' and '{}' form one engine module '{}' but were given different schemes ({} vs {}); "
+              "engines require one scheme per fused layer and per MoE layer",
+              first->module, member, em.name, first->scheme ? scheme_label(*first->scheme) : "float",
+              md->scheme ? scheme_label(*md->scheme) : "float"));
+        }
+      }
+    }
+  }
+}
+
+std::vector<SchemeGroup> group_by_scheme(const ConfigInput& in, bool skip_preexisting) {
+  std::vector<SchemeGroup> groups;
+  for (const auto& m : in.linear_modules) {
+    if (!m.scheme || (skip_preexisting && m.preexisting)) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const SchemeGroup& g) { return g.spec == *m.scheme; });
+    if (it == groups.end()) {
+      groups.push_back({*m.scheme, {m.module}});
+    } else {
+      it->modules.push_back(m.module);
+    }
+  }
+  return groups;
+}
+
+std::vector<std::string> float_modules(const ConfigInput& in) {
+  std::vector<std::string> out;
+  for (const auto& m : in.linear_modules) {
+    if (!m.scheme) out.push_back(m.module);
+  }
+  return out;
+}
+
+std::vector<std::string> compress_expert_names(const std::vector<std::string>& names,
+                                               const std::vector<std::string>& all_modules) {
+  std::map<std::string, std::set<std::string>> model_children, listed_children;
+  for (const auto& m : all_modules) {
+    if (auto p = experts_parent(m)) model_children[*p].insert(m);
+  }
+  for (const auto& m : names) {
+    if (auto p = experts_parent(m)) listed_children[*p].insert(m);
+  }
+  std::set<std::string> complete;
+  for (const auto& [parent, children] : listed_children) {
+    if (children == model_children[parent]) complete.insert(parent);
+  }
+  std::vector<std::string> out;
+  std::set<std::string> emitted;
+  for (const auto& m : names) {
+    auto p = experts_parent(m);
+    if (!p || !complete.count(*p)) {
+      out.push_back(m);
+      continue;
+    }
+    if (!emitted.insert(*p).second) continue;
+    std::set<std::string> projs;
+    for (const auto& c : model_children[*p]) projs.insert(last_component(c));
+    std::string alt;
+    for (const auto& proj : projs) {
+      if (!alt.empty()) alt += '|';
+      alt += regex_escape(proj);
+    }
+    // Built with += : g++ 12 warns (-Wrestrict, a false positive) on "lit" + std::string&&.
+    std::string re = "re:";
+    re += regex_escape(*p);
+    re += "\\.\\d+\\.(";
+    re += alt;
+    re += ")$";
+    out.push_back(std::move(re));
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace selq::exporter

@@ -1,0 +1,269 @@
+// compressed-tensors dialect (FORMATS.md §5, ENGINES.md §1 and §7).
+//
+// Config shape choices, each with the rule it satisfies:
+// - One config group per distinct scheme ("group_0", "group_1", ...; renamed
+//   past any names kept from the source). Targets are the exact checkpoint
+//   module names (q_proj, not qkv_proj): vLLM resolves a fused layer through
+//   its shards (get_scheme_dict step 2b) and the compressed-tensors library
+//   through its fused mapping, and exact names are the one target form both
+//   rank first and vLLM remaps for multimodal wrappers (§1.1, §1.3, §7.1).
+//   No class targets ("Linear"): they would also catch float layers that an
+//   ignore entry misses.
+// - Routed experts: when every expert child of one MoE layer is in a list,
+//   it becomes one `re:<escaped layer prefix>\.experts\.\d+\.(down_proj|...)$`
+//   pattern (full prefix, ends with `$`: §7.2). vLLM probes expert 0 only
+//   (§1.2 MoE), so all experts of a layer must share the scheme, which
+//   build_quantization_config enforces (§7.4).
+// - `format` per group, and top-level `mixed-precision` when groups use more
+//   than one format; otherwise the top level carries the single format.
+// - `ignore` lists the exact names of every linear left in float (MTP layers
+//   and lm_head included, §5 vllm#54547/#49187 rule), experts compressed as
+//   above. vLLM tests ignore before targets and per shard for fused layers.
+// - quantization_status "compressed", kv_cache_scheme null,
+//   sparsity_config {} (the library parses it), version of the library the
+//   layout follows.
+// - A source config's groups (already quantized modules) are kept with their
+//   own targets; those modules are not listed again. `ignore` is rebuilt from
+//   what is really float.
+// Tensor names: weight / weight_packed (int pack-quantized, nvfp4, mxfp4),
+// weight_scale, weight_global_scale (NVFP4, 448*6/amax: CT convention),
+// weight_zero_point, weight_shape. FP8 channel/tensor scales and int scales
+// are in the model dtype, channel scales (out,1) (§4 "Per-channel weights");
+// int4 packs into int32 words, int8 stays one I8 per element (int-quantized).
+#include <fmt/format.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "export/dialect_internal.h"
+
+namespace selq::exporter::detail {
+
+using quant::ActMode;
+using quant::OutRole;
+using quant::SchemeKind;
+using quant::SchemeSpec;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kLayoutVersion = "0.12.2";
+
+void require_act(const SchemeSpec& s, std::initializer_list<ActMode> ok, const char* why) {
+  for (auto a : ok) {
+    if (s.act == a) return;
+  }
+  unsupported(Dialect::CompressedTensors, s, why);
+}
+
+std::string ct_format(const SchemeSpec& s) {
+  switch (s.kind) {
+    case SchemeKind::MXFP4: return "mxfp4-pack-quantized";
+    case SchemeKind::MXFP8: return "mxfp8-quantized";
+    case SchemeKind::NVFP4: return "nvfp4-pack-quantized";
+    case SchemeKind::FP8Tensor:
+    case SchemeKind::FP8Channel:
+    case SchemeKind::FP8Block: return "float-quantized";
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup: return s.bits == 4 ? "pack-quantized" : "int-quantized";
+  }
+  return "dense";
+}
+
+json fp_args(int bits, const std::string& strategy, json group_size, json dynamic) {
+  return {{"num_bits", bits}, {"type", "float"}, {"symmetric", true}, {"group_size", group_size},
+          {"strategy", strategy}, {"dynamic", dynamic}};
+}
+
+json weight_args(const SchemeSpec& s) {
+  switch (s.kind) {
+    case SchemeKind::MXFP4: {
+      json a = fp_args(4, "group", 32, false);
+      a["scale_dtype"] = "torch.uint8";
+      return a;
+    }
+    case SchemeKind::MXFP8: {
+      json a = fp_args(8, "group", 32, false);
+      a["scale_dtype"] = "torch.uint8";
+      return a;
+    }
+    case SchemeKind::NVFP4: {
+      json a = fp_args(4, "tensor_group", 16, false);
+      a["scale_dtype"] = "torch.float8_e4m3fn";
+      return a;
+    }
+    case SchemeKind::FP8Tensor: return fp_args(8, "tensor", nullptr, false);
+    case SchemeKind::FP8Channel: return fp_args(8, "channel", nullptr, false);
+    case SchemeKind::FP8Block: {
+      json a = fp_args(8, "block", nullptr, false);
+      a["block_structure"] = {s.block_rows, s.block_cols};
+      return a;
+    }
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup: {
+      bool group = s.kind == SchemeKind::IntGroup;
+      return {{"num_bits", s.bits},
+              {"type", "int"},
+              {"symmetric", s.symmetric},
+              {"group_size", group ? json(s.group_size) : json(nullptr)},
+              {"strategy", group ? "group" : "channel"},
+              {"dynamic", false}};
+    }
+  }
+  return nullptr;
+}
+
+json input_args(const SchemeSpec& s) {
+  switch (s.act) {
+    case ActMode::None: return nullptr;
+    case ActMode::FP8PerToken: return fp_args(8, "token", nullptr, true);
+    case ActMode::FP8PerTokenGroup128: return fp_args(8, "group", 128, true);
+    case ActMode::FP8StaticTensor: {
+      json a = fp_args(8, "tensor", nullptr, false);
+      a["observer"] = "minmax";
+      return a;
+    }
+    case ActMode::FP8DynamicTensor: return fp_args(8, "tensor", nullptr, true);
+    case ActMode::MXFP4Dynamic: {
+      json a = fp_args(4, "group", 32, true);
+      a["scale_dtype"] = "torch.uint8";
+      return a;
+    }
+    case ActMode::MXFP8Dynamic: {
+      json a = fp_args(8, "group", 32, true);
+      a["scale_dtype"] = "torch.uint8";
+      return a;
+    }
+    case ActMode::NVFP4: {
+      json a = fp_args(4, "tensor_group", 16, "local");
+      a["scale_dtype"] = "torch.float8_e4m3fn";
+      a["observer"] = "static_minmax";
+      return a;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void ct_check(const SchemeSpec& s) {
+  switch (s.kind) {
+    case SchemeKind::MXFP4:
+      return require_act(s, {ActMode::None, ActMode::MXFP4Dynamic},
+                         "mxfp4-pack-quantized takes weight-only or dynamic MXFP4 input");
+    case SchemeKind::MXFP8:
+      return require_act(s, {ActMode::None, ActMode::MXFP8Dynamic},
+                         "mxfp8-quantized takes weight-only or dynamic MXFP8 input");
+    case SchemeKind::NVFP4:
+      return require_act(s, {ActMode::None, ActMode::NVFP4},
+                         "vLLM requires NVFP4 weights to have NVFP4 activations or none");
+    case SchemeKind::FP8Tensor:
+    case SchemeKind::FP8Channel:
+      return require_act(s,
+                         {ActMode::None, ActMode::FP8PerToken, ActMode::FP8StaticTensor,
+                          ActMode::FP8DynamicTensor},
+                         "float-quantized FP8 takes token, tensor (static or dynamic) or no input "
+                         "quantization");
+    case SchemeKind::FP8Block:
+      return require_act(s, {ActMode::FP8PerTokenGroup128},
+                         "block FP8 runs with dynamic per-token-group-128 input");
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup:
+      if (s.bits != 4 && s.bits != 8) unsupported(Dialect::CompressedTensors, s, "int takes 4 or 8 bits");
+      if (s.kind == SchemeKind::IntGroup && s.group_size <= 0)
+        unsupported(Dialect::CompressedTensors, s, "group strategy needs a positive group_size");
+      return require_act(s, {ActMode::None}, "selq writes int schemes weight-only (W4A16/W8A16)");
+  }
+}
+
+SchemeSpec ct_adapt(SchemeSpec s, DType model_dtype) {
+  switch (s.kind) {
+    case SchemeKind::FP8Channel:
+    case SchemeKind::FP8Tensor:
+      s.scale_dtype = model_dtype;
+      s.scale_keepdim = true;
+      break;
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup:
+      s.scale_dtype = model_dtype;
+      s.scale_keepdim = true;
+      s.int_pack_int32 = s.bits == 4;
+      break;
+    case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::CompressedTensors; break;
+    default: break;
+  }
+  return s;
+}
+
+std::string ct_suffix(const SchemeSpec& s, OutRole role) {
+  bool packed = s.kind == SchemeKind::MXFP4 || s.kind == SchemeKind::NVFP4 ||
+                ((s.kind == SchemeKind::IntChannel || s.kind == SchemeKind::IntGroup) && s.int_pack_int32);
+  switch (role) {
+    case OutRole::Weight: return packed ? "weight_packed" : "weight";
+    case OutRole::Scale: return "weight_scale";
+    case OutRole::GlobalScale: return "weight_global_scale";
+    case OutRole::ZeroPoint: return "weight_zero_point";
+    case OutRole::WeightShape: return "weight_shape";
+  }
+  return "weight";
+}
+
+json ct_scheme_json(const SchemeSpec& s) {
+  return {{"weights", weight_args(s)},
+          {"input_activations", input_args(s)},
+          {"output_activations", nullptr},
+          {"format", ct_format(s)}};
+}
+
+ConfigOutput ct_build(const ConfigInput& in) {
+  const json& src = in.source_quantization_config;
+  bool keep_source = src.is_object() && src.value("quant_method", "") == "compressed-tensors" &&
+                     src.contains("config_groups") && src["config_groups"].is_object();
+  std::vector<std::string> all = all_module_names(in);
+
+  json groups = json::object();
+  std::set<std::string> formats;
+  if (keep_source) {
+    std::string src_format = src.value("format", "");
+    for (const auto& [name, g] : src["config_groups"].items()) {
+      json copy = g;
+      if (!copy.contains("format") || copy["format"].is_null()) {
+        if (src_format.empty() || src_format == "mixed-precision")
+          throw_bad_input(fmt::format("source config group '{}' has no format", name));
+        copy["format"] = src_format;
+      }
+      formats.insert(copy["format"].get<std::string>());
+      groups[name] = copy;
+    }
+  } else {
+    for (const auto& m : in.linear_modules) {
+      if (m.preexisting && !m.scheme)
+        throw_bad_input(fmt::format("module '{}' is marked preexisting but has no scheme and the "
+                                    "source has no compressed-tensors config groups", m.module));
+    }
+  }
+
+  int next = 0;
+  for (const auto& g : group_by_scheme(in, keep_source)) {
+    std::string name;
+    do { name = fmt::format("group_{}", next++); } while (groups.contains(name));
+    json entry = ct_scheme_json(g.spec);
+    entry["targets"] = compress_expert_names(g.modules, all);
+    formats.insert(entry["format"].get<std::string>());
+    groups[name] = entry;
+  }
+
+  json qc;
+  qc["quant_method"] = "compressed-tensors";
+  qc["format"] = formats.size() == 1 ? *formats.begin() : (formats.empty() ? "dense" : "mixed-precision");
+  qc["quantization_status"] = "compressed";
+  qc["version"] = kLayoutVersion;
+  qc["config_groups"] = groups;
+  qc["ignore"] = compress_expert_names(float_modules(in), all);
+  qc["kv_cache_scheme"] = nullptr;
+  qc["sparsity_config"] = json::object();
+  qc["global_compression_ratio"] = nullptr;
+  return {qc, {}};
+}
+
+}  // namespace selq::exporter::detail

@@ -1,0 +1,201 @@
+// NVIDIA ModelOpt dialect (FORMATS.md §3, ENGINES.md §3, §7.6).
+//
+// Config shape choices, each with the rule it satisfies:
+// - Two files say the same thing: hf_quant_config.json {producer,
+//   quantization {quant_algo, kv_cache_quant_algo: null, group_size,
+//   exclude_modules[, quantized_layers]}} (group_size, kv_cache_quant_algo
+//   and exclude_modules always present: required for NVFP4, §3.1), and
+//   config.json quantization_config {quant_method "modelopt", quant_algo,
+//   ignore, kv_cache_scheme null, group_size[, quantized_layers]}.
+// - quant_algo: FP8 (per-tensor weight, static per-tensor input),
+//   FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO (128x128 blocks; vLLM runs it with
+//   dynamic per-token-group-128 input, so that is the selq act mode), NVFP4,
+//   W4A16_NVFP4, MXFP8; several algos -> MIXED_PRECISION with
+//   quantized_layers, whose entries may only be FP8, NVFP4, W4A16_NVFP4,
+//   MXFP8 (§3.3). group_size is 16 for NVFP4 (vLLM takes the first NVFP4
+//   entry's), 32 for MXFP8.
+// - quantized_layers keys: exact checkpoint names (vLLM's fused-shard step
+//   finds q/k/v and gate/up), and the `...mlp.experts` module for routed
+//   experts (the direct key, step 1; §7.6 "including the MoE parent").
+// - exclusions: vLLM matches them as SUBSTRINGS of the module name (§3.2
+//   step 2), so entries are full dotted names, float experts are excluded
+//   by their `...mlp.experts` module (step 1 and 2 both hit it), and an
+//   entry that is a substring of a quantized module is dropped when the
+//   engine never quantizes it anyway (the MoE router `mlp.gate` would
+//   otherwise exclude `mlp.gate_up_proj`) or rejected otherwise.
+// Tensor names: weight, weight_scale, weight_scale_2 (NVFP4 amax/(6*448),
+// multiplied in: ModelOpt convention), input_scale. FP8 per-channel scales
+// are F32 [out] as vLLM's ModelOptFp8PcPtLinearMethod allocates them.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.h"
+#include "export/dialect_internal.h"
+#include "export/module_names.h"
+
+namespace selq::exporter::detail {
+
+using quant::ActMode;
+using quant::OutRole;
+using quant::SchemeKind;
+using quant::SchemeSpec;
+using nlohmann::json;
+
+namespace {
+
+std::string algo_of(const SchemeSpec& s) {
+  switch (s.kind) {
+    case SchemeKind::FP8Tensor:
+      if (s.act == ActMode::FP8StaticTensor) return "FP8";
+      break;
+    case SchemeKind::FP8Channel:
+      if (s.act == ActMode::FP8PerToken) return "FP8_PER_CHANNEL_PER_TOKEN";
+      break;
+    case SchemeKind::FP8Block:
+      if (s.act == ActMode::FP8PerTokenGroup128 && s.block_rows == 128 && s.block_cols == 128) return "FP8_PB_WO";
+      break;
+    case SchemeKind::NVFP4:
+      if (s.act == ActMode::NVFP4) return "NVFP4";
+      if (s.act == ActMode::None) return "W4A16_NVFP4";
+      break;
+    case SchemeKind::MXFP8:
+      if (s.act == ActMode::MXFP8Dynamic) return "MXFP8";
+      break;
+    default: break;
+  }
+  return "";
+}
+
+std::string producer_version() {
+#ifdef SELQ_VERSION
+  return SELQ_VERSION;
+#else
+  return "0";
+#endif
+}
+
+}  // namespace
+
+void modelopt_check(const SchemeSpec& s) {
+  if (algo_of(s).empty()) {
+    unsupported(Dialect::ModelOpt, s,
+                "ModelOpt's algorithms are FP8 (static per-tensor input), FP8_PER_CHANNEL_PER_TOKEN, "
+                "FP8_PB_WO (128x128, group-128 input), NVFP4, W4A16_NVFP4 and MXFP8 (dynamic input)");
+  }
+}
+
+SchemeSpec modelopt_adapt(SchemeSpec s, DType) {
+  switch (s.kind) {
+    case SchemeKind::FP8Channel:
+      s.scale_dtype = DType::F32;
+      s.scale_keepdim = false;
+      break;
+    case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
+    case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
+    default: break;
+  }
+  return s;
+}
+
+std::string modelopt_suffix(const SchemeSpec&, OutRole role) {
+  switch (role) {
+    case OutRole::Weight: return "weight";
+    case OutRole::Scale: return "weight_scale";
+    case OutRole::GlobalScale: return "weight_scale_2";
+    case OutRole::ZeroPoint:
+    case OutRole::WeightShape: break;
+  }
+  throw_unsupported("the modelopt dialect has no zero-point or weight_shape tensors");
+}
+
+json modelopt_scheme_json(const SchemeSpec& s) {
+  std::string algo = algo_of(s);
+  json out = {{"quant_algo", algo}};
+  if (algo == "NVFP4" || algo == "W4A16_NVFP4") out["group_size"] = 16;
+  if (algo == "MXFP8") out["group_size"] = 32;
+  return out;
+}
+
+ConfigOutput modelopt_build(const ConfigInput& in) {
+  auto groups = group_by_scheme(in, false);
+  if (groups.empty()) throw_bad_input("the modelopt dialect needs at least one quantized module");
+  std::vector<std::string> all = all_module_names(in);
+
+  std::vector<std::string> algos;
+  for (const auto& g : groups) {
+    std::string a = algo_of(g.spec);
+    if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
+  }
+  bool mixed = algos.size() > 1;
+  json quantized_layers = json::object();
+  json group_size = nullptr;
+  if (mixed) {
+    static const std::set<std::string> allowed = {"FP8", "NVFP4", "W4A16_NVFP4", "MXFP8"};
+    for (const auto& a : algos) {
+      if (!allowed.count(a))
+        throw_unsupported(fmt::format("the modelopt dialect cannot mix {} with other algorithms: MIXED_PRECISION "
+                                      "entries may only be FP8, NVFP4, W4A16_NVFP4 or MXFP8", a));
+    }
+    for (const auto& g : groups) {
+      json entry = modelopt_scheme_json(g.spec);
+      if (group_size.is_null() && (entry["quant_algo"] == "NVFP4" || entry["quant_algo"] == "W4A16_NVFP4"))
+        group_size = 16;
+      for (const auto& m : g.modules) {
+        auto p = experts_parent(m);
+        quantized_layers[p ? *p : m] = entry;
+      }
+    }
+  } else {
+    json e = modelopt_scheme_json(groups.front().spec);
+    if (e.contains("group_size")) group_size = e["group_size"];
+  }
+
+  // Names vLLM tests the exclusions against: engine modules that stay quantized.
+  std::vector<std::string> quantized_engine_names;
+  {
+    std::map<std::string, bool> is_float;
+    for (const auto& m : in.linear_modules) is_float[m.module] = !m.scheme;
+    for (const auto& em : engine_modules(EngineFamily::Vllm, all)) {
+      if (is_float[em.members.front()]) continue;
+      quantized_engine_names.push_back(em.name);
+      for (const auto& mem : em.members) quantized_engine_names.push_back(mem);
+    }
+  }
+  std::vector<std::string> excl;
+  std::set<std::string> seen;
+  for (const auto& m : float_modules(in)) {
+    auto p = experts_parent(m);
+    std::string entry = p ? *p : m;
+    if (!seen.insert(entry).second) continue;
+    bool overlaps = std::any_of(quantized_engine_names.begin(), quantized_engine_names.end(),
+                                [&](const std::string& q) { return q.find(entry) != std::string::npos; });
+    if (overlaps) {
+      if (engine_never_quantizes(entry)) continue;
+      throw_unsupported(fmt::format("the modelopt dialect cannot exclude '{}': vLLM matches exclusions as "
+                                    "substrings and the name is part of a quantized module's name",
+                                    entry));
+    }
+    excl.push_back(entry);
+  }
+
+  std::string algo = mixed ? "MIXED_PRECISION" : algos.front();
+  json quantization = {{"quant_algo", algo},
+                       {"kv_cache_quant_algo", nullptr},
+                       {"group_size", group_size},
+                       {"exclude_modules", excl}};
+  json qc = {{"quant_method", "modelopt"},
+             {"quant_algo", algo},
+             {"ignore", excl},
+             {"kv_cache_scheme", nullptr},
+             {"group_size", group_size}};
+  if (mixed) {
+    quantization["quantized_layers"] = quantized_layers;
+    qc["quantized_layers"] = quantized_layers;
+  }
+  json hf = {{"producer", {{"name", "selq"}, {"version", producer_version()}}}, {"quantization", quantization}};
+  return {qc, {{"hf_quant_config.json", hf.dump(2)}}};
+}
+
+}  // namespace selq::exporter::detail

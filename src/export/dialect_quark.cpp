@@ -1,0 +1,277 @@
+// AMD Quark dialect (FORMATS.md §6, ENGINES.md §2, §4, §7).
+//
+// Config shape choices, each with the rule it satisfies:
+// - Always written: `export` {kv_cache_group: [], pack_method "reorder",
+//   weight_format "real_quantized", min_kv_scale 0.0} (vLLM raises without
+//   it, §2.1), `layer_type_quant_config: {}` (dead in vLLM, §2.2.3, §7.5),
+//   `layer_quant_config`, `exclude` (a list), `global_quant_config`,
+//   quant_mode, version, algo_config null, kv_cache_quant_config {}.
+// - global_quant_config = the scheme used by the most modules, except that a
+//   non-FP4 scheme is preferred when excluded self_attn linears exist (vLLM
+//   re-quantizes those to MXFP4 online for deepseek_v3 models whose global
+//   weight dtype is fp4, §2.2.1).
+// - layer_quant_config: one key per module whose scheme differs from global,
+//   keyed by the exact checkpoint module name; routed experts get one key,
+//   the `...mlp.experts` module itself (the name vLLM, SGLang and ATOM look
+//   up, §2.2, §4). vLLM matches a key without `*` when the module name is a
+//   SUBSTRING of the key and JSON object order is not kept by every writer,
+//   so a key that contains another looked-up name with a different scheme
+//   (`...mlp.gate` inside `...mlp.gate_proj`) gets a trailing `*`: fnmatch
+//   then requires the whole name, and SGLang (always fnmatch) and ATOM read
+//   it the same way. The post-build check resolves every module with all
+//   three engines.
+// - exclude: exact checkpoint names of every float linear, MTP layers and
+//   lm_head included; float experts are listed child by child (vLLM's
+//   check_children, SGLang's per-expert names, ATOM's MoE children all match
+//   them, §2.2.1, §4). No globs, no `re:` (§7.2).
+// - Fused shards and the experts of one MoE layer share one scheme (§2.2
+//   deep_compare, §7.3-§7.4), enforced before building.
+// Schemes (§2.3): MXFP4 weight fp4/per_group/32/e8m0 with dynamic fp4
+// input (W4A4), none, or fp8 per-tensor input; FP8 PTPC = per_channel weight
+// + per_channel dynamic input; FP8 per-tensor; FP8 per_block [128,128] with
+// per_group 128 dynamic input; NVFP4 as 2-entry lists. Tensor names: weight,
+// weight_scale (block/channel/tensor), weight_scale_2 (NVFP4 global, which
+// vLLM QuarkNVFP4 multiplies in: ModelOpt convention). FP8 channel scales
+// are F32 [out].
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.h"
+#include "export/dialect_internal.h"
+#include "export/engine_resolve.h"
+#include "export/module_names.h"
+
+namespace selq::exporter::detail {
+
+using quant::ActMode;
+using quant::OutRole;
+using quant::SchemeKind;
+using quant::SchemeSpec;
+using nlohmann::json;
+
+namespace {
+
+void require_act(const SchemeSpec& s, std::initializer_list<ActMode> ok, const char* why) {
+  for (auto a : ok) {
+    if (s.act == a) return;
+  }
+  unsupported(Dialect::Quark, s, why);
+}
+
+std::string scale_mode(ScaleRule r) {
+  switch (r) {
+    case ScaleRule::Even: return "even";
+    case ScaleRule::Floor: return "floor";
+    case ScaleRule::Ceil: return "ceil";
+    case ScaleRule::RCeil: return "rceil";
+  }
+  return "even";
+}
+
+json spec(const std::string& dtype, const std::string& qscheme, bool dynamic) {
+  return {{"dtype", dtype},       {"is_dynamic", dynamic}, {"qscheme", qscheme}, {"ch_axis", nullptr},
+          {"group_size", nullptr}, {"symmetric", true},     {"round_method", "half_even"},
+          {"scale_type", "float"}, {"scale_format", nullptr}, {"scale_calculation_mode", nullptr},
+          {"mx_element_dtype", nullptr}, {"observer_cls", nullptr}, {"is_scale_quant", false}};
+}
+
+json mx_spec(const std::string& dtype, bool dynamic, ScaleRule rule) {
+  json s = spec(dtype, "per_group", dynamic);
+  s["ch_axis"] = -1;
+  s["group_size"] = 32;
+  s["symmetric"] = nullptr;
+  s["round_method"] = "even";
+  s["scale_format"] = "e8m0";
+  s["scale_calculation_mode"] = scale_mode(rule);
+  s["observer_cls"] = "PerBlockMXObserver";
+  return s;
+}
+
+json fp8(const std::string& qscheme, bool dynamic) {
+  json s = spec("fp8_e4m3", qscheme, dynamic);
+  s["observer_cls"] = qscheme == "per_channel" ? "PerChannelMinMaxObserver" : "PerTensorMinMaxObserver";
+  return s;
+}
+
+json nvfp4_pair(bool dynamic) {
+  json block = spec("fp4", "per_group", dynamic);
+  block["ch_axis"] = -1;
+  block["group_size"] = 16;
+  block["scale_format"] = "fp8_e4m3";
+  block["observer_cls"] = "PerBlockNVFP4Observer";
+  json second = fp8("per_tensor", false);
+  second["is_scale_quant"] = true;
+  return json::array({block, second});
+}
+
+json weight_spec(const SchemeSpec& s) {
+  switch (s.kind) {
+    case SchemeKind::MXFP4: return mx_spec("fp4", false, s.scale_rule);
+    case SchemeKind::FP8Channel: {
+      json w = fp8("per_channel", false);
+      w["ch_axis"] = 0;
+      return w;
+    }
+    case SchemeKind::FP8Tensor: return fp8("per_tensor", false);
+    case SchemeKind::FP8Block: {
+      json w = fp8("per_block", false);
+      w["block_size"] = {s.block_rows, s.block_cols};
+      w["observer_cls"] = nullptr;
+      return w;
+    }
+    case SchemeKind::NVFP4: return nvfp4_pair(false);
+    default: return nullptr;
+  }
+}
+
+json input_spec(const SchemeSpec& s) {
+  switch (s.act) {
+    case ActMode::None: return nullptr;
+    case ActMode::MXFP4Dynamic: return mx_spec("fp4", true, s.scale_rule);
+    case ActMode::FP8PerToken: {
+      json a = fp8("per_channel", true);
+      a["ch_axis"] = 1;
+      return a;
+    }
+    case ActMode::FP8StaticTensor: return fp8("per_tensor", false);
+    case ActMode::FP8DynamicTensor: return fp8("per_tensor", true);
+    case ActMode::FP8PerTokenGroup128: {
+      json a = fp8("per_group", true);
+      a["ch_axis"] = -1;
+      a["group_size"] = 128;
+      a["observer_cls"] = nullptr;
+      return a;
+    }
+    case ActMode::NVFP4: return nvfp4_pair(true);
+    default: return nullptr;
+  }
+}
+
+// Keys vLLM matches by substring: star a key that another looked-up name
+// (with a different scheme) is a substring of.
+void star_conflicting_keys(json& lqc, const ConfigInput& in) {
+  std::map<std::string, json> want;  // every name vLLM looks up -> its layer config (null = excluded)
+  for (const auto& m : in.linear_modules) {
+    auto p = experts_parent(m.module);
+    std::string name = p ? *p : m.module;
+    want[name] = m.scheme ? quark_scheme_json(*m.scheme) : json();
+  }
+  json out = json::object();
+  for (const auto& [key, cfg] : lqc.items()) {
+    bool conflict = false;
+    for (const auto& [name, w] : want) {
+      if (name == key || w.is_null() || engine_never_quantizes(name)) continue;
+      if (key.find(name) != std::string::npos && w != cfg) conflict = true;
+    }
+    out[conflict ? key + "*" : key] = cfg;
+  }
+  lqc = out;
+}
+
+}  // namespace
+
+void quark_check(const SchemeSpec& s) {
+  switch (s.kind) {
+    case SchemeKind::MXFP4:
+      return require_act(s, {ActMode::None, ActMode::MXFP4Dynamic, ActMode::FP8DynamicTensor, ActMode::FP8StaticTensor},
+                         "vLLM QuarkOCP_MX takes weight-only, dynamic MXFP4 or FP8 per-tensor input");
+    case SchemeKind::MXFP8:
+      return unsupported(Dialect::Quark, s, "vLLM's Quark OCP MX path takes fp4/fp6 elements only");
+    case SchemeKind::NVFP4:
+      return require_act(s, {ActMode::NVFP4}, "QuarkNVFP4 needs NVFP4 activations (the 2-entry list form)");
+    case SchemeKind::FP8Channel:
+      return require_act(s, {ActMode::FP8PerToken, ActMode::FP8DynamicTensor, ActMode::FP8StaticTensor},
+                         "QuarkW8A8Fp8 needs FP8 activations (per-token dynamic = PTPC, or per-tensor)");
+    case SchemeKind::FP8Tensor:
+      return require_act(s, {ActMode::FP8DynamicTensor, ActMode::FP8StaticTensor},
+                         "QuarkW8A8Fp8 with a per-tensor weight needs per-tensor FP8 activations");
+    case SchemeKind::FP8Block:
+      if (s.block_rows != 128 || s.block_cols != 128)
+        unsupported(Dialect::Quark, s, "QuarkW8A8Fp8PerBlock takes block_size [128,128] only");
+      return require_act(s, {ActMode::FP8PerTokenGroup128},
+                         "QuarkW8A8Fp8PerBlock needs dynamic per_group 128 FP8 input");
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup:
+      return unsupported(Dialect::Quark, s,
+                         "vLLM's only Quark int scheme is W8A8 int8 with int8 activations, which selq "
+                         "has no activation mode for");
+  }
+}
+
+SchemeSpec quark_adapt(SchemeSpec s, DType) {
+  switch (s.kind) {
+    case SchemeKind::FP8Channel:
+      s.scale_dtype = DType::F32;
+      s.scale_keepdim = false;
+      break;
+    case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
+    case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
+    default: break;
+  }
+  return s;
+}
+
+std::string quark_suffix(const SchemeSpec&, OutRole role) {
+  switch (role) {
+    case OutRole::Weight: return "weight";
+    case OutRole::Scale: return "weight_scale";
+    case OutRole::GlobalScale: return "weight_scale_2";
+    case OutRole::ZeroPoint: return "weight_zero_point";
+    case OutRole::WeightShape: break;
+  }
+  throw_unsupported("the quark dialect has no weight_shape tensor");
+}
+
+json quark_scheme_json(const SchemeSpec& s) {
+  return {{"weight", weight_spec(s)}, {"input_tensors", input_spec(s)}, {"output_tensors", nullptr},
+          {"bias", nullptr}};
+}
+
+ConfigOutput quark_build(const ConfigInput& in) {
+  auto groups = group_by_scheme(in, false);
+  if (groups.empty()) throw_bad_input("the quark dialect needs at least one quantized module");
+  bool excluded_attn = false;
+  for (const auto& m : float_modules(in)) excluded_attn |= m.find("self_attn") != std::string::npos;
+  auto count = [](const SchemeGroup& g) { return g.modules.size(); };
+  auto best = std::max_element(groups.begin(), groups.end(),
+                               [&](const auto& a, const auto& b) { return count(a) < count(b); });
+  if (excluded_attn && best->spec.kind == SchemeKind::MXFP4) {
+    auto alt = std::max_element(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
+      bool af = a.spec.kind != SchemeKind::MXFP4, bf = b.spec.kind != SchemeKind::MXFP4;
+      return af != bf ? !af : count(a) < count(b);
+    });
+    if (alt->spec.kind != SchemeKind::MXFP4) best = alt;
+  }
+  const SchemeSpec global = best->spec;
+
+  json lqc = json::object();
+  for (const auto& g : groups) {
+    if (g.spec == global) continue;
+    json cfg = quark_scheme_json(g.spec);
+    for (const auto& m : g.modules) {
+      auto p = experts_parent(m);
+      lqc[p ? *p : m] = cfg;
+    }
+  }
+  star_conflicting_keys(lqc, in);
+
+  json qc;
+  qc["quant_method"] = "quark";
+  qc["global_quant_config"] = quark_scheme_json(global);
+  qc["layer_quant_config"] = lqc;
+  qc["layer_type_quant_config"] = json::object();
+  qc["kv_cache_quant_config"] = json::object();
+  qc["exclude"] = float_modules(in);
+  qc["export"] = {{"kv_cache_group", json::array()},
+                  {"pack_method", "reorder"},
+                  {"weight_format", "real_quantized"},
+                  {"min_kv_scale", 0.0}};
+  qc["quant_mode"] = "eager_mode";
+  qc["version"] = "0.10";
+  qc["algo_config"] = nullptr;
+  return {qc, {}};
+}
+
+}  // namespace selq::exporter::detail

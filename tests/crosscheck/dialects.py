@@ -1,0 +1,155 @@
+"""Checks the compressed-tensors configs selq writes with the
+compressed-tensors library: its pydantic models must parse them, and its
+own matching (match_named_modules over a module tree with the checkpoint's
+names, match_name with vLLM's fused mapping) must assign every module the
+scheme selq decided, and leave float modules unmatched or ignored.
+
+usage: dialects.py PATH_TO_selq_dialects_driver
+Exit 77 (skip) when the reference is missing, except under CI=true (fail).
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def reference_missing(why):
+    if os.environ.get("CI", "").lower() == "true":
+        print(f"FAIL: reference unavailable under CI: {why}")
+        sys.exit(1)
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+try:
+    import torch
+    from compressed_tensors import QuantizationConfig
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    from compressed_tensors.utils.match import match_name, match_named_modules
+except Exception as e:  # noqa: BLE001 - any import failure means no reference
+    reference_missing(f"compressed-tensors/torch import failed: {e!r}")
+
+
+def module_tree(names):
+    """A torch module tree whose leaf Linear modules carry exactly `names`."""
+    root = torch.nn.Module()
+    for name in names:
+        parent = root
+        parts = name.split(".")
+        for p in parts[:-1]:
+            if not hasattr(parent, p):
+                parent.add_module(p, torch.nn.Module())
+            parent = getattr(parent, p)
+        parent.add_module(parts[-1], torch.nn.Linear(1, 1, bias=False))
+    return root
+
+
+def args_or_none(d):
+    return None if d is None else QuantizationArgs.model_validate(d)
+
+
+def check(doc):
+    errors = []
+    qc = doc["quantization_config"]
+    cfg = QuantizationConfig.model_validate(qc)  # raises on any schema problem
+    groups = qc["config_groups"]
+    for gname, g in groups.items():
+        QuantizationScheme.model_validate(g)
+    assert set(cfg.config_groups) == set(groups)
+
+    names = [m["name"] for m in doc["modules"]]
+    expected = {m["name"]: m["expected"] for m in doc["modules"]}
+    model = module_tree(names)
+    ignore = qc.get("ignore") or []
+
+    # The library's own resolution: which modules each group claims.
+    claimed = {}
+    for gname, g in groups.items():
+        for name, _ in match_named_modules(model, g["targets"], ignore):
+            if name in claimed:
+                errors.append(f"{name} claimed by {claimed[name]} and {gname}")
+            claimed[name] = gname
+
+    for name in names:
+        want = expected[name]
+        got = claimed.get(name)
+        if want is None:
+            if got is not None:
+                errors.append(f"float module {name} claimed by {got}")
+            continue
+        if got is None:
+            errors.append(f"quantized module {name} not claimed by any group")
+            continue
+        g = groups[got]
+        if args_or_none(g.get("weights")) != args_or_none(want["weights"]):
+            errors.append(f"{name}: weights {g.get('weights')} != {want['weights']}")
+        if args_or_none(g.get("input_activations")) != args_or_none(want["input_activations"]):
+            errors.append(f"{name}: input {g.get('input_activations')} != {want['input_activations']}")
+        fmt = g.get("format") or qc.get("format")
+        if fmt != want["format"]:
+            errors.append(f"{name}: format {fmt} != {want['format']}")
+
+    # vLLM's fused module names resolve through their shards.
+    fused = doc["packed_modules_mapping"]
+    for fm in doc["fused_modules"]:
+        groups_hit = {gname for gname, g in groups.items()
+                      if any(match_name(fm["name"], t, fused) for t in g["targets"])}
+        shard_groups = {claimed.get(s) for s in fm["shards"]}
+        ignored = any(match_name(fm["name"], i, fused) for i in ignore)
+        if None in shard_groups:
+            if not ignored or groups_hit:
+                errors.append(f"float fused {fm['name']} not ignored as a whole (groups {groups_hit})")
+        elif groups_hit != shard_groups or len(groups_hit) != 1:
+            errors.append(f"fused {fm['name']} hits groups {groups_hit}, shards {shard_groups}")
+
+    # Global shape rules this project relies on.
+    for t in [t for g in groups.values() for t in g["targets"]] + ignore:
+        if t.startswith("re:") and not t.endswith("$"):
+            errors.append(f"regex without trailing $: {t}")
+    formats = {g.get("format") for g in groups.values()}
+    if len(formats) > 1 and qc.get("format") != "mixed-precision":
+        errors.append(f"several formats {formats} but top-level format {qc.get('format')}")
+    return errors
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([sys.argv[1], out], check=True)
+        files = sorted(glob.glob(os.path.join(out, "compressed-tensors_*.json")))
+        if len(files) != 3:
+            print(f"FAIL: expected 3 compressed-tensors configs, got {files}")
+            return 1
+        failed = False
+        # The checker must be able to fail: a mutated config has to be caught.
+        with open(files[0]) as f:
+            doc = json.load(f)
+        groups = doc["quantization_config"]["config_groups"]
+        float_name = next(m["name"] for m in doc["modules"] if m["expected"] is None)
+        doc["quantization_config"]["ignore"].remove(float_name)
+        next(iter(groups.values()))["targets"].append(float_name)
+        if not check(doc):
+            print("FAIL: a float module added to a group's targets went unnoticed")
+            failed = True
+        for path in files:
+            with open(path) as f:
+                doc = json.load(f)
+            errors = check(doc)
+            n = len(doc["modules"])
+            quantized = sum(1 for m in doc["modules"] if m["expected"] is not None)
+            status = "ok" if not errors else "FAIL"
+            print(f"{status}: {os.path.basename(path)}: {n} modules, {quantized} quantized, "
+                  f"{len(doc['quantization_config']['config_groups'])} groups, "
+                  f"{len(doc['fused_modules'])} fused")
+            for e in errors:
+                print("   ", e)
+            failed |= bool(errors)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+// Writes the configs selq builds for the test models, with each module's
+// decided scheme object, so Python references can check them:
+//   selq_dialects_driver OUT_DIR   -> OUT_DIR/<dialect>_<model>.json
+#include <cstdio>
+#include <fstream>
+
+#include "core/error.h"
+#include "export/engine_resolve.h"
+#include "export/module_names.h"
+#include "test_models.h"
+
+using namespace selq::exporter;
+using namespace selq::exporter::testing;
+using nlohmann::json;
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  try {
+    for (Dialect d : {Dialect::CompressedTensors, Dialect::Quark, Dialect::ModelOpt}) {
+      for (const std::string model : {"dspark", "llama", "kimi"}) {
+        std::vector<ModuleDecision> ms = model == "dspark"  ? dspark_model(dspark_schemes(d))
+                                         : model == "llama" ? llama_model(llama_schemes(d))
+                                                            : kimi_model(kimi_schemes(d));
+        ConfigInput in{ms, nullptr};
+        ConfigOutput out = build_quantization_config(d, in);
+        json modules = json::array();
+        std::vector<std::string> names;
+        for (const auto& m : ms) {
+          modules.push_back({{"name", m.module},
+                             {"expected", m.scheme ? scheme_config_json(d, *m.scheme) : json(nullptr)}});
+          names.push_back(m.module);
+        }
+        json fused = json::array();
+        for (const auto& em : engine_modules(EngineFamily::Vllm, names)) {
+          if (em.kind == EngineModule::Kind::Fused) fused.push_back({{"name", em.name}, {"shards", em.members}});
+        }
+        json packed = json::object();
+        for (const auto& r : packed_modules(EngineFamily::Vllm)) packed[r.fused] = r.shards;
+        json doc = {{"dialect", dialect_name(d)}, {"model", model}, {"quantization_config", out.quantization_config},
+                    {"modules", modules}, {"fused_modules", fused}, {"packed_modules_mapping", packed}};
+        std::ofstream f(std::string(argv[1]) + "/" + dialect_name(d) + "_" + model + ".json");
+        f << doc.dump(2) << "\n";
+        if (!f) throw std::runtime_error("cannot write output");
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "selq_dialects_driver: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
