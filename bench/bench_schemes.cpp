@@ -1,6 +1,7 @@
 // Weight-quantization throughput on one core: elements/s and BF16 input
 // bytes/s per scheme, next to a memcpy of the same bytes in the same run.
-//   build/<dir>/bench/bench_schemes --benchmark_min_time=1
+// run_scheme_2t/* repeat three schemes with two TBB threads (real time).
+//   build/<dir>/bench/bench_schemes --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
@@ -32,8 +33,9 @@ const std::vector<std::uint8_t>& bf16_weights() {
   return data;
 }
 
-void run_scheme(benchmark::State& state, SchemeSpec spec) {
-  tbb::global_control one_core(tbb::global_control::max_allowed_parallelism, 1);
+void run_scheme_on(benchmark::State& state, SchemeSpec spec, int threads) {
+  tbb::global_control cores(tbb::global_control::max_allowed_parallelism,
+                            static_cast<std::size_t>(threads));
   const auto& data = bf16_weights();
   TensorInfo info{"bench.weight", DType::BF16, Shape{kOut, kIn}};
   std::vector<std::vector<std::uint8_t>> bufs;
@@ -49,6 +51,11 @@ void run_scheme(benchmark::State& state, SchemeSpec spec) {
   state.SetBytesProcessed(state.iterations() * kOut * kIn * 2);
   state.counters["rel_err"] = m.rel_frobenius();
 }
+
+void run_scheme(benchmark::State& state, SchemeSpec spec) { run_scheme_on(state, spec, 1); }
+// Two TBB threads inside one quantize_weight call (wall time: CPU time would
+// add both threads up).
+void run_scheme_2t(benchmark::State& state, SchemeSpec spec) { run_scheme_on(state, spec, 2); }
 
 void BM_memcpy_same_bytes(benchmark::State& state) {
   const auto& data = bf16_weights();
@@ -83,5 +90,9 @@ BENCHMARK_CAPTURE(run_scheme, fp8_channel_bf16scale, spec_of(SchemeKind::FP8Chan
 BENCHMARK_CAPTURE(run_scheme, nvfp4, spec_of(SchemeKind::NVFP4))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(run_scheme, fp8_block128, spec_of(SchemeKind::FP8Block))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(run_scheme, int4_g128_packed, spec_of(SchemeKind::IntGroup))->Unit(benchmark::kMillisecond);
+
+BENCHMARK_CAPTURE(run_scheme_2t, mxfp4, spec_of(SchemeKind::MXFP4))->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(run_scheme_2t, fp8_channel_bf16scale, spec_of(SchemeKind::FP8Channel))->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(run_scheme_2t, nvfp4, spec_of(SchemeKind::NVFP4))->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

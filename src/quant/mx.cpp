@@ -18,6 +18,7 @@
 
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
+#include "quant/detail_simd.h"
 
 namespace selq::quant::detail {
 namespace {
@@ -53,12 +54,67 @@ std::uint8_t mx_scale_byte(float amax, ScaleRule rule, const MxFormat& f) {
 
 }  // namespace
 
+void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_t* w,
+            std::uint8_t* sout, ErrorMetrics& m, bool simd) {
+  const MxFormat f = mx_format(spec);
+  const std::int64_t nblk = in / 32;
+  m.blocks += static_cast<std::uint64_t>(nblk);
+  if (simd) {
+    std::vector<float> amax(static_cast<std::size_t>(nblk)), inv(amax.size()), sc(amax.size());
+    block_amax_simd(x, static_cast<std::size_t>(in), 32, amax.data());
+    mx_scales_simd(amax.data(), amax.size(), spec.scale_rule, f.emax, f.mbits_for_even, f.max,
+                   sout, inv.data(), sc.data());
+    if (f.fp4)
+      e2m1_blocks_simd(x, static_cast<std::size_t>(in), 32, inv.data(), sc.data(), false,
+                       f.clip_at, w, m);
+    else
+      e4m3_blocks_simd(x, static_cast<std::size_t>(in), 32, inv.data(), sc.data(), false, false,
+                       f.clip_at, w, m);
+    return;
+  }
+  std::vector<float> v(static_cast<std::size_t>(in)), dq(v.size());
+  std::vector<float> scales(static_cast<std::size_t>(nblk));
+  for (std::int64_t b = 0; b < nblk; ++b) {
+    const float* xb = x + b * 32;
+    const std::uint8_t sb = mx_scale_byte(amax_f32(xb, 32), spec.scale_rule, f);
+    sout[b] = sb;
+    const bool nan = sb == 0xFF;
+    scales[static_cast<std::size_t>(b)] = nan ? std::numeric_limits<float>::quiet_NaN() : pow2(sb - 127);
+    const float inv = nan ? std::numeric_limits<float>::quiet_NaN() : pow2(127 - sb);
+    float* vb = v.data() + b * 32;
+    std::uint32_t clipped = 0;
+    // For FP4, + 0.0f turns a -0.0 quotient into +0.0 (see e2m1_code) and
+    // changes nothing else; FP8 keeps -0.0 (0x80) like torch's cast.
+    const float zero_fix = f.fp4 ? 0.0f : -0.0f;
+    for (int i = 0; i < 32; ++i) {
+      vb[i] = xb[i] * inv + zero_fix;
+      clipped += std::fabs(vb[i]) >= f.clip_at;
+    }
+    m.clipped_elements += clipped;
+    m.clipped_blocks += clipped != 0;
+  }
+  if (f.fp4) {
+    f32_to_e2m1_packed_bulk(v.data(), w, static_cast<std::size_t>(in));
+    e2m1_packed_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
+  } else {
+    f32_to_e4m3_sat_bulk(v.data(), w, static_cast<std::size_t>(in));
+    e4m3_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
+  }
+  for (std::int64_t b = 0; b < nblk; ++b) {
+    const float sc = scales[static_cast<std::size_t>(b)];
+    float* d = dq.data() + b * 32;
+    for (int i = 0; i < 32; ++i) d[i] *= sc;
+  }
+  for (std::int64_t c = 0; c < in; c += 256)
+    block_metrics(x + c, dq.data() + c, static_cast<std::size_t>(std::min<std::int64_t>(256, in - c)), m);
+}
+
 void quantize_mx(const MatrixJob& job, ErrorMetrics& metrics) {
   const SchemeSpec& spec = *job.spec;
-  const MxFormat f = mx_format(spec);
+  const bool fp4 = spec.kind == SchemeKind::MXFP4;
   const Geometry& g = job.g;
   const std::int64_t in = g.in, nblk = in / 32;
-  const std::int64_t wrow = f.fp4 ? in / 2 : in;
+  const std::int64_t wrow = fp4 ? in / 2 : in;
   std::uint8_t* wout = job.outs[0].data() + static_cast<std::uint64_t>(job.e * g.out * wrow);
   std::uint8_t* sout = job.outs[1].data() + static_cast<std::uint64_t>(job.e * g.out * nblk);
   const DType sdt = job.src->info->dtype;
@@ -66,47 +122,13 @@ void quantize_mx(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * g.out * in);
 
   for_row_chunks(g.out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
-    std::vector<float> row(static_cast<std::size_t>(in)), v(row.size()), dq(row.size());
-    std::vector<float> scales(static_cast<std::size_t>(nblk));
+    std::vector<float> row(static_cast<std::size_t>(in));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
       load_row(sdt, src, base, static_cast<std::uint64_t>(in), row.data());
-      check_finite(row.data(), row.size(), base, *job.src, *job.options);
-      for (std::int64_t b = 0; b < nblk; ++b) {
-        const float* x = row.data() + b * 32;
-        const std::uint8_t sb = mx_scale_byte(amax_f32(x, 32), spec.scale_rule, f);
-        sout[r * nblk + b] = sb;
-        const bool nan = sb == 0xFF;
-        scales[static_cast<std::size_t>(b)] = nan ? std::numeric_limits<float>::quiet_NaN() : pow2(sb - 127);
-        const float inv = nan ? std::numeric_limits<float>::quiet_NaN() : pow2(127 - sb);
-        float* vb = v.data() + b * 32;
-        std::uint32_t clipped = 0;
-        // For FP4, + 0.0f turns a -0.0 quotient into +0.0 (see e2m1_code) and
-        // changes nothing else; FP8 keeps -0.0 (0x80) like torch's cast.
-        const float zero_fix = f.fp4 ? 0.0f : -0.0f;
-        for (int i = 0; i < 32; ++i) {
-          vb[i] = x[i] * inv + zero_fix;
-          clipped += std::fabs(vb[i]) >= f.clip_at;
-        }
-        m.clipped_elements += clipped;
-        m.clipped_blocks += clipped != 0;
-      }
-      m.blocks += static_cast<std::uint64_t>(nblk);
-      std::uint8_t* w = wout + r * wrow;
-      if (f.fp4) {
-        f32_to_e2m1_packed_bulk(v.data(), w, static_cast<std::size_t>(in));
-        e2m1_packed_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
-      } else {
-        f32_to_e4m3_sat_bulk(v.data(), w, static_cast<std::size_t>(in));
-        e4m3_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
-      }
-      for (std::int64_t b = 0; b < nblk; ++b) {
-        const float sc = scales[static_cast<std::size_t>(b)];
-        float* d = dq.data() + b * 32;
-        for (int i = 0; i < 32; ++i) d[i] *= sc;
-      }
-      for (std::int64_t c = 0; c < in; c += 256)
-        block_metrics(row.data() + c, dq.data() + c, static_cast<std::size_t>(std::min<std::int64_t>(256, in - c)), m);
+      const bool finite = row_is_finite(row.data(), row.size());
+      if (!finite) check_finite(row.data(), row.size(), base, *job.src, *job.options);
+      mx_row(spec, row.data(), in, wout + r * wrow, sout + r * nblk, m, finite);
     }
   });
 }

@@ -17,17 +17,14 @@
 // wsf2 = 1/2688 there instead so the output stays finite (all codes 0).
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
+#include "quant/detail_simd.h"
 
 namespace selq::quant::detail {
 
 namespace {
 constexpr float kFp4Fp8Max = 448.0f * 6.0f;
 
-struct NvParams {
-  bool ct;
-  DType t;
-  float global;  // gs (CT) or wsf2 (ModelOpt)
-};
+using NvParams = Nvfp4RowParams;
 
 inline std::uint8_t block_scale_byte(const NvParams& p, float amax_blk) {
   if (p.ct) {
@@ -54,6 +51,54 @@ float nvfp4_global_scale(NvfpConvention conv, DType t, float amax) {
   return amax / kFp4Fp8Max;
 }
 
+void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::uint8_t* w,
+               std::uint8_t* sout, ErrorMetrics& m, bool simd) {
+  const std::int64_t nblk = in / 16;
+  m.blocks += static_cast<std::uint64_t>(nblk);
+  std::vector<float> effs(static_cast<std::size_t>(nblk));
+  if (simd) {
+    std::vector<float> amax(effs.size());
+    block_amax_simd(x, static_cast<std::size_t>(in), 16, amax.data());
+    if (!p.ct || p.t != DType::F16) {
+      nvfp4_scales_simd(amax.data(), amax.size(), p.ct, p.t == DType::BF16, p.global, sout,
+                        effs.data());
+    } else {
+      for (std::size_t b = 0; b < amax.size(); ++b) {
+        sout[b] = block_scale_byte(p, amax[b]);
+        effs[b] = effective_scale(p, sout[b]);
+      }
+    }
+    e2m1_blocks_simd(x, static_cast<std::size_t>(in), 16, effs.data(), effs.data(), true, 7.0f,
+                     w, m);
+    return;
+  }
+  std::vector<float> v(static_cast<std::size_t>(in)), dq(v.size());
+  for (std::int64_t b = 0; b < nblk; ++b) {
+    const float* xb = x + b * 16;
+    const std::uint8_t sb = block_scale_byte(p, amax_f32(xb, 16));
+    sout[b] = sb;
+    const float eff = effective_scale(p, sb);
+    effs[static_cast<std::size_t>(b)] = eff;
+    float* vb = v.data() + b * 16;
+    std::uint32_t clipped = 0;
+    for (int i = 0; i < 16; ++i) {
+      vb[i] = xb[i] / eff + 0.0f;  // true division, as torch; -0.0 -> +0.0
+      clipped += std::fabs(vb[i]) >= 7.0f;  // past the 6|8 midpoint (see mx.cpp)
+    }
+    m.clipped_elements += clipped;
+    m.clipped_blocks += clipped != 0;
+  }
+  f32_to_e2m1_packed_bulk(v.data(), w, static_cast<std::size_t>(in));
+  e2m1_packed_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
+  for (std::int64_t b = 0; b < nblk; ++b) {
+    const float eff = effs[static_cast<std::size_t>(b)];
+    float* d = dq.data() + b * 16;
+    for (int i = 0; i < 16; ++i) d[i] *= eff;
+  }
+  for (std::int64_t c = 0; c < in; c += 256)
+    block_metrics(x + c, dq.data() + c, static_cast<std::size_t>(std::min<std::int64_t>(256, in - c)), m);
+}
+
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
   const SchemeSpec& spec = *job.spec;
   const Geometry& g = job.g;
@@ -73,38 +118,13 @@ void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
   std::uint8_t* sout = job.outs[1].data() + static_cast<std::uint64_t>(job.e * g.out * nblk);
 
   for_row_chunks(g.out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
-    std::vector<float> row(static_cast<std::size_t>(in)), v(row.size()), dq(row.size());
-    std::vector<float> effs(static_cast<std::size_t>(nblk));
+    std::vector<float> row(static_cast<std::size_t>(in));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
       load_row(sdt, src, base, static_cast<std::uint64_t>(in), row.data());
-      check_finite(row.data(), row.size(), base, *job.src, *job.options);
-      for (std::int64_t b = 0; b < nblk; ++b) {
-        const float* x = row.data() + b * 16;
-        const std::uint8_t sb = block_scale_byte(p, amax_f32(x, 16));
-        sout[r * nblk + b] = sb;
-        const float eff = effective_scale(p, sb);
-        effs[static_cast<std::size_t>(b)] = eff;
-        float* vb = v.data() + b * 16;
-        std::uint32_t clipped = 0;
-        for (int i = 0; i < 16; ++i) {
-          vb[i] = x[i] / eff + 0.0f;  // true division, as torch; -0.0 -> +0.0
-          clipped += std::fabs(vb[i]) >= 7.0f;  // past the 6|8 midpoint (see mx.cpp)
-        }
-        m.clipped_elements += clipped;
-        m.clipped_blocks += clipped != 0;
-      }
-      m.blocks += static_cast<std::uint64_t>(nblk);
-      std::uint8_t* w = wout + r * (in / 2);
-      f32_to_e2m1_packed_bulk(v.data(), w, static_cast<std::size_t>(in));
-      e2m1_packed_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
-      for (std::int64_t b = 0; b < nblk; ++b) {
-        const float eff = effs[static_cast<std::size_t>(b)];
-        float* d = dq.data() + b * 16;
-        for (int i = 0; i < 16; ++i) d[i] *= eff;
-      }
-      for (std::int64_t c = 0; c < in; c += 256)
-        block_metrics(row.data() + c, dq.data() + c, static_cast<std::size_t>(std::min<std::int64_t>(256, in - c)), m);
+      const bool finite = row_is_finite(row.data(), row.size());
+      if (!finite) check_finite(row.data(), row.size(), base, *job.src, *job.options);
+      nvfp4_row(p, row.data(), in, wout + r * (in / 2), sout + r * nblk, m, finite);
     }
   });
 }
