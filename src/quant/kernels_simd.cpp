@@ -1,0 +1,443 @@
+// Highway compiles this file once per target (foreach_target.h re-includes
+// it); HWY_DYNAMIC_DISPATCH picks the best target at run time.
+//
+// Rounding to E2M1/E4M3 produces the code and the decoded value together:
+// the value is the f32 magnitude rounded onto the format's grid (RNE on the
+// bit pattern in the normal range, a magic-number add in the subnormal
+// range), and the code is read off its exponent and mantissa bits. This
+// replaces encode + decode + scale + a separate metrics pass with one pass.
+#include <cstring>
+
+#include "quant/detail_simd.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quant/kernels_simd.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace selq::quant::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+using D8 = hn::Rebind<std::uint8_t, DI>;
+
+constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+// Elements summed in float lanes before the partial sums move to double.
+constexpr std::size_t kFlushEvery = 512;
+
+// ---------------------------------------------------------------- rounding
+
+// RNE of finite f32 to bf16, returned as f32.
+HWY_INLINE VF RoundBf16(VF v) {
+  const DU du;
+  const auto u = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto r = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb), hn::Set(du, 0xFFFF0000u));
+  return hn::BitCast(DF(), r);
+}
+
+HWY_INLINE VI SignBits(VI u) { return hn::And(u, hn::Set(DI(), static_cast<std::int32_t>(0x80000000u))); }
+
+// E2M1: code (0..15) and signed value. NaN/Inf/|v| > 6 saturate to ±6 with
+// the sign bit, like f32_to_e2m1_ref.
+HWY_INLINE VI E2m1(VF v, VF& val) {
+  const DI di;
+  const DF df;
+  const VI u = hn::BitCast(di, v);
+  const VI mag = hn::Min(hn::And(u, hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x40C00000));
+  const VI odd = hn::And(hn::ShiftRight<22>(mag), hn::Set(di, 1));
+  const VI nrm = hn::And(hn::Add(hn::Add(mag, hn::Set(di, 0x1FFFFF)), odd), hn::Set(di, ~0x3FFFFF));
+  const VF magic = hn::Set(df, 4194304.0f);  // 2^22: ulp 0.5, the subnormal quantum
+  const VF sub = hn::Sub(hn::Add(hn::BitCast(df, mag), magic), magic);
+  const VI r = hn::IfThenElse(hn::Lt(mag, hn::Set(di, 0x3F800000)), hn::BitCast(di, sub), nrm);
+  const VI sign = SignBits(u);
+  val = hn::BitCast(df, hn::Or(r, sign));
+  // Exponent field pairs (0.5 -> 252, 1 -> 254, 1.5 -> 255, ..., 6 -> 259)
+  // map to codes by subtracting 252, except 0.5 (code 1) and 0 (code 0).
+  const VI e = hn::ShiftRight<22>(r);
+  const VI code = hn::Max(hn::Sub(e, hn::Set(di, 252)), hn::Min(e, hn::Set(di, 1)));
+  return hn::Or(code, hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(DU(), sign))));
+}
+
+// E4M3FN saturating at ±448 (finite or infinite v; not NaN).
+HWY_INLINE VI E4m3(VF v, VF& val) {
+  const DI di;
+  const DF df;
+  const VI u = hn::BitCast(di, v);
+  const VI mag = hn::Min(hn::And(u, hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x43E00000));
+  const VI odd = hn::And(hn::ShiftRight<20>(mag), hn::Set(di, 1));
+  const VI nrm = hn::And(hn::Add(hn::Add(mag, hn::Set(di, 0x7FFFF)), odd), hn::Set(di, ~0xFFFFF));
+  const VF magic = hn::Set(df, 16384.0f);  // 2^14: ulp 2^-9, the subnormal quantum
+  const VF t = hn::Add(hn::BitCast(df, mag), magic);
+  const auto is_sub = hn::Lt(mag, hn::Set(di, 0x3C800000));  // below 2^-6
+  const VI r = hn::IfThenElse(is_sub, hn::BitCast(di, hn::Sub(t, magic)), nrm);
+  const VI code = hn::IfThenElse(is_sub, hn::Sub(hn::BitCast(di, t), hn::Set(di, 0x46800000)),
+                                 hn::Sub(hn::ShiftRight<20>(nrm), hn::Set(di, 120 << 3)));
+  const VI sign = SignBits(u);
+  val = hn::BitCast(df, hn::Or(r, sign));
+  return hn::Or(code, hn::BitCast(di, hn::ShiftRight<24>(hn::BitCast(DU(), sign))));
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Packs one vector of E2M1 codes (one per i32 lane) into Lanes/2 bytes, low
+// nibble first, without going through memory (a narrow store followed by a
+// wider reload would stall on store forwarding).
+HWY_INLINE void StorePackedNibbles(VI codes, std::uint8_t* out) {
+  const D8 d8;
+  const hn::Repartition<std::uint16_t, D8> d16;  // code pairs
+  const hn::RebindToSigned<decltype(d16)> di16;
+  const hn::Rebind<std::uint8_t, decltype(d16)> d8h;
+  const auto pair = hn::BitCast(d16, hn::DemoteTo(d8, codes));
+  const auto folded = hn::And(hn::Or(pair, hn::ShiftRight<4>(pair)), hn::Set(d16, std::uint16_t{0xFF}));
+  hn::StoreU(hn::DemoteTo(d8h, hn::BitCast(di16, folded)), d8h, out);
+}
+#endif
+
+// ---------------------------------------------------------------- metrics
+
+struct Acc {
+  VF ssr, sse, dot, ssd, mx;
+};
+
+HWY_INLINE void AccZero(Acc& a) {
+  const DF df;
+  a.ssr = a.sse = a.dot = a.ssd = a.mx = hn::Zero(df);
+}
+
+HWY_INLINE void AccAdd(Acc& a, VF x, VF dq) {
+  const VF e = hn::Sub(x, dq);
+  a.ssr = hn::MulAdd(x, x, a.ssr);
+  a.sse = hn::MulAdd(e, e, a.sse);
+  a.dot = hn::MulAdd(x, dq, a.dot);
+  a.ssd = hn::MulAdd(dq, dq, a.ssd);
+  a.mx = hn::Max(a.mx, hn::Abs(e));
+}
+
+HWY_NOINLINE void AccFlush(Acc& a, ErrorMetrics& m) {
+  const DF df;
+  const std::size_t N = hn::Lanes(df);
+  HWY_ALIGN float l[5][kMaxLanes];
+  hn::Store(a.ssr, df, l[0]);
+  hn::Store(a.sse, df, l[1]);
+  hn::Store(a.dot, df, l[2]);
+  hn::Store(a.ssd, df, l[3]);
+  hn::Store(a.mx, df, l[4]);
+  double s[4] = {0, 0, 0, 0};
+  float mx = 0.0f;
+  for (std::size_t k = 0; k < N; ++k) {
+    for (int j = 0; j < 4; ++j) s[j] += l[j][k];
+    mx = l[4][k] > mx ? l[4][k] : mx;
+  }
+  m.sum_sq_ref += s[0];
+  m.sum_sq_err += s[1];
+  m.sum_dot += s[2];
+  m.sum_sq_dq += s[3];
+  if (mx > m.max_abs_err) m.max_abs_err = mx;
+  AccZero(a);
+}
+
+// Sum of the lanes of a clip-count vector (lanes count up: x - (-1)).
+HWY_INLINE std::uint64_t ClipCount(VI c) {
+  const DI di;
+  HWY_ALIGN std::int32_t l[kMaxLanes];
+  hn::Store(c, di, l);
+  std::uint64_t n = 0;
+  for (std::size_t k = 0; k < hn::Lanes(di); ++k) n += static_cast<std::uint64_t>(l[k]);
+  return n;
+}
+
+// ---------------------------------------------------------------- kernels
+
+void BlockAmax(const float* x, std::size_t n, std::size_t bw, float* amax) {
+  const DI di;
+  const std::size_t N = hn::Lanes(di);
+  const VI mask = hn::Set(di, 0x7FFFFFFF);
+  for (std::size_t b = 0; b * bw < n; ++b) {
+    const float* p = x + b * bw;
+    VI m = hn::Zero(di);
+    // Non-negative bit patterns of finite floats order like their values.
+    for (std::size_t j = 0; j < bw; j += N)
+      m = hn::Max(m, hn::And(hn::BitCast(di, hn::LoadU(DF(), p + j)), mask));
+    const std::int32_t bits = hn::GetLane(hn::MaxOfLanes(di, m));
+    std::memcpy(amax + b, &bits, 4);
+  }
+}
+
+// Powers of two 2^k for integer lanes k in [-127, 127].
+HWY_INLINE VF Pow2(VI k) {
+  const DI di;
+  const VI normal = hn::ShiftLeft<23>(hn::Add(k, hn::Set(di, 127)));
+  return hn::BitCast(DF(), hn::IfThenElse(hn::Lt(k, hn::Set(di, -126)), hn::Set(di, 0x00400000), normal));
+}
+
+void MxScales(const float* amax, std::size_t nblk, ScaleRule rule, int elem_emax, int elem_mbits,
+              float elem_max, std::uint8_t* sbytes, float* inv, float* sc) {
+  const DI di;
+  const DF df;
+  const D8 d8;
+  const std::size_t N = hn::Lanes(di);
+  const auto body = [&](const float* a_in, std::uint8_t* sb_out, float* inv_out, float* sc_out) {
+    const VF af = hn::LoadU(df, a_in);
+    VI bits = hn::BitCast(di, af);
+    const auto zero = hn::Eq(bits, hn::Zero(di));
+    VI unbiased;
+    if (rule == ScaleRule::RCeil) {
+      const VI db = hn::BitCast(di, hn::Div(af, hn::Set(df, elem_max)));
+      const VI dexp = hn::ShiftRight<23>(db);
+      const VI mant = hn::And(db, hn::Set(di, 0x7FFFFF));
+      const VI nz = hn::IfThenElseZero(hn::Ne(mant, hn::Zero(di)), hn::Set(di, 1));
+      const VI sub = hn::IfThenElse(hn::Gt(mant, hn::Set(di, 0x400000)), hn::Set(di, -126), hn::Set(di, -127));
+      unbiased = hn::IfThenElse(hn::Eq(dexp, hn::Zero(di)), sub,
+                                hn::Add(hn::Sub(dexp, hn::Set(di, 127)), nz));
+    } else {
+      if (rule == ScaleRule::Even)
+        bits = hn::And(hn::Add(bits, hn::Set(di, 1 << (23 - elem_mbits - 1))),
+                       hn::Set(di, static_cast<std::int32_t>(0xFF800000u)));
+      const VI exp_field = hn::ShiftRight<23>(bits);
+      VI floor_log2 = hn::Sub(exp_field, hn::Set(di, 127));
+      if (rule == ScaleRule::Ceil) {
+        const auto exact = hn::And(hn::Eq(hn::And(bits, hn::Set(di, 0x7FFFFF)), hn::Zero(di)),
+                                   hn::Ne(exp_field, hn::Zero(di)));
+        floor_log2 = hn::Add(floor_log2, hn::IfThenZeroElse(exact, hn::Set(di, 1)));
+      }
+      unbiased = hn::Sub(floor_log2, hn::Set(di, elem_emax));
+    }
+    unbiased = hn::IfThenElse(zero, hn::Set(di, -127), unbiased);
+    const VI biased = hn::Min(hn::Max(hn::Add(unbiased, hn::Set(di, 127)), hn::Zero(di)), hn::Set(di, 254));
+    hn::StoreU(hn::DemoteTo(d8, biased), d8, sb_out);
+    const VI k = hn::Sub(biased, hn::Set(di, 127));
+    hn::StoreU(Pow2(hn::Neg(k)), df, inv_out);
+    hn::StoreU(Pow2(k), df, sc_out);
+  };
+  std::size_t i = 0;
+  for (; i + N <= nblk; i += N) body(amax + i, sbytes + i, inv + i, sc + i);
+  if (i == nblk) return;
+  const std::size_t rest = nblk - i;
+  HWY_ALIGN float a[kMaxLanes] = {}, fi[kMaxLanes], fs[kMaxLanes];
+  HWY_ALIGN std::uint8_t s[kMaxLanes];
+  std::memcpy(a, amax + i, rest * 4);
+  body(a, s, fi, fs);
+  std::memcpy(sbytes + i, s, rest);
+  std::memcpy(inv + i, fi, rest * 4);
+  std::memcpy(sc + i, fs, rest * 4);
+}
+
+void Nvfp4Scales(const float* amax, std::size_t nblk, bool ct, bool bf16, float global,
+                 std::uint8_t* sbytes, float* eff) {
+  const DI di;
+  const DF df;
+  const D8 d8;
+  const std::size_t N = hn::Lanes(di);
+  const VF g = hn::Set(df, global);
+  const VF six_g = hn::Set(df, 6.0f * global);
+  const auto body = [&](const float* a_in, std::uint8_t* sb_out, float* eff_out) {
+    const VF a = hn::LoadU(df, a_in);
+    VF s;
+    if (ct) {
+      VF a6 = hn::Div(a, hn::Set(df, 6.0f));
+      if (bf16) a6 = RoundBf16(a6);
+      s = hn::Mul(g, a6);
+    } else {
+      s = hn::Div(a, six_g);
+      s = hn::IfThenElse(hn::Eq(s, hn::Zero(df)), hn::Set(df, 1.0f), s);
+    }
+    VF val;
+    VI code = E4m3(s, val);
+    if (ct) {  // a zero scale becomes 0.125 (fp8 eps), code 0x20
+      const auto z = hn::Eq(hn::And(code, hn::Set(di, 0x7F)), hn::Zero(di));
+      code = hn::IfThenElse(z, hn::Set(di, 0x20), code);
+      val = hn::IfThenElse(hn::RebindMask(df, z), hn::Set(df, 0.125f), val);
+      hn::StoreU(hn::Div(val, g), df, eff_out);
+    } else {
+      hn::StoreU(hn::Mul(val, g), df, eff_out);
+    }
+    hn::StoreU(hn::DemoteTo(d8, code), d8, sb_out);
+  };
+  std::size_t i = 0;
+  for (; i + N <= nblk; i += N) body(amax + i, sbytes + i, eff + i);
+  if (i == nblk) return;
+  const std::size_t rest = nblk - i;
+  HWY_ALIGN float a[kMaxLanes] = {}, fe[kMaxLanes];
+  HWY_ALIGN std::uint8_t s[kMaxLanes];
+  std::memcpy(a, amax + i, rest * 4);
+  body(a, s, fe);
+  std::memcpy(sbytes + i, s, rest);
+  std::memcpy(eff + i, fe, rest * 4);
+}
+
+template <bool kDivide>
+HWY_INLINE void E2m1BlocksT(const float* x, std::size_t n, std::size_t bw, const float* d,
+                            const float* dqs, float clip_at, std::uint8_t* packed, ErrorMetrics& m) {
+  const DF df;
+  const DI di;
+  const D8 d8;
+  // Code pairs as u16 (little-endian: even element in the low byte).
+  const hn::CappedTag<std::uint16_t, 8> d16;
+  const hn::RebindToSigned<decltype(d16)> di16;
+  const hn::Rebind<std::uint8_t, decltype(d16)> d8h;
+  const std::size_t N = hn::Lanes(df), N16 = hn::Lanes(d16);
+  const VF clip = hn::Set(df, clip_at);
+  Acc acc;
+  AccZero(acc);
+  std::size_t since_flush = 0;
+  HWY_ALIGN std::uint16_t pairs[16];  // one block's codes, one byte each
+  auto* cbytes = reinterpret_cast<std::uint8_t*>(pairs);
+  for (std::size_t b = 0; b * bw < n; ++b) {
+    const float* p = x + b * bw;
+    const VF dv = hn::Set(df, d[b]);
+    const VF sv = hn::Set(df, dqs[b]);
+    VI clipped = hn::Zero(di);
+    for (std::size_t j = 0; j < bw; j += N) {
+      const VF xv = hn::LoadU(df, p + j);
+      // -0.0 -> +0.0 (the scalar path's `+ 0.0f`, see e2m1_code). A select,
+      // not an add: the compiler may fuse x * d + 0 into an FMA, which keeps
+      // the sign of a product that underflows to zero.
+      const VF q = kDivide ? hn::Div(xv, dv) : hn::Mul(xv, dv);
+      const VF v = hn::IfThenZeroElse(hn::Eq(q, hn::Zero(df)), q);
+      VF val;
+      const VI code = E2m1(v, val);
+      AccAdd(acc, xv, hn::Mul(val, sv));
+      clipped = hn::Sub(clipped, hn::VecFromMask(di, hn::RebindMask(di, hn::Ge(hn::Abs(v), clip))));
+#if HWY_TARGET != HWY_SCALAR
+      StorePackedNibbles(code, packed + (b * bw + j) / 2);
+#else
+      hn::StoreU(hn::DemoteTo(d8, code), d8, cbytes + j);
+#endif
+    }
+#if HWY_TARGET == HWY_SCALAR  // one code per vector: pair them up in memory
+    std::uint8_t* out = packed + b * bw / 2;
+    for (std::size_t j = 0; j < bw / 2; j += N16) {
+      const auto pr = hn::Load(d16, pairs + j);
+      const auto folded = hn::And(hn::Or(pr, hn::ShiftRight<4>(pr)), hn::Set(d16, std::uint16_t{0xFF}));
+      hn::StoreU(hn::DemoteTo(d8h, hn::BitCast(di16, folded)), d8h, out + j);
+    }
+#endif
+    if (!hn::AllFalse(di, hn::Gt(clipped, hn::Zero(di)))) {
+      m.clipped_elements += ClipCount(clipped);
+      m.clipped_blocks += 1;
+    }
+    since_flush += bw;
+    if (since_flush >= kFlushEvery) {
+      AccFlush(acc, m);
+      since_flush = 0;
+    }
+  }
+  AccFlush(acc, m);
+  m.elements += n;
+}
+
+void E2m1Blocks(const float* x, std::size_t n, std::size_t bw, const float* d, const float* dqs,
+                bool divide, float clip_at, std::uint8_t* packed, ErrorMetrics& m) {
+  if (divide)
+    E2m1BlocksT<true>(x, n, bw, d, dqs, clip_at, packed, m);
+  else
+    E2m1BlocksT<false>(x, n, bw, d, dqs, clip_at, packed, m);
+}
+
+template <bool kDivide, bool kBf16>
+HWY_INLINE void E4m3BlocksT(const float* x, std::size_t n, std::size_t bw, const float* d,
+                            const float* dqs, float clip_at, std::uint8_t* codes, ErrorMetrics& m) {
+  const DF df;
+  const DI di;
+  const D8 d8;
+  const std::size_t N = hn::Lanes(df);
+  const VF clip = hn::Set(df, clip_at);
+  Acc acc;
+  AccZero(acc);
+  std::size_t since_flush = 0;
+  VI clipped = hn::Zero(di);
+  const auto step = [&](const float* p, std::uint8_t* q, VF dv, VF sv) {
+    const VF xv = hn::LoadU(df, p);
+    VF v = kDivide ? hn::Div(xv, dv) : hn::Mul(xv, dv);
+    if (kBf16) v = RoundBf16(v);
+    VF val;
+    const VI code = E4m3(v, val);
+    AccAdd(acc, xv, hn::Mul(val, sv));
+    clipped = hn::Sub(clipped, hn::VecFromMask(di, hn::RebindMask(di, hn::Ge(hn::Abs(v), clip))));
+    hn::StoreU(hn::DemoteTo(d8, code), d8, q);
+    if ((since_flush += N) >= kFlushEvery) {
+      AccFlush(acc, m);
+      since_flush = 0;
+    }
+  };
+  for (std::size_t b = 0; b * bw < n; ++b) {
+    const std::size_t c0 = b * bw, c1 = c0 + bw < n ? c0 + bw : n;
+    const VF dv = hn::Set(df, d[b]);
+    const VF sv = hn::Set(df, dqs[b]);
+    std::size_t c = c0;
+    for (; c + N <= c1; c += N) step(x + c, codes + c, dv, sv);
+    if (c < c1) {  // zero padding adds nothing to the sums and clips nothing
+      HWY_ALIGN float in_buf[kMaxLanes] = {};
+      HWY_ALIGN std::uint8_t out_buf[kMaxLanes];
+      std::memcpy(in_buf, x + c, (c1 - c) * 4);
+      step(in_buf, out_buf, dv, sv);
+      std::memcpy(codes + c, out_buf, c1 - c);
+    }
+    if (!hn::AllFalse(di, hn::Gt(clipped, hn::Zero(di)))) {
+      m.clipped_elements += ClipCount(clipped);
+      m.clipped_blocks += 1;
+      clipped = hn::Zero(di);
+    }
+  }
+  AccFlush(acc, m);
+  m.elements += n;
+}
+
+void E4m3Blocks(const float* x, std::size_t n, std::size_t bw, const float* d, const float* dqs,
+                bool divide, bool round_bf16, float clip_at, std::uint8_t* codes, ErrorMetrics& m) {
+  if (divide) {
+    if (round_bf16)
+      E4m3BlocksT<true, true>(x, n, bw, d, dqs, clip_at, codes, m);
+    else
+      E4m3BlocksT<true, false>(x, n, bw, d, dqs, clip_at, codes, m);
+  } else {
+    if (round_bf16)
+      E4m3BlocksT<false, true>(x, n, bw, d, dqs, clip_at, codes, m);
+    else
+      E4m3BlocksT<false, false>(x, n, bw, d, dqs, clip_at, codes, m);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace selq::quant::detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace selq::quant::detail {
+
+HWY_EXPORT(BlockAmax);
+HWY_EXPORT(MxScales);
+HWY_EXPORT(Nvfp4Scales);
+HWY_EXPORT(E2m1Blocks);
+HWY_EXPORT(E4m3Blocks);
+
+void block_amax_simd(const float* x, std::size_t n, std::size_t bw, float* amax) {
+  HWY_DYNAMIC_DISPATCH(BlockAmax)(x, n, bw, amax);
+}
+void mx_scales_simd(const float* amax, std::size_t nblk, ScaleRule rule, int elem_emax,
+                    int elem_mbits, float elem_max, std::uint8_t* sbytes, float* inv, float* sc) {
+  HWY_DYNAMIC_DISPATCH(MxScales)(amax, nblk, rule, elem_emax, elem_mbits, elem_max, sbytes, inv, sc);
+}
+void nvfp4_scales_simd(const float* amax, std::size_t nblk, bool ct, bool bf16, float global,
+                       std::uint8_t* sbytes, float* eff) {
+  HWY_DYNAMIC_DISPATCH(Nvfp4Scales)(amax, nblk, ct, bf16, global, sbytes, eff);
+}
+void e2m1_blocks_simd(const float* x, std::size_t n, std::size_t bw, const float* d,
+                      const float* dqs, bool divide, float clip_at, std::uint8_t* packed,
+                      ErrorMetrics& m) {
+  HWY_DYNAMIC_DISPATCH(E2m1Blocks)(x, n, bw, d, dqs, divide, clip_at, packed, m);
+}
+void e4m3_blocks_simd(const float* x, std::size_t n, std::size_t bw, const float* d,
+                      const float* dqs, bool divide, bool round_bf16, float clip_at,
+                      std::uint8_t* codes, ErrorMetrics& m) {
+  HWY_DYNAMIC_DISPATCH(E4m3Blocks)(x, n, bw, d, dqs, divide, round_bf16, clip_at, codes, m);
+}
+
+}  // namespace selq::quant::detail
+#endif  // HWY_ONCE
