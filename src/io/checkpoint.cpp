@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -9,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/http_range.h"
 #include "io/strict_json.h"
 
 namespace selq::io {
@@ -120,6 +122,7 @@ void write_index(const std::string& path, const std::map<std::string, std::strin
 }
 
 std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
+  if (is_http_url(path)) return open_remote(path);
   std::unique_ptr<Checkpoint> c(new Checkpoint());
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -164,24 +167,140 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
     const std::string p = (fs::path(c->dir_) / s).string();
     c->files_[s] = SafetensorsFile::open(p);
   }
-  for (const auto& [tensor, shard] : weight_map) {
-    if (!c->files_.at(shard)->find(tensor))
-      throw_bad_input(fmt::format("tensor listed in index {} is not in shard '{}'", index_path, shard),
-                      {(fs::path(c->dir_) / shard).string(), tensor, {}});
-  }
-  for (const auto& s : c->shards_) {
-    const SafetensorsFile& f = *c->files_.at(s);
-    for (const auto& e : f.entries()) {
-      const auto [it, fresh] = c->by_name_.emplace(e.info.name, c->tensors_.size());
-      if (!fresh)
-        throw_bad_input(fmt::format("tensor appears in shard '{}' and again in shard '{}'",
-                                    c->tensors_[it->second].shard, s),
-                        {f.path(), e.info.name, f.data_start() + e.begin});
-      c->tensors_.push_back({e.info, s});
-    }
-  }
+  c->index_tensors(weight_map, index_path);
   c->config_ = load_config(c->dir_);
   return c;
+}
+
+// Cross-checks the index against the shard headers and builds the name table.
+void Checkpoint::index_tensors(const std::map<std::string, std::string>& weight_map, const std::string& index_path) {
+  for (const auto& [tensor, shard] : weight_map) {
+    if (!shard_has(shard, tensor))
+      throw_bad_input(fmt::format("tensor listed in index {} is not in shard '{}'", index_path, shard),
+                      {shard_location(shard), tensor, {}});
+  }
+  for (const auto& s : shards_) {
+    for (const auto& e : shard_entries(s)) {
+      const auto [it, fresh] = by_name_.emplace(e.info.name, tensors_.size());
+      if (!fresh)
+        throw_bad_input(fmt::format("tensor appears in shard '{}' and again in shard '{}'",
+                                    tensors_[it->second].shard, s),
+                        {shard_location(s), e.info.name, shard_data_start(s) + e.begin});
+      tensors_.push_back({e.info, s});
+    }
+  }
+}
+
+const std::vector<SafetensorsEntry>& Checkpoint::shard_entries(const std::string& shard) const {
+  if (remote_) return remote_files_.at(shard).header.entries;
+  return files_.at(shard)->entries();
+}
+
+bool Checkpoint::shard_has(const std::string& shard, const std::string& tensor) const {
+  if (remote_) return remote_files_.at(shard).index.count(tensor) > 0;
+  return files_.at(shard)->find(tensor) != nullptr;
+}
+
+std::string Checkpoint::shard_location(const std::string& shard) const {
+  if (remote_) return remote_files_.at(shard).url;
+  return (fs::path(dir_) / shard).string();
+}
+
+std::uint64_t Checkpoint::shard_data_start(const std::string& shard) const {
+  if (remote_) return remote_files_.at(shard).data_start;
+  return files_.at(shard)->data_start();
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::open_remote(const std::string& url_in) {
+  std::unique_ptr<Checkpoint> c(new Checkpoint());
+  c->remote_ = true;
+  std::string url = url_in;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  const auto parent = [](const std::string& u) { return u.substr(0, u.rfind('/')); };
+  const auto leaf = [](const std::string& u) { return u.substr(u.rfind('/') + 1); };
+
+  std::string index_url;
+  std::optional<std::string> index_text;
+  if (ends_with(url, ".safetensors")) {
+    c->dir_ = parent(url);
+    c->shards_.push_back(leaf(url));
+  } else if (ends_with(url, ".json")) {
+    c->dir_ = parent(url);
+    index_url = url;
+    index_text = http_get_file(index_url, false);
+  } else {
+    c->dir_ = url;
+    index_url = url_join(url, kIndexName);
+    index_text = http_get_file(index_url, true);
+    // No listing over HTTP: without an index the only shard we can know of
+    // is the conventional single-file name.
+    if (!index_text) c->shards_.push_back("model.safetensors");
+  }
+
+  std::map<std::string, std::string> weight_map;
+  if (index_text) {
+    c->has_index_ = true;
+    weight_map = parse_index_json(*index_text, index_url);
+    std::set<std::string> shards;
+    for (const auto& [t, s] : weight_map) shards.insert(s);
+    c->shards_.assign(shards.begin(), shards.end());
+    if (c->shards_.empty()) throw_bad_input("index lists no tensors", {index_url, "", {}});
+  }
+
+  for (const auto& s : c->shards_) {
+    RemoteShard r;
+    r.url = url_join(c->dir_, s);
+    std::uint64_t total = 0;
+    const auto prefix = http_get_range(r.url, 0, 8, "", &total);
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[static_cast<std::size_t>(i)];
+    if (n > kMaxHeaderBytes)
+      throw_bad_input(fmt::format("header length {} exceeds the limit of {}", n, kMaxHeaderBytes), {r.url, "", 0});
+    if (total < 8 || n > total - 8)
+      throw_bad_input(fmt::format("header length {} runs past the end of the {}-byte file", n, total),
+                      {r.url, "", 0});
+    const auto header = http_get_range(r.url, 8, n);
+    r.size = total;
+    r.data_start = 8 + n;
+    r.header = parse_safetensors_header(std::string_view(reinterpret_cast<const char*>(header.data()), header.size()),
+                                        total - 8 - n, r.url);
+    for (std::size_t i = 0; i < r.header.entries.size(); ++i) r.index[r.header.entries[i].info.name] = i;
+    c->remote_files_.emplace(s, std::move(r));
+  }
+  c->index_tensors(weight_map, index_url);
+
+  const std::string config_url = url_join(c->dir_, "config.json");
+  if (const auto text = http_get_file(config_url, true)) {
+    StrictJson sj = parse_json_strict(*text, config_url);
+    if (!sj.value.is_object())
+      throw_bad_input(fmt::format("config.json must be a JSON object, got {}", sj.value.type_name()),
+                      {config_url, "", 0});
+    c->config_ = std::move(sj.value);
+  }
+  return c;
+}
+
+FetchedTensor Checkpoint::fetch(const std::string& name) const {
+  FetchedTensor out;
+  if (!remote_) {
+    out.view = view(name);
+    return out;
+  }
+  const CheckpointTensor* t = find(name);
+  if (!t) throw_bad_input("no such tensor in checkpoint", {dir_, name, {}});
+  const RemoteShard& r = remote_files_.at(t->shard);
+  const SafetensorsEntry& e = r.header.entries[r.index.at(name)];
+  out.storage = http_get_range(r.url, r.data_start + e.begin, e.end - e.begin, name);
+  out.view = TensorView{&t->info, out.storage};
+  return out;
+}
+
+void Checkpoint::copy_other_file(const std::string& name, const std::string& dst_path) const {
+  if (!remote_) {
+    copy_file_atomic((fs::path(dir_) / name).string(), dst_path);
+    return;
+  }
+  write_file_atomic(dst_path, *http_get_file(url_join(dir_, name), false));
 }
 
 const CheckpointTensor* Checkpoint::find(const std::string& name) const {
@@ -192,10 +311,12 @@ const CheckpointTensor* Checkpoint::find(const std::string& name) const {
 TensorView Checkpoint::view(const std::string& name) const {
   const CheckpointTensor* t = find(name);
   if (!t) throw_bad_input("no such tensor in checkpoint", {dir_, name, {}});
+  if (remote_) throw_unsupported("zero-copy views need a local checkpoint (remote tensors are fetched)", {dir_, name, {}});
   return files_.at(t->shard)->view(name);
 }
 
 const SafetensorsFile& Checkpoint::shard_file(const std::string& shard) const {
+  if (remote_) throw_unsupported("this operation needs a local checkpoint, not a URL", {dir_, "", {}});
   const auto it = files_.find(shard);
   if (it == files_.end()) throw_bad_input(fmt::format("no shard '{}' in checkpoint", shard), {dir_, "", {}});
   return *it->second;
@@ -203,6 +324,13 @@ const SafetensorsFile& Checkpoint::shard_file(const std::string& shard) const {
 
 std::vector<std::string> Checkpoint::other_files() const {
   std::vector<std::string> out;
+  if (remote_) {
+    if (!config_.is_null()) out.push_back("config.json");
+    for (const char* name : kRemoteSideFiles)
+      if (http_exists(url_join(dir_, name))) out.push_back(name);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
   std::error_code ec;
   const std::set<std::string> shards(shards_.begin(), shards_.end());
   for (const auto& de : fs::directory_iterator(dir_, ec)) {

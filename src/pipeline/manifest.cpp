@@ -88,7 +88,7 @@ nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& pla
   if (mode == RunMode::FileToFile)
     for (const auto& name : source.other_files())
       if (!is_regenerated(name))
-      io::copy_file_atomic((fs::path(source.dir()) / name).string(), (fs::path(dir) / name).string());
+      source.copy_other_file(name, (fs::path(dir) / name).string());
 
   exporter::ConfigInput ci;
   ci.linear_modules = plan.linear_modules;

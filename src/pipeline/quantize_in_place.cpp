@@ -137,10 +137,12 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
 
   // Live shard files are opened lazily, only for shards still to be done.
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> live;
-  const TensorSource source = [&](const PlannedTensor& t) -> TensorView {
+  const TensorSource source = [&](const PlannedTensor& t) {
     auto it = live.find(t.source_shard);
     if (it == live.end()) throw Error(ErrorKind::Internal, "shard not opened", {t.source_shard, t.source});
-    return it->second->view(t.source);
+    io::FetchedTensor f;
+    f.view = it->second->view(t.source);
+    return f;
   };
 
   // Check the space for one shard before anything is written.

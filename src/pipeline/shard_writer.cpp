@@ -27,6 +27,7 @@ struct InFlight {
   std::size_t index{0};
   std::vector<std::vector<std::uint8_t>> buffers;    // quantized outputs
   std::vector<std::span<const std::uint8_t>> views;  // what to write, one per output
+  io::FetchedTensor source;  // keeps downloaded pass-through bytes alive until written
   TensorRecord record;
 };
 
@@ -42,7 +43,7 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
     if (!plan.tensors[i].fused_group.empty()) members.push_back(i);
   std::vector<float> amax(members.size());
   tbb::parallel_for(std::size_t{0}, members.size(),
-                    [&](std::size_t k) { amax[k] = quant::tensor_amax(source(plan.tensors[members[k]])); });
+                    [&](std::size_t k) { amax[k] = quant::tensor_amax(source(plan.tensors[members[k]]).view); });
   std::map<std::string, float> out;
   for (std::size_t k = 0; k < members.size(); ++k) {
     const auto& g = plan.tensors[members[k]].fused_group;
@@ -53,7 +54,8 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
 
 void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeOptions& options,
              const std::map<std::string, float>& group_amax, InFlight& f) {
-  const TensorView in = source(t);
+  f.source = source(t);
+  const TensorView in = f.source.view;
   f.record.source = t.source;
   f.record.source_hash = xxh3(in.bytes);
   if (!t.scheme) {
@@ -72,6 +74,7 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   if (!t.fused_group.empty()) qo.global_amax = group_amax.at(t.fused_group);
   quant::ErrorMetrics metrics;
   quant::quantize_weight(*t.scheme, in, outs, metrics, qo);
+  f.source = {};  // the source bytes are no longer needed
   f.record.metrics = metrics;
   for (auto& b : f.buffers) {
     f.views.push_back(b);

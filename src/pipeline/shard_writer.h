@@ -8,13 +8,15 @@
 
 #include <oneapi/tbb/global_control.h>
 
+#include "io/checkpoint.h"
 #include "pipeline/journal.h"
 #include "pipeline/quantize.h"
 
 namespace selq::pipeline::detail {
 
-// Where the bytes of a planned source tensor come from.
-using TensorSource = std::function<TensorView(const PlannedTensor&)>;
+// Where the bytes of a planned source tensor come from: a view of a local
+// mapping, or downloaded bytes the result owns (remote sources).
+using TensorSource = std::function<io::FetchedTensor(const PlannedTensor&)>;
 
 void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
                  const QuantizeOptions& options, const std::map<std::string, float>& group_amax,

@@ -1,0 +1,308 @@
+#include "io/http_range.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace selq::io {
+namespace {
+
+std::atomic<std::uint64_t> g_bytes_received{0};
+
+struct EasyHandle {
+  EasyHandle() {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    h = curl_easy_init();
+  }
+  ~EasyHandle() {
+    if (h) curl_easy_cleanup(h);
+  }
+  CURL* h{nullptr};
+};
+
+// One handle per thread: keeps the connection alive across the many range
+// requests one worker makes, without locking.
+CURL* thread_handle(const std::string& url) {
+  thread_local EasyHandle t;
+  if (!t.h) throw_io("cannot initialise libcurl", {url});
+  curl_easy_reset(t.h);
+  return t.h;
+}
+
+struct Response {
+  long status{0};
+  std::string content_range;
+  std::vector<std::uint8_t> body;
+  std::uint64_t cap{0};  // 0 = unlimited
+  bool range_request{false};
+  bool aborted_status{false};  // a range request answered with something other than 206
+  bool aborted_long{false};    // more bytes than asked for
+  CURLcode code{CURLE_OK};
+  std::string curl_error;
+};
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+bool starts_with_ci(const std::string& s, std::string_view p) {
+  if (s.size() < p.size()) return false;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(p[i])))
+      return false;
+  return true;
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* r = static_cast<Response*>(user);
+  const std::string line(data, size * n);
+  // A new status line (redirect, 100-continue) starts a new response.
+  if (starts_with_ci(line, "HTTP/")) {
+    const auto sp = line.find(' ');
+    r->status = sp == std::string::npos ? 0 : std::strtol(line.c_str() + sp + 1, nullptr, 10);
+    r->content_range.clear();
+  } else if (starts_with_ci(line, "content-range:")) {
+    r->content_range = trim(line.substr(14));
+  }
+  return size * n;
+}
+
+std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* r = static_cast<Response*>(user);
+  const std::size_t len = size * n;
+  g_bytes_received += len;
+  // Stop at once instead of downloading a whole multi-GB shard from a
+  // server that ignores Range or sends more than asked.
+  if (r->range_request && r->status != 206) {
+    r->aborted_status = true;
+    return 0;
+  }
+  if (r->cap && r->body.size() + len > r->cap) {
+    r->aborted_long = true;
+    return 0;
+  }
+  r->body.insert(r->body.end(), data, data + len);
+  return len;
+}
+
+Response perform(const std::string& url, bool head, const std::string& range, std::uint64_t cap) {
+  CURL* h = thread_handle(url);
+  Response r;
+  r.cap = cap;
+  r.range_request = !range.empty();
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  const HttpPolicy& p = http_policy();
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, p.connect_timeout_s);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, p.stall_timeout_s);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "selq/" SELQ_VERSION);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
+  if (head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  if (!range.empty()) curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
+  r.code = curl_easy_perform(h);
+  long status = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  if (status) r.status = status;
+  r.curl_error = errbuf[0] ? errbuf : curl_easy_strerror(r.code);
+  return r;
+}
+
+bool transient_status(long s) { return s == 408 || s == 429 || (s >= 500 && s <= 599); }
+
+bool transient_curl(CURLcode c) {
+  switch (c) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void backoff(int attempt) {
+  const HttpPolicy& p = http_policy();
+  long ms = p.backoff_first_ms;
+  for (int i = 0; i < attempt && ms < p.backoff_max_ms; ++i) ms *= 2;
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, p.backoff_max_ms)));
+}
+
+// "bytes A-B/TOTAL" ("*" total allowed).
+bool parse_content_range(const std::string& s, std::uint64_t& a, std::uint64_t& b, std::optional<std::uint64_t>& total) {
+  unsigned long long x = 0, y = 0;
+  char tot[32] = {0};
+  if (std::sscanf(s.c_str(), "bytes %llu-%llu/%31s", &x, &y, tot) != 3) return false;
+  a = x;
+  b = y;
+  if (std::string(tot) != "*") {
+    char* end = nullptr;
+    const unsigned long long t = std::strtoull(tot, &end, 10);
+    if (!end || *end) return false;
+    total = t;
+  }
+  return true;
+}
+
+}  // namespace
+
+const HttpPolicy& http_policy() {
+  static const HttpPolicy p = [] {
+    HttpPolicy q;
+    if (const char* e = std::getenv("SELQ_HTTP_ATTEMPTS")) q.attempts = std::max(1, std::atoi(e));
+    return q;
+  }();
+  return p;
+}
+
+bool is_http_url(const std::string& s) { return starts_with_ci(s, "http://") || starts_with_ci(s, "https://"); }
+
+std::string url_join(const std::string& base, const std::string& relative) {
+  std::string out = base;
+  while (!out.empty() && out.back() == '/') out.pop_back();
+  out += '/';
+  for (unsigned char c : relative) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/')
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("%{:02X}", c);
+  }
+  return out;
+}
+
+std::uint64_t http_bytes_received() { return g_bytes_received.load(); }
+
+std::vector<std::uint8_t> http_get_range(const std::string& url, std::uint64_t offset, std::uint64_t length,
+                                         const std::string& tensor, std::uint64_t* total_size) {
+  std::vector<std::uint8_t> out;
+  if (length == 0) return out;
+  out.reserve(length);
+  const int attempts = http_policy().attempts;
+  std::string last_problem;
+  for (int attempt = 0; out.size() < length; ++attempt) {
+    if (attempt >= attempts)
+      throw_io(fmt::format("download failed after {} attempts ({} of {} bytes received): {}", attempts, out.size(),
+                           length, last_problem),
+               {url, tensor, offset});
+    if (attempt > 0) backoff(attempt - 1);
+    // Resume where the previous try stopped.
+    const std::uint64_t off = offset + out.size();
+    const std::uint64_t want = length - out.size();
+    const std::string range = fmt::format("{}-{}", off, off + want - 1);
+    Response r = perform(url, false, range, want);
+    const ErrorWhere where{url, tensor, off};
+    if (r.status == 404 || r.status == 410) throw_io(fmt::format("not found (HTTP {})", r.status), where);
+    if (r.status == 200)
+      throw_unsupported(
+            fmt::format("server ignores HTTP Range requests (answered 200 to 'Range: bytes={}'); remote "
+                        "checkpoints need a server with range support",
+                        range),
+            where);
+    if (r.status == 416) throw_bad_input(fmt::format("range bytes={} is outside the file (HTTP 416)", range), where);
+    if (r.status != 0 && r.status != 206) {
+      if (transient_status(r.status)) {
+        last_problem = fmt::format("HTTP {}", r.status);
+        continue;
+      }
+      throw_io(fmt::format("unexpected HTTP status {} for bytes={}", r.status, range), where);
+    }
+    if (r.status == 0) {  // no response at all (connection refused, timeout, ...)
+      if (transient_curl(r.code)) {
+        last_problem = r.curl_error;
+        continue;
+      }
+      throw_io(fmt::format("request failed: {}", r.curl_error), where);
+    }
+    // 206: the bytes must be exactly the ones asked for.
+    std::uint64_t a = 0, b = 0;
+    std::optional<std::uint64_t> total;
+    if (!parse_content_range(r.content_range, a, b, total))
+      throw_bad_input(fmt::format("206 response without a valid Content-Range (got '{}') for bytes={}",
+                                  r.content_range, range),
+                      where);
+    if (a != off || b != off + want - 1)
+      throw_bad_input(fmt::format("wrong Content-Range '{}' for requested bytes={}", r.content_range, range), where);
+    if (total && total_size) *total_size = *total;
+    if (r.aborted_long)
+      throw_bad_input(fmt::format("response is longer than the {} bytes requested (bytes={})", want, range), where);
+    out.insert(out.end(), r.body.begin(), r.body.end());
+    if (r.code == CURLE_OK && r.body.size() < want)
+      throw_bad_input(fmt::format("wrong-length response: {} bytes for bytes={} ({} requested)", r.body.size(), range,
+                                  want),
+                      where);
+    if (r.code != CURLE_OK) {
+      if (!transient_curl(r.code)) throw_io(fmt::format("request failed: {}", r.curl_error), where);
+      last_problem = fmt::format("transfer cut short at byte {}: {}", offset + out.size(), r.curl_error);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> http_get_file(const std::string& url, bool missing_ok) {
+  const int attempts = http_policy().attempts;
+  std::string last_problem;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt >= attempts)
+      throw_io(fmt::format("download failed after {} attempts: {}", attempts, last_problem), {url});
+    if (attempt > 0) backoff(attempt - 1);
+    Response r = perform(url, false, "", 0);
+    if ((r.status == 404 || r.status == 410) && missing_ok) return std::nullopt;
+    if (r.status == 404 || r.status == 410) throw_io(fmt::format("not found (HTTP {})", r.status), {url});
+    if (transient_status(r.status) || (r.code != CURLE_OK && transient_curl(r.code))) {
+      last_problem = r.code != CURLE_OK ? r.curl_error : fmt::format("HTTP {}", r.status);
+      continue;
+    }
+    if (r.code != CURLE_OK) throw_io(fmt::format("request failed: {}", r.curl_error), {url});
+    if (r.status != 200) throw_io(fmt::format("unexpected HTTP status {}", r.status), {url});
+    return std::string(r.body.begin(), r.body.end());
+  }
+}
+
+bool http_exists(const std::string& url) {
+  const int attempts = http_policy().attempts;
+  std::string last_problem;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt >= attempts)
+      throw_io(fmt::format("HEAD failed after {} attempts: {}", attempts, last_problem), {url});
+    if (attempt > 0) backoff(attempt - 1);
+    Response r = perform(url, true, "", 0);
+    if (r.status == 404 || r.status == 410) return false;
+    if (transient_status(r.status) || (r.code != CURLE_OK && transient_curl(r.code))) {
+      last_problem = r.code != CURLE_OK ? r.curl_error : fmt::format("HTTP {}", r.status);
+      continue;
+    }
+    if (r.code != CURLE_OK) throw_io(fmt::format("request failed: {}", r.curl_error), {url});
+    if (r.status >= 200 && r.status < 300) return true;
+    throw_io(fmt::format("unexpected HTTP status {} for HEAD", r.status), {url});
+  }
+}
+
+}  // namespace selq::io

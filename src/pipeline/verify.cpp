@@ -1,0 +1,500 @@
+// verify: what a checkpoint's readers will see. The config is read through
+// the same engine mimics the writers are tested against, so a finding here
+// is a layer an engine would load differently from how it is stored.
+#include "pipeline/verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "core/codecs.h"
+#include "core/error.h"
+#include "export/engine_resolve.h"
+#include "export/module_names.h"
+#include "pipeline/manifest.h"
+#include "recipe/names.h"
+
+namespace fs = std::filesystem;
+
+namespace selq::pipeline {
+
+using nlohmann::json;
+using quant::OutRole;
+using quant::SchemeSpec;
+
+namespace {
+
+struct Ctx {
+  const io::Checkpoint& ckpt;
+  VerifyResult& out;
+  void add(std::string check, std::string file, std::string tensor, std::string problem) {
+    out.findings.push_back({std::move(check), std::move(file), std::move(tensor), std::move(problem)});
+  }
+  std::string shard_of(const std::string& tensor) const {
+    const auto* t = ckpt.find(tensor);
+    return t ? t->shard : std::string();
+  }
+};
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+DType model_dtype_of(const json& config) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (config.is_object() && config.contains(key) && config[key].is_string()) {
+      std::string v = config[key].get<std::string>();
+      if (v == "float16") return DType::F16;
+      if (v == "float32") return DType::F32;
+      if (v == "bfloat16") return DType::BF16;
+    }
+  }
+  return DType::BF16;
+}
+
+std::optional<json> read_json_file(const fs::path& p) {
+  std::ifstream f(p);
+  if (!f) return std::nullopt;
+  try {
+    return json::parse(f);
+  } catch (const json::exception& e) {
+    throw_bad_input(fmt::format("not valid JSON: {}", e.what()), {p.string()});
+  }
+}
+
+// The weight tensor of a module as stored: ".weight" or compressed-tensors' ".weight_packed".
+const io::CheckpointTensor* stored_weight(const io::Checkpoint& ckpt, const std::string& module) {
+  if (const auto* t = ckpt.find(module + ".weight")) return t;
+  return ckpt.find(module + ".weight_packed");
+}
+
+bool stored_quantized(const io::Checkpoint& ckpt, const std::string& module) {
+  const auto* w = stored_weight(ckpt, module);
+  if (!w) return false;
+  if (!dtype_is_float_source(w->info.dtype)) return true;
+  return ckpt.find(module + ".weight_scale") || ckpt.find(module + ".weight_scale_inv");
+}
+
+// What the stored tensors of each module look like, independent of any
+// config: two modules with different signatures cannot be one engine layer.
+std::map<std::string, std::string> stored_signatures(const io::Checkpoint& ckpt) {
+  std::map<std::string, std::string> sig;
+  for (const auto& t : ckpt.tensors()) {
+    std::string suffix = exporter::last_component(t.info.name);
+    if (suffix == "bias") continue;
+    sig[exporter::parent_of(t.info.name)] +=
+        fmt::format("{}:{}:{}d ", suffix, dtype_name(t.info.dtype), t.info.shape.size());
+  }
+  return sig;
+}
+
+// Linear modules as the engines see them: every module with a 2-D/3-D
+// weight except embeddings and norms.
+std::vector<std::string> linear_modules(const io::Checkpoint& ckpt) {
+  std::set<std::string> out;
+  for (const auto& t : ckpt.tensors()) {
+    const std::string& n = t.info.name;
+    std::string last = exporter::last_component(n);
+    if (last != "weight" && last != "weight_packed") continue;
+    if (last == "weight" && t.info.shape.size() < 2) continue;
+    std::string module = exporter::parent_of(n);
+    recipe::detail::NameInfo info(module);
+    bool linear = true;
+    auto kind = recipe::detail::protected_kind(info, linear);
+    if (!kind.empty() && !linear) continue;
+    out.insert(module);
+  }
+  return {out.begin(), out.end()};
+}
+
+std::optional<exporter::Dialect> dialect_of(const json& qc, const json* manifest) {
+  if (manifest && manifest->contains("dialect") && (*manifest)["dialect"].is_string())
+    if (auto d = exporter::dialect_from_name((*manifest)["dialect"].get<std::string>())) return d;
+  if (!qc.is_object()) return std::nullopt;
+  std::string method = qc.value("quant_method", "");
+  if (method == "compressed-tensors") return exporter::Dialect::CompressedTensors;
+  if (method == "quark") return exporter::Dialect::Quark;
+  if (method == "modelopt") return exporter::Dialect::ModelOpt;
+  if (qc.contains("quantization") || qc.contains("quant_algo")) return exporter::Dialect::ModelOpt;
+  return std::nullopt;
+}
+
+// ---------------- manifest vs files ----------------
+
+void check_manifest(Ctx& c, const json& manifest, json& report) {
+  std::set<std::string> listed;
+  std::size_t checked = 0;
+  for (const auto& e : manifest.value("tensors", json::array())) {
+    for (const auto& o : e.value("outputs", json::array())) {
+      std::string name = o.value("name", "");
+      std::string shard = o.value("shard", "");
+      listed.insert(name);
+      const auto* t = c.ckpt.find(name);
+      if (!t) {
+        c.add("manifest", shard, name, "listed in the manifest but missing from the checkpoint");
+        continue;
+      }
+      ++checked;
+      if (!shard.empty() && t->shard != shard)
+        c.add("manifest", t->shard, name, fmt::format("manifest says shard {}", shard));
+      std::string dt = std::string(dtype_name(t->info.dtype));
+      if (o.value("dtype", "") != dt)
+        c.add("manifest", t->shard, name, fmt::format("dtype {} but manifest says {}", dt, o.value("dtype", "")));
+      if (o.value("shape", json()) != json(t->info.shape))
+        c.add("manifest", t->shard, name,
+              fmt::format("shape {} but manifest says {}", shape_to_string(t->info.shape), o.value("shape", json()).dump()));
+      std::string want = o.value("xxh3", "");
+      if (!want.empty()) {
+        auto v = c.ckpt.view(name);
+        std::string got = hash_hex(XXH3_64bits(v.bytes.data(), v.bytes.size()));
+        if (got != want)
+          c.add("manifest", t->shard, name, fmt::format("xxh3 {} but manifest says {} (bytes changed)", got, want));
+      }
+    }
+  }
+  for (const auto& t : c.ckpt.tensors())
+    if (!listed.count(t.info.name)) c.add("manifest", t.shard, t.info.name, "not listed in the manifest");
+  report["manifest"] = {{"outputs_checked", checked}, {"tensors_listed", listed.size()}};
+}
+
+// ---------------- tensors a scheme requires ----------------
+
+// The unquantized shape whose scheme outputs match the stored weight.
+std::optional<Shape> infer_source_shape(const SchemeSpec& spec, const TensorInfo& weight) {
+  for (std::int64_t k : {1, 2, 8}) {
+    Shape cand = weight.shape;
+    if (cand.empty()) return std::nullopt;
+    cand.back() *= k;
+    try {
+      for (const auto& o : quant::scheme_outputs(spec, cand))
+        if (o.role == OutRole::Weight && o.shape == weight.shape && o.dtype == weight.dtype) return cand;
+    } catch (const Error&) {
+    }
+  }
+  return std::nullopt;
+}
+
+struct ModuleScheme {
+  SchemeSpec spec;
+  Shape shape;                           // unquantized weight shape
+  std::vector<quant::OutTensorSpec> outs;
+  std::vector<std::string> names;        // stored tensor name per output
+};
+
+// Checks the tensors `spec` needs for `module`; returns them when all exist
+// with the right dtype and shape.
+std::optional<ModuleScheme> check_scheme_tensors(Ctx& c, exporter::Dialect d, const SchemeSpec& spec,
+                                                 const std::string& module, const std::string& why) {
+  const auto* w = stored_weight(c.ckpt, module);
+  std::string wname = output_tensor_name(d, spec, OutRole::Weight, module);
+  const auto* wt = c.ckpt.find(wname);
+  if (!wt) {
+    c.add("structure", w ? w->shard : "", wname,
+          fmt::format("{} resolves to {} but the tensor is missing{}", why, spec.name(),
+                      w ? fmt::format(" (stored weight is {} {})", w->info.name, dtype_name(w->info.dtype)) : ""));
+    return std::nullopt;
+  }
+  auto shape = infer_source_shape(spec, wt->info);
+  if (!shape) {
+    c.add("structure", wt->shard, wname,
+          fmt::format("{} resolves to {}, which cannot produce a {} {} weight", why, spec.name(),
+                      dtype_name(wt->info.dtype), shape_to_string(wt->info.shape)));
+    return std::nullopt;
+  }
+  ModuleScheme ms{spec, *shape, quant::scheme_outputs(spec, *shape), {}};
+  bool ok = true;
+  for (const auto& o : ms.outs) {
+    std::string name = output_tensor_name(d, spec, o.role, module);
+    ms.names.push_back(name);
+    const auto* t = c.ckpt.find(name);
+    if (!t) {
+      c.add("structure", wt->shard, name, fmt::format("missing: {} needs {} {}", spec.name(), dtype_name(o.dtype),
+                                                      shape_to_string(o.shape)));
+      ok = false;
+    } else if (t->info.dtype != o.dtype || t->info.shape != o.shape) {
+      c.add("structure", t->shard, name,
+            fmt::format("stored {} {} but {} needs {} {}", dtype_name(t->info.dtype), shape_to_string(t->info.shape),
+                        spec.name(), dtype_name(o.dtype), shape_to_string(o.shape)));
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return ms;
+}
+
+// ---------------- numeric ----------------
+
+void check_scales(Ctx& c, const ModuleScheme& ms) {
+  for (std::size_t i = 0; i < ms.outs.size(); ++i) {
+    const auto& o = ms.outs[i];
+    if (o.role != OutRole::Scale && o.role != OutRole::GlobalScale) continue;
+    auto v = c.ckpt.view(ms.names[i]);
+    const std::string shard = c.shard_of(ms.names[i]);
+    const std::uint64_t n = shape_numel(o.shape);
+    std::uint64_t bad = 0, first = 0;
+    std::string what;
+    if (o.dtype == DType::U8 || o.dtype == DType::F8_E8M0) {
+      what = "E8M0 0xFF (NaN)";
+      for (std::uint64_t k = 0; k < n; ++k)
+        if (v.bytes[k] == 0xFF && bad++ == 0) first = k;
+    } else if (o.dtype == DType::F8_E4M3) {
+      what = "E4M3 NaN";
+      for (std::uint64_t k = 0; k < n; ++k)
+        if ((v.bytes[k] & 0x7F) == 0x7F && bad++ == 0) first = k;
+    } else if (dtype_is_float_source(o.dtype)) {
+      const bool global = o.role == OutRole::GlobalScale;
+      what = global ? "zero, negative, NaN or Inf global scale" : "NaN, Inf or negative scale";
+      for (std::uint64_t k = 0; k < n; ++k) {
+        float x = load_float_element(o.dtype, v.bytes.data(), k);
+        bool b = !std::isfinite(x) || x < 0 || (global && x == 0);
+        if (b && bad++ == 0) first = k;
+      }
+    }
+    if (bad)
+      c.add("numeric", shard, ms.names[i], fmt::format("{} {} value(s), first at element {}", bad, what, first));
+  }
+}
+
+// Relative Frobenius error of the dequantized weight against the source.
+void check_against(Ctx& c, const ModuleScheme& ms, const std::string& module, const io::Checkpoint& src,
+                   json& errors) {
+  const auto* s = src.find(module + ".weight");
+  const std::string wname = ms.names.empty() ? module : ms.names[0];
+  if (!s) {
+    // Already quantized in the source (kept as is): nothing float to compare.
+    if (!stored_weight(src, module))
+      c.add("error-bound", c.shard_of(wname), module, "no such weight in the --against checkpoint");
+    return;
+  }
+  if (!dtype_is_float_source(s->info.dtype)) return;  // already quantized in the source: nothing to compare
+  if (s->info.shape != ms.shape) {
+    c.add("error-bound", c.shard_of(wname), module,
+          fmt::format("source shape {} but stored tensors decode to {}", shape_to_string(s->info.shape),
+                      shape_to_string(ms.shape)));
+    return;
+  }
+  std::vector<std::span<const std::uint8_t>> spans;
+  for (const auto& n : ms.names) spans.push_back(c.ckpt.view(n).bytes);
+  std::vector<float> dq = quant::dequantize_weight(ms.spec, ms.shape, spans);
+  auto sv = src.view(s->info.name);
+  const std::uint64_t n = shape_numel(ms.shape);
+  std::vector<float> ref(n);
+  load_floats(s->info.dtype, sv.bytes.data(), 0, n, ref.data());
+  double num = 0, den = 0;
+  for (std::uint64_t k = 0; k < n; ++k) {
+    double e = static_cast<double>(ref[k]) - dq[k];
+    num += e * e;
+    den += static_cast<double>(ref[k]) * ref[k];
+  }
+  double rel = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+  double budget = error_budget(ms.spec);
+  errors[module] = {{"scheme", ms.spec.name()}, {"rel_frobenius", rel}, {"budget", budget}};
+  if (!(rel <= budget))
+    c.add("error-bound", c.shard_of(wname), module,
+          fmt::format("relative error {:.4f} against the source exceeds the {} budget {}", rel, ms.spec.name(), budget));
+}
+
+// ---------------- config entries that name nothing ----------------
+
+bool entry_names_something(const std::string& e, const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (starts_with(e, "re:")) {
+      if (exporter::py_re_search(e.substr(3), n)) return true;
+      continue;
+    }
+    if (n == e || starts_with(n, e + ".") || exporter::py_fnmatch(n, e) || n.find(e) != std::string::npos ||
+        e.find(n) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+void check_dead_entries(Ctx& c, exporter::Dialect d, const json& qc, const std::vector<std::string>& modules) {
+  std::vector<std::string> names = modules;
+  for (auto fam : {exporter::EngineFamily::Vllm, exporter::EngineFamily::Sglang, exporter::EngineFamily::Atom})
+    for (const auto& em : exporter::engine_modules(fam, modules)) names.push_back(em.name);
+  auto list = [](const json& j) {
+    std::vector<std::string> v;
+    if (j.is_array())
+      for (const auto& e : j)
+        if (e.is_string()) v.push_back(e.get<std::string>());
+    return v;
+  };
+  std::vector<std::pair<std::string, std::string>> entries;  // where, entry
+  if (d == exporter::Dialect::CompressedTensors) {
+    for (const auto& e : list(qc.value("ignore", json::array()))) entries.emplace_back("ignore", e);
+    for (const auto& [g, grp] : qc.value("config_groups", json::object()).items())
+      for (const auto& t : list(grp.value("targets", json::array())))
+        // Class-name targets ("Linear") name a layer type, not a module.
+        if (starts_with(t, "re:") || t.find('.') != std::string::npos)
+          entries.emplace_back("config_groups." + g + ".targets", t);
+  } else if (d == exporter::Dialect::Quark) {
+    for (const auto& e : list(qc.value("exclude", json::array()))) entries.emplace_back("exclude", e);
+    for (const auto& [k, _] : qc.value("layer_quant_config", json::object()).items())
+      entries.emplace_back("layer_quant_config", k);
+  } else {
+    const json& q = qc.contains("quantization") ? qc["quantization"] : qc;
+    for (const auto& e : list(q.contains("exclude_modules") ? q["exclude_modules"] : q.value("ignore", json::array())))
+      entries.emplace_back("exclude_modules", e);
+    for (const auto& [k, _] : q.value("quantized_layers", json::object()).items())
+      entries.emplace_back("quantized_layers", k);
+  }
+  for (const auto& [where, e] : entries) {
+    // lm_head and similar may be listed although the checkpoint ties it to the embedding.
+    if (!entry_names_something(e, names))
+      c.add("config", "config.json", e, fmt::format("quantization_config.{} entry names no module", where));
+  }
+}
+
+}  // namespace
+
+std::string format_finding(const VerifyFinding& f) {
+  std::string s = f.file.empty() ? std::string("-") : f.file;
+  if (!f.tensor.empty()) s += ": " + f.tensor;
+  return s + ": [" + f.check + "] " + f.problem;
+}
+
+VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& options) {
+  VerifyResult result;
+  Ctx c{ckpt, result};
+  json& report = result.report;
+  report["checkpoint"] = ckpt.dir();
+
+  const fs::path dir(ckpt.dir());
+  std::optional<json> manifest = read_json_file(dir / kManifestName);
+  report["has_manifest"] = manifest.has_value();
+  if (manifest) check_manifest(c, *manifest, report);
+
+  const json& config = ckpt.config();
+  json qc = config.is_object() && config.contains("quantization_config") ? config["quantization_config"] : json();
+  auto dialect = dialect_of(qc, manifest ? &*manifest : nullptr);
+  if (dialect == exporter::Dialect::ModelOpt && qc.is_null())
+    if (auto h = read_json_file(dir / "hf_quant_config.json")) qc = *h;
+  const DType model_dtype = model_dtype_of(config);
+  const std::vector<std::string> modules = linear_modules(ckpt);
+  report["linear_modules"] = modules.size();
+
+  // What the manifest says each module was quantized with.
+  std::map<std::string, std::string> manifest_scheme;
+  if (manifest)
+    for (const auto& e : manifest->value("tensors", json::array()))
+      if (e.contains("module") && e.contains("scheme"))
+        manifest_scheme[e["module"].get<std::string>()] = e["scheme"].get<std::string>();
+
+  std::map<std::string, ModuleScheme> verified;  // module -> scheme whose tensors all check out
+  auto take_scheme = [&](const SchemeSpec& spec, const std::string& module, const std::string& why) {
+    auto it = verified.find(module);
+    if (it != verified.end() && it->second.spec == spec) return;
+    if (auto ms = check_scheme_tensors(c, *dialect, spec, module, why))
+      if (it == verified.end()) verified.emplace(module, std::move(*ms));
+  };
+
+  if (!dialect) {
+    report["dialect"] = nullptr;
+    for (const auto& m : modules)
+      if (stored_quantized(ckpt, m))
+        c.add("config", c.shard_of(stored_weight(ckpt, m)->info.name), m,
+              "stored quantized but config.json has no quantization_config every engine reads it as float");
+  } else {
+    report["dialect"] = exporter::dialect_name(*dialect);
+    check_dead_entries(c, *dialect, qc, modules);
+
+    // Manifest schemes first, so the tensors are checked against what was written.
+    for (const auto& [m, name] : manifest_scheme) {
+      auto spec = scheme_from_name(*dialect, name, model_dtype);
+      if (!spec) {
+        c.add("manifest", "", m, fmt::format("unknown scheme '{}' in the manifest", name));
+        continue;
+      }
+      take_scheme(*spec, m, "the manifest");
+    }
+
+    json engines = json::object();
+    auto sigs = stored_signatures(ckpt);
+    for (auto e : exporter::engines_for(*dialect)) {
+      const std::string en = exporter::engine_name(e);
+      exporter::EngineResolver r(e, qc, modules);
+      std::size_t nq = 0, nf = 0, nerr = 0;
+      std::map<std::string, std::size_t> by_scheme;
+      std::map<std::string, std::vector<std::string>> groups;  // engine module -> members
+      for (const auto& m : modules) {
+        const std::string file = c.shard_of(stored_weight(ckpt, m)->info.name);
+        std::optional<json> res;
+        try {
+          res = r.resolve(m);
+        } catch (const Error& err) {
+          ++nerr;
+          c.add("engine", "config.json", m, err.message());
+          continue;
+        }
+        groups[r.engine_module(m)].push_back(m);
+        const bool stored_q = stored_quantized(ckpt, m);
+        if (!res) {
+          ++nf;
+          ++by_scheme["float"];
+          if (stored_q)
+            c.add("engine", file, m,
+                  fmt::format("stored quantized ({}) but {} builds it unquantized",
+                              dtype_name(stored_weight(ckpt, m)->info.dtype), en));
+          continue;
+        }
+        ++nq;
+        auto spec = scheme_from_config_json(*dialect, *res, model_dtype);
+        ++by_scheme[spec ? spec->name() : "unrecognized"];
+        if (!stored_q) {
+          c.add("engine", file, m,
+                fmt::format("stored in float ({}) but {} resolves {}", dtype_name(stored_weight(ckpt, m)->info.dtype),
+                            en, spec ? spec->name() : res->dump()));
+          continue;
+        }
+        if (!spec) {
+          // A scheme kept from the source in a form selq does not write: the
+          // engine still quantizes it; the tensors are checked by the manifest only.
+          continue;
+        }
+        auto ms = manifest_scheme.find(m);
+        if (ms != manifest_scheme.end() && ms->second != spec->name()) {
+          c.add("engine", file, m, fmt::format("{} resolves {} but the manifest says {}", en, spec->name(), ms->second));
+          continue;
+        }
+        take_scheme(*spec, m, en);
+      }
+      // Members of one engine layer must be stored alike; otherwise the engine
+      // loads some of them with the wrong scheme.
+      for (const auto& [em, members] : groups) {
+        if (members.size() < 2) continue;
+        const std::string& sig0 = sigs[members[0]];
+        for (std::size_t i = 1; i < members.size(); ++i)
+          if (sigs[members[i]] != sig0) {
+            c.add("engine", c.shard_of(stored_weight(ckpt, members[i])->info.name), em,
+                  fmt::format("fused group inconsistent: {} stored as {}but {} as {}", members[0], sig0, members[i],
+                              sigs[members[i]]));
+            break;
+          }
+      }
+      engines[en] = {{"quantized", nq}, {"float", nf}, {"errors", nerr}, {"schemes", by_scheme}};
+    }
+    report["engines"] = engines;
+  }
+
+  json errors = json::object();
+  for (const auto& [m, ms] : verified) {
+    check_scales(c, ms);
+    if (options.against) check_against(c, ms, m, *options.against, errors);
+  }
+  report["verified_modules"] = verified.size();
+  if (options.against) report["errors"] = errors;
+
+  json fj = json::array();
+  for (const auto& f : result.findings)
+    fj.push_back({{"check", f.check}, {"file", f.file}, {"tensor", f.tensor}, {"problem", f.problem}});
+  report["findings"] = fj;
+  report["ok"] = result.findings.empty();
+  return result;
+}
+
+}  // namespace selq::pipeline
