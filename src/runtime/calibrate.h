@@ -1,0 +1,33 @@
+#pragma once
+// Per-linear activation amax measured with the reference runtime, for static
+// activation scales (FP8 static input_scale = amax/448; NVFP4 input global
+// scale = 448*6/amax in the compressed-tensors convention).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace selq::runtime {
+
+struct CalibrationResult {
+  std::string model;
+  std::string text_source;
+  std::int64_t tokens{0};
+  std::int64_t context{0};
+  std::map<std::string, float> amax;  // linear module -> max |input activation|
+  // {"format": "selq-calibration-v1", "model", "text", "tokens", "context",
+  //  "activation_amax": {module: amax}}
+  nlohmann::json to_json() const;
+};
+
+// Runs the text through the model in windows of `context` tokens (at most
+// `max_tokens`, 0: all) and records each linear's input amax. Fused inputs
+// (q/k/v, gate/up) read the same activations, so they get the same value.
+CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
+                            std::int64_t max_tokens, std::int64_t context,
+                            const std::function<void(std::uint64_t, std::uint64_t)>& on_progress = {});
+
+}  // namespace selq::runtime

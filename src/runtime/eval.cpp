@@ -1,0 +1,366 @@
+// selq eval: perplexity, KL, top-1 agreement and draft acceptance.
+#include "runtime/eval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "runtime/model.h"
+#include "runtime/tokenizer.h"
+
+namespace selq::runtime {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+double kl_divergence(const float* logp, const float* logq, std::int64_t n) {
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double lp = logp[i];
+    s += std::exp(lp) * (lp - static_cast<double>(logq[i]));
+  }
+  return std::max(0.0, s);  // rounding can leave -1e-9 for identical rows
+}
+
+double overlap_probability(const float* logp, const float* logq, std::int64_t n) {
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(std::min(logp[i], logq[i])));
+  return std::min(1.0, s);
+}
+
+double expected_accepted(const std::vector<double>& alpha) {
+  double e = 0, prod = 1;
+  for (double a : alpha) {
+    prod *= a;
+    e += prod;
+  }
+  return e;
+}
+
+double percentile99(std::vector<double>& v) {
+  if (v.empty()) return 0;
+  auto rank = static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(v.size())));
+  rank = std::clamp<std::size_t>(rank, 1, v.size()) - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(rank), v.end());
+  return v[rank];
+}
+
+std::vector<std::int32_t> tokenize_for(const std::string& dir, const std::string& text) {
+  auto path = fs::path(dir) / "tokenizer.json";
+  if (!fs::exists(path))
+    throw_bad_input(fmt::format("{}: no tokenizer.json to tokenize the evaluation text with", dir));
+  return Tokenizer::from_tokenizer_json_file(path.string()).encode(text);
+}
+
+std::vector<std::string> read_prompts_jsonl(const std::string& path, std::int64_t max_prompts) {
+  std::ifstream in(path);
+  if (!in) throw_io(fmt::format("cannot open prompts file {}", path));
+  std::vector<std::string> out;
+  std::string line;
+  std::int64_t lineno = 0;
+  while (std::getline(in, line) && (max_prompts <= 0 || static_cast<std::int64_t>(out.size()) < max_prompts)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      throw_bad_input(fmt::format("{}:{}: not a JSON object", path, lineno));
+    for (const char* key : {"question", "prompt", "text"})
+      if (j.contains(key) && j[key].is_string()) {
+        out.push_back(j[key].get<std::string>());
+        break;
+      }
+  }
+  return out;
+}
+
+json ModelQuality::to_json() const {
+  return {{"path", path},
+          {"dialect", dialect},
+          {"stored_bytes", stored_bytes},
+          {"linear_bits_per_weight", linear_bits_per_weight},
+          {"tokens", tokens},
+          {"nll", nll},
+          {"perplexity", perplexity},
+          {"kl_mean", kl_mean},
+          {"kl_p99", kl_p99},
+          {"top1_agreement", top1},
+          {"spec_steps", steps},
+          {"accepted_greedy", accepted_greedy},
+          {"accepted_expected_t1", accepted_expected},
+          {"seconds", seconds}};
+}
+
+json EvalReport::to_json() const {
+  json q = json::array();
+  for (const auto& m : quantized) q.push_back(m.to_json());
+  return {{"text_source", text_source},
+          {"text_tokens", text_tokens},
+          {"prompts_source", prompts_source},
+          {"context", options.context},
+          {"draft_k", options.draft_k},
+          {"gen_tokens", options.gen_tokens},
+          {"base", base.to_json()},
+          {"quantized", q}};
+}
+
+std::string EvalReport::table() const {
+  std::string s = fmt::format("text: {} ({} tokens, context {}); prompts: {} (k={})\n", text_source, text_tokens,
+                              options.context, prompts_source.empty() ? "none" : prompts_source, options.draft_k);
+  s += fmt::format("{:<40} {:>9} {:>6} {:>9} {:>9} {:>9} {:>7} {:>8} {:>8}\n", "model", "size", "bits/w",
+                   "ppl", "KL mean", "KL p99", "top-1", "acc gr", "acc T=1");
+  auto row = [&](const ModelQuality& m, bool is_base) {
+    std::string name = fs::path(m.path).filename().string();
+    if (name.empty()) name = m.path;
+    auto size = fmt::format("{:.1f} MB", static_cast<double>(m.stored_bytes) / 1e6);
+    if (is_base) {
+      s += fmt::format("{:<40} {:>9} {:>6.2f} {:>9.3f} {:>9} {:>9} {:>7} {:>8} {:>8}\n", name + " (base)", size,
+                       m.linear_bits_per_weight, m.perplexity, "-", "-", "-", "-", "-");
+    } else {
+      auto acc = [&](double v) { return m.steps ? fmt::format("{:.2f}", v) : std::string("-"); };
+      s += fmt::format("{:<40} {:>9} {:>6.2f} {:>9.3f} {:>9.4f} {:>9.4f} {:>6.1f}% {:>8} {:>8}\n", name, size,
+                       m.linear_bits_per_weight, m.perplexity, m.kl_mean, m.kl_p99, 100 * m.top1,
+                       acc(m.accepted_greedy), acc(m.accepted_expected));
+    }
+  };
+  row(base, true);
+  for (const auto& m : quantized) row(m, false);
+  s += fmt::format("acc gr: mean draft tokens accepted per verification step (greedy, of {}); acc T=1: "
+                   "expected under rejection sampling at temperature 1 along the greedy draft\n",
+                   options.draft_k);
+  return s;
+}
+
+namespace {
+
+std::uint64_t stored_bytes(const std::string& dir) {
+  std::uint64_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") n += e.file_size();
+  return n;
+}
+
+double linear_bits(const LlamaModel& m) {
+  double bits = 0, params = 0;
+  for (const auto& L : m.layers())
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      bits += l->stored_bits;
+      params += static_cast<double>(l->out * l->in);
+    }
+  return params > 0 ? bits / params : 0;
+}
+
+std::int32_t argmax(const float* v, std::int64_t n) {
+  return static_cast<std::int32_t>(std::max_element(v, v + n) - v);
+}
+
+struct Windows {
+  std::vector<std::pair<std::int64_t, std::int64_t>> spans;  // [begin, end) in tokens
+  std::int64_t predicted{0};
+};
+
+Windows windows(std::int64_t n, std::int64_t context) {
+  Windows w;
+  for (std::int64_t b = 0; b + 1 < n; b += context) {
+    std::int64_t e = std::min(n, b + context);
+    w.spans.push_back({b, e});
+    w.predicted += e - b - 1;
+  }
+  return w;
+}
+
+// Log-probabilities of every predicted position of every window; also NLL.
+std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+                                 double& nll_sum, const std::function<void(std::uint64_t)>& tick) {
+  const std::int64_t V = m.config().vocab;
+  std::vector<float> out(static_cast<std::size_t>(w.predicted * V));
+  std::int64_t row = 0;
+  nll_sum = 0;
+  for (std::size_t wi = 0; wi < w.spans.size(); ++wi) {
+    auto [b, e] = w.spans[wi];
+    m.reset();
+    auto logits = m.forward(std::span(toks).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(e - b)));
+    for (std::int64_t t = 0; t + 1 < e - b; ++t, ++row) {
+      float* dst = out.data() + row * V;
+      std::copy_n(logits.data() + t * V, V, dst);
+      log_softmax_inplace(dst, V);
+      nll_sum -= dst[toks[static_cast<std::size_t>(b + t + 1)]];
+    }
+    tick(wi + 1);
+  }
+  return out;
+}
+
+struct SpecStats {
+  std::int64_t steps{0};
+  double greedy{0}, expected{0};
+};
+
+void speculate(LlamaModel& base, LlamaModel& draft, const std::vector<std::int32_t>& prompt,
+               const std::set<std::int32_t>& stop, const EvalOptions& o, SpecStats& st) {
+  const std::int64_t V = base.config().vocab;
+  const int k = o.draft_k;
+  if (prompt.size() < 2) return;
+  base.reset();
+  draft.reset();
+  auto head = std::span(prompt).first(prompt.size() - 1);
+  base.forward(head, false);
+  draft.forward(head, false);
+  std::int32_t last = prompt.back();
+  const std::int64_t limit = std::min<std::int64_t>(base.config().max_positions, draft.config().max_positions) - k - 2;
+  std::int64_t generated = 0;
+  std::vector<float> qlog(static_cast<std::size_t>(k * V));
+  std::vector<std::int32_t> d(static_cast<std::size_t>(k));
+  while (generated < o.gen_tokens && base.cached() < limit) {
+    const std::int64_t n = base.cached();
+    std::int32_t cur = last;
+    for (int j = 0; j < k; ++j) {
+      auto lg = draft.forward(std::span(&cur, 1), false);
+      float* q = qlog.data() + j * V;
+      std::copy(lg.begin(), lg.end(), q);
+      log_softmax_inplace(q, V);
+      d[static_cast<std::size_t>(j)] = cur = argmax(q, V);
+    }
+    std::vector<std::int32_t> verify{last};
+    verify.insert(verify.end(), d.begin(), d.end());
+    auto p = base.forward(verify, true);  // k+1 rows
+    int a = 0;
+    std::vector<double> alpha;
+    for (int j = 0; j < k; ++j) {
+      float* pj = p.data() + j * V;
+      log_softmax_inplace(pj, V);
+      alpha.push_back(overlap_probability(pj, qlog.data() + j * V, V));
+      if (a == j && argmax(pj, V) == d[static_cast<std::size_t>(j)]) ++a;
+    }
+    const std::int32_t next = argmax(p.data() + static_cast<std::int64_t>(a) * V, V);
+    ++st.steps;
+    st.greedy += a;
+    st.expected += expected_accepted(alpha);
+    generated += a + 1;
+    bool stopped = stop.count(next) > 0;
+    for (int j = 0; j < a; ++j) stopped = stopped || stop.count(d[static_cast<std::size_t>(j)]) > 0;
+    // keep last + accepted drafts in both caches
+    base.truncate(n + 1 + a);
+    if (draft.cached() > n + 1 + a)
+      draft.truncate(n + 1 + a);
+    else if (draft.cached() < n + 1 + a)  // all k accepted: the draft never saw its last token
+      draft.forward(std::span(&d[static_cast<std::size_t>(k - 1)], 1), false);
+    last = next;
+    if (stopped) break;
+  }
+}
+
+std::vector<std::vector<std::int32_t>> prompt_tokens(const std::string& dir, const std::vector<std::string>& prompts,
+                                                     bool chat, std::set<std::int32_t>& stop) {
+  auto tok = Tokenizer::from_tokenizer_json_file((fs::path(dir) / "tokenizer.json").string());
+  const bool chatml = chat && tok.token_id("<|im_start|>") && tok.token_id("<|im_end|>");
+  if (chatml) stop.insert(*tok.token_id("<|im_end|>"));
+  if (tok.special_ids().eos) stop.insert(*tok.special_ids().eos);
+  std::vector<std::vector<std::int32_t>> out;
+  for (const auto& p : prompts)
+    out.push_back(tok.encode(chatml ? "<|im_start|>user\n" + p + "<|im_end|>\n<|im_start|>assistant\n" : p));
+  return out;
+}
+
+}  // namespace
+
+EvalReport evaluate(const std::string& base_path, const std::vector<std::string>& quantized,
+                    const std::string& text, const std::string& text_source,
+                    const std::vector<std::string>& prompts, const std::string& prompts_source,
+                    const EvalOptions& o) {
+  if (o.context < 2) throw_bad_input("--context must be at least 2 tokens");
+  if (o.draft_k < 1) throw_bad_input("--draft-k must be at least 1");
+  EvalReport rep;
+  rep.text_source = text_source;
+  rep.prompts_source = prompts_source;
+  rep.options = o;
+  auto toks = tokenize_for(base_path, text);
+  if (o.max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > o.max_tokens)
+    toks.resize(static_cast<std::size_t>(o.max_tokens));
+  rep.text_tokens = static_cast<std::int64_t>(toks.size());
+  if (toks.size() < 2) throw_bad_input(fmt::format("{}: fewer than 2 tokens to evaluate", text_source));
+  const Windows w = windows(rep.text_tokens, o.context);
+  std::set<std::int32_t> stop;
+  auto ptoks = prompt_tokens(base_path, prompts, o.chat_template, stop);
+
+  const std::uint64_t total_units = (1 + quantized.size()) * w.spans.size() + quantized.size() * ptoks.size();
+  std::uint64_t done_units = 0;
+  auto progress = [&](const std::string& stage) {
+    if (o.on_progress) o.on_progress(stage, done_units, total_units);
+  };
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto base = LlamaModel::load(base_path);
+  const std::int64_t V = base->config().vocab;
+  rep.base.path = base_path;
+  rep.base.dialect = base->dialect();
+  rep.base.stored_bytes = stored_bytes(base_path);
+  rep.base.linear_bits_per_weight = linear_bits(*base);
+  double nll = 0;
+  const std::vector<float> base_lp = text_logprobs(*base, toks, w, nll, [&](std::uint64_t) {
+    ++done_units;
+    progress("base");
+  });
+  rep.base.tokens = w.predicted;
+  rep.base.nll = nll / static_cast<double>(w.predicted);
+  rep.base.perplexity = std::exp(rep.base.nll);
+  rep.base.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  for (const auto& qpath : quantized) {
+    auto t1 = std::chrono::steady_clock::now();
+    ModelQuality mq;
+    mq.path = qpath;
+    auto m = LlamaModel::load(qpath);
+    if (m->config().vocab != V)
+      throw_bad_input(fmt::format("{} has vocabulary {}, base {} has {}", qpath, m->config().vocab, base_path, V));
+    mq.dialect = m->dialect();
+    mq.stored_bytes = stored_bytes(qpath);
+    mq.linear_bits_per_weight = linear_bits(*m);
+    const std::string label = fs::path(qpath).filename().string();
+    double qnll = 0;
+    auto lp = text_logprobs(*m, toks, w, qnll, [&](std::uint64_t) {
+      ++done_units;
+      progress(label);
+    });
+    mq.tokens = w.predicted;
+    mq.nll = qnll / static_cast<double>(w.predicted);
+    mq.perplexity = std::exp(mq.nll);
+    std::vector<double> kls;
+    kls.reserve(static_cast<std::size_t>(w.predicted));
+    std::int64_t agree = 0;
+    for (std::int64_t r = 0; r < w.predicted; ++r) {
+      const float* p = base_lp.data() + r * V;
+      const float* q = lp.data() + r * V;
+      kls.push_back(kl_divergence(p, q, V));
+      agree += argmax(p, V) == argmax(q, V);
+    }
+    double sum = 0;
+    for (double v : kls) sum += v;
+    mq.kl_mean = sum / static_cast<double>(kls.size());
+    mq.kl_p99 = percentile99(kls);
+    mq.top1 = static_cast<double>(agree) / static_cast<double>(w.predicted);
+    lp.clear();
+    lp.shrink_to_fit();
+    SpecStats st;
+    for (const auto& p : ptoks) {
+      speculate(*base, *m, p, stop, o, st);
+      ++done_units;
+      progress(label + " draft");
+    }
+    mq.steps = st.steps;
+    if (st.steps) {
+      mq.accepted_greedy = st.greedy / static_cast<double>(st.steps);
+      mq.accepted_expected = st.expected / static_cast<double>(st.steps);
+    }
+    mq.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    rep.quantized.push_back(std::move(mq));
+  }
+  return rep;
+}
+
+}  // namespace selq::runtime

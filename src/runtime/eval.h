@@ -1,0 +1,84 @@
+#pragma once
+// Quality of quantized checkpoints against their base, measured with the
+// reference runtime: perplexity, KL divergence and top-1 agreement of the
+// next-token distributions, and speculative-decoding acceptance when the
+// quantized model drafts for the base. Estimators: docs/QUALITY.md.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace selq::runtime {
+
+class LlamaModel;
+class Tokenizer;
+
+struct EvalOptions {
+  std::int64_t context{256};      // tokens per perplexity window (non-overlapping)
+  std::int64_t max_tokens{2048};  // text tokens evaluated (0: all)
+  int draft_k{7};                 // draft length per verification step
+  std::int64_t max_prompts{8};    // prompts used for acceptance
+  std::int64_t gen_tokens{64};    // tokens generated per prompt
+  bool chat_template{true};       // wrap prompts in the ChatML template when the vocabulary has it
+  // (stage, done, total): progress for a bar.
+  std::function<void(const std::string&, std::uint64_t, std::uint64_t)> on_progress;
+};
+
+struct ModelQuality {
+  std::string path;
+  std::string dialect;             // "" for an unquantized checkpoint
+  std::uint64_t stored_bytes{0};   // safetensors bytes on disk
+  double linear_bits_per_weight{0};  // stored bits of the decoder linears / their parameters
+  std::int64_t tokens{0};          // predicted positions
+  double nll{0};                   // mean negative log-likelihood (nats)
+  double perplexity{0};
+  // vs base (absent for the base itself)
+  double kl_mean{0}, kl_p99{0}, top1{0};
+  // speculative decoding (quantized drafts for base), per verification step
+  std::int64_t steps{0};
+  double accepted_greedy{0};       // mean accepted draft tokens, greedy verification
+  double accepted_expected{0};     // mean E[accepted] under rejection sampling at T=1
+  double seconds{0};
+  nlohmann::json to_json() const;
+};
+
+struct EvalReport {
+  std::string text_source;
+  std::string prompts_source;
+  std::int64_t text_tokens{0};
+  EvalOptions options;
+  ModelQuality base;
+  std::vector<ModelQuality> quantized;
+  nlohmann::json to_json() const;
+  std::string table() const;
+};
+
+// Token ids of `text` with the checkpoint's tokenizer.json.
+std::vector<std::int32_t> tokenize_for(const std::string& checkpoint_dir, const std::string& text);
+
+// Prompts: the "question" (else "prompt", else "text") field of each JSONL line.
+std::vector<std::string> read_prompts_jsonl(const std::string& path, std::int64_t max_prompts);
+
+// Loads BASE once and each QUANT in turn (memory: base + one model + the
+// base's log-probabilities over the evaluated tokens).
+EvalReport evaluate(const std::string& base, const std::vector<std::string>& quantized,
+                    const std::string& text, const std::string& text_source,
+                    const std::vector<std::string>& prompts, const std::string& prompts_source,
+                    const EvalOptions& options);
+
+// ---- building blocks (tested on their own) ----
+
+// sum_x p(x) (log p(x) - log q(x)) from log-probabilities.
+double kl_divergence(const float* logp, const float* logq, std::int64_t n);
+// sum_x min(p(x), q(x)) from log-probabilities: the probability that a
+// rejection-sampling verifier accepts a token drafted from q for target p.
+double overlap_probability(const float* logp, const float* logq, std::int64_t n);
+// E[accepted tokens] of one verification step given the per-position
+// acceptance probabilities alpha_1..alpha_k: sum_i prod_{j<=i} alpha_j.
+double expected_accepted(const std::vector<double>& alpha);
+// 99th percentile (nearest rank) of `v` (reordered).
+double percentile99(std::vector<double>& v);
+
+}  // namespace selq::runtime

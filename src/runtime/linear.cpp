@@ -1,0 +1,263 @@
+// Engine-style loading of linear layers and their forward pass.
+#include "runtime/linear.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "export/dialect.h"
+#include "export/engine_resolve.h"
+
+namespace selq::runtime {
+
+using quant::ActMode;
+using quant::SchemeKind;
+using quant::SchemeSpec;
+
+void Linear::forward(const float* x, std::int64_t rows, float* y) const {
+  const float* a = x;
+  std::vector<float> q;
+  if (act != ActMode::None) {
+    // Engines quantize each token's activation row on the fly; doing the same
+    // QDQ in FP32 reproduces what the low-precision GEMM sees.
+    q.assign(x, x + rows * in);
+    for (std::int64_t t = 0; t < rows; ++t)
+      quant::qdq_activation_row(act, q.data() + t * in, static_cast<std::size_t>(in), act_static_scale,
+                                act_rule);
+    a = q.data();
+  }
+  if (rows == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(out), static_cast<int>(in), 1.0f,
+                weight.data(), static_cast<int>(in), a, 1, 0.0f, y, 1);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
+                static_cast<int>(in), 1.0f, a, static_cast<int>(in), weight.data(), static_cast<int>(in),
+                0.0f, y, static_cast<int>(out));
+  }
+  if (!bias.empty())
+    for (std::int64_t t = 0; t < rows; ++t)
+      for (std::int64_t o = 0; o < out; ++o) y[t * out + o] += bias[static_cast<std::size_t>(o)];
+}
+
+namespace {
+
+std::vector<SchemeSpec> candidate_schemes() {
+  std::vector<SchemeSpec> c;
+  auto add = [&](SchemeKind k, std::initializer_list<ActMode> acts, auto&& tweak) {
+    for (ActMode a : acts) {
+      SchemeSpec s;
+      s.kind = k;
+      s.act = a;
+      tweak(s);
+      c.push_back(s);
+    }
+  };
+  auto none = [](SchemeSpec&) {};
+  add(SchemeKind::MXFP4, {ActMode::None, ActMode::MXFP4Dynamic, ActMode::MXFP8Dynamic, ActMode::FP8PerToken}, none);
+  add(SchemeKind::MXFP8, {ActMode::None, ActMode::MXFP8Dynamic, ActMode::FP8PerToken}, none);
+  add(SchemeKind::NVFP4, {ActMode::None, ActMode::NVFP4}, none);
+  add(SchemeKind::NVFP4, {ActMode::None, ActMode::NVFP4},
+      [](SchemeSpec& s) { s.nvfp = quant::NvfpConvention::ModelOpt; });
+  const auto fp8_acts = {ActMode::None, ActMode::FP8PerToken, ActMode::FP8StaticTensor,
+                         ActMode::FP8DynamicTensor, ActMode::FP8PerTokenGroup128};
+  add(SchemeKind::FP8Tensor, fp8_acts, none);
+  add(SchemeKind::FP8Channel, fp8_acts, none);
+  add(SchemeKind::FP8Block, fp8_acts, none);
+  for (int bits : {4, 8})
+    for (bool sym : {true, false}) {
+      add(SchemeKind::IntChannel, {ActMode::None, ActMode::FP8PerToken}, [&](SchemeSpec& s) {
+        s.bits = bits;
+        s.symmetric = sym;
+      });
+      for (int g : {32, 64, 128, 256})
+        add(SchemeKind::IntGroup, {ActMode::None, ActMode::FP8PerToken}, [&](SchemeSpec& s) {
+          s.bits = bits;
+          s.symmetric = sym;
+          s.group_size = g;
+        });
+    }
+  return c;
+}
+
+exporter::Engine engine_for(exporter::Dialect d) {
+  switch (d) {
+    case exporter::Dialect::CompressedTensors: return exporter::Engine::VllmCompressedTensors;
+    case exporter::Dialect::Quark: return exporter::Engine::VllmQuark;
+    case exporter::Dialect::ModelOpt: return exporter::Engine::VllmModelOpt;
+  }
+  return exporter::Engine::VllmCompressedTensors;
+}
+
+float read_scalar(const TensorView& v) {
+  if (shape_numel(v.info->shape) != 1)
+    throw_bad_input(fmt::format("{} should hold one value, has shape {}", v.info->name,
+                                shape_to_string(v.info->shape)));
+  return load_float_element(v.info->dtype, v.bytes.data(), 0);
+}
+
+}  // namespace
+
+SchemeSpec scheme_from_config_json(const std::string& dialect, const nlohmann::json& scheme_json) {
+  auto d = exporter::dialect_from_name(dialect);
+  if (!d) throw_unsupported(fmt::format("unknown quantization dialect '{}'", dialect));
+  static const std::vector<SchemeSpec> candidates = candidate_schemes();
+  for (DType model_dtype : {DType::BF16, DType::F16, DType::F32})
+    for (const SchemeSpec& c : candidates) {
+      try {
+        SchemeSpec a = exporter::adapt_scheme_for_dialect(*d, c, model_dtype);
+        exporter::check_dialect_supports(*d, a);
+        if (exporter::scheme_config_json(*d, a) == scheme_json) return a;
+      } catch (const Error&) {
+        // the dialect cannot express this candidate
+      }
+    }
+  throw_unsupported(fmt::format("the runtime knows no scheme that the {} config {} describes", dialect,
+                                scheme_json.dump()));
+}
+
+struct LinearLoader::Impl {
+  const io::Checkpoint* ckpt{nullptr};
+  std::optional<exporter::Dialect> dialect;
+  std::unique_ptr<exporter::EngineResolver> resolver;
+  std::map<std::string, SchemeSpec> by_json;  // memo of scheme_from_config_json
+};
+
+LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->ckpt = &ckpt;
+  const auto& cfg = ckpt.config();
+  if (cfg.is_object() && cfg.contains("quantization_config") && !cfg["quantization_config"].is_null()) {
+    const auto& qc = cfg["quantization_config"];
+    dialect_ = qc.value("quant_method", "");
+    impl_->dialect = exporter::dialect_from_name(dialect_);
+    if (!impl_->dialect)
+      throw_unsupported(fmt::format("{}/config.json: quantization_config.quant_method '{}' is not one of "
+                                    "compressed-tensors, quark, modelopt",
+                                    ckpt.dir(), dialect_));
+    impl_->resolver = std::make_unique<exporter::EngineResolver>(engine_for(*impl_->dialect), qc,
+                                                                 std::move(modules));
+  }
+}
+
+LinearLoader::~LinearLoader() = default;
+
+Linear LinearLoader::load(const std::string& module) const {
+  const io::Checkpoint& ck = *impl_->ckpt;
+  Linear l;
+  l.module = module;
+  if (const auto* b = ck.find(module + ".bias")) {
+    auto v = ck.view(module + ".bias");
+    l.bias.resize(shape_numel(b->info.shape));
+    load_floats(v.info->dtype, v.bytes.data(), 0, l.bias.size(), l.bias.data());
+  }
+  std::optional<nlohmann::json> resolved;
+  if (impl_->resolver) resolved = impl_->resolver->resolve(module);
+  if (!resolved) {
+    auto v = ck.view(module + ".weight");
+    const Shape& s = v.info->shape;
+    if (s.size() != 2)
+      throw_bad_input(fmt::format("{}.weight: expected a 2-D float weight, got {} {}", module,
+                                  dtype_name(v.info->dtype), shape_to_string(s)));
+    l.out = s[0];
+    l.in = s[1];
+    l.weight.resize(static_cast<std::size_t>(l.out * l.in));
+    load_floats(v.info->dtype, v.bytes.data(), 0, l.weight.size(), l.weight.data());
+    l.scheme = dtype_name(v.info->dtype);
+    l.stored_bits = 8.0 * static_cast<double>(v.bytes.size());
+    return l;
+  }
+  const exporter::Dialect d = *impl_->dialect;
+  auto key = resolved->dump();
+  auto it = impl_->by_json.find(key);
+  SchemeSpec spec = it != impl_->by_json.end() ? it->second : scheme_from_config_json(dialect_, *resolved);
+  impl_->by_json.emplace(key, spec);
+
+  auto tensor_for = [&](quant::OutRole role) {
+    return exporter::output_tensor_name(d, spec, role, module);
+  };
+  // Scale dtype and rank are whatever the file holds (the config does not say).
+  if (const auto* sc = ck.find(tensor_for(quant::OutRole::Scale))) {
+    if (spec.kind == SchemeKind::FP8Channel || spec.kind == SchemeKind::FP8Tensor ||
+        spec.kind == SchemeKind::IntChannel || spec.kind == SchemeKind::IntGroup) {
+      spec.scale_dtype = sc->info.dtype;
+      spec.scale_keepdim = sc->info.shape.size() == 2;
+    }
+  }
+  // The unquantized shape: the packed weight's rows, and in-features from the
+  // per-row element count the scheme implies. Recovered from the stored
+  // shapes by trying the candidates scheme_outputs accepts.
+  const auto* wt = ck.find(tensor_for(quant::OutRole::Weight));
+  if (!wt) throw_bad_input(fmt::format("{}: tensor {} missing for scheme {}", ck.dir(), tensor_for(quant::OutRole::Weight), spec.name()));
+  Shape shape;
+  std::string shape_name;
+  try {
+    shape_name = tensor_for(quant::OutRole::WeightShape);
+  } catch (const Error&) {
+    // dialects without a weight_shape tensor
+  }
+  if (const auto* ws = shape_name.empty() ? nullptr : ck.find(shape_name)) {
+    auto v = ck.view(ws->info.name);
+    if (shape_numel(ws->info.shape) != 2 || ws->info.dtype != DType::I64)
+      throw_bad_input(fmt::format("{}: expected I64 [2]", ws->info.name));
+    std::int64_t dims[2];
+    std::memcpy(dims, v.bytes.data(), sizeof dims);
+    shape = {dims[0], dims[1]};
+  } else {
+    const Shape& ps = wt->info.shape;
+    if (ps.size() != 2) throw_bad_input(fmt::format("{}: expected a 2-D weight", wt->info.name));
+    std::int64_t in = ps[1];
+    if (wt->info.dtype == DType::U8 &&
+        (spec.kind == SchemeKind::MXFP4 || spec.kind == SchemeKind::NVFP4 || spec.bits == 4))
+      in *= 2;  // two 4-bit elements per byte
+    shape = {ps[0], in};
+  }
+  auto outs_spec = quant::scheme_outputs(spec, shape);
+  std::vector<TensorView> views;
+  std::vector<std::span<const std::uint8_t>> outs;
+  double bits = 0;
+  for (const auto& o : outs_spec) {
+    std::string name = tensor_for(o.role);
+    const auto* t = ck.find(name);
+    if (!t) throw_bad_input(fmt::format("{}: tensor {} missing for scheme {}", ck.dir(), name, spec.name()));
+    if (t->info.dtype != o.dtype || shape_numel(t->info.shape) != shape_numel(o.shape))
+      throw_bad_input(fmt::format("{}: {} is {} {}, scheme {} expects {} {}", ck.dir(), name,
+                                  dtype_name(t->info.dtype), shape_to_string(t->info.shape), spec.name(),
+                                  dtype_name(o.dtype), shape_to_string(o.shape)));
+    views.push_back(ck.view(name));
+    outs.push_back(views.back().bytes);
+    bits += 8.0 * static_cast<double>(views.back().bytes.size());
+  }
+  l.weight = quant::dequantize_weight(spec, shape, outs);
+  l.out = shape[0];
+  l.in = shape[1];
+  l.act = spec.act;
+  l.act_rule = spec.scale_rule;
+  l.scheme = spec.name();
+  l.stored_bits = bits;
+  if (spec.act == ActMode::FP8StaticTensor) {
+    auto name = module + ".input_scale";
+    if (!ck.find(name)) throw_bad_input(fmt::format("{}: static FP8 activations need {}", ck.dir(), name));
+    l.act_static_scale = read_scalar(ck.view(name));
+  } else if (spec.act == ActMode::NVFP4) {
+    // qdq_activation_row takes the compressed-tensors convention (448*6/amax);
+    // ModelOpt stores its reciprocal as input_scale.
+    if (ck.find(module + ".input_global_scale")) {
+      l.act_static_scale = read_scalar(ck.view(module + ".input_global_scale"));
+    } else if (ck.find(module + ".input_scale")) {
+      l.act_static_scale = 1.0f / read_scalar(ck.view(module + ".input_scale"));
+    } else {
+      throw_bad_input(fmt::format("{}: NVFP4 activations of {} need a calibrated input global scale "
+                                  "(input_global_scale or input_scale); run `selq calibrate`",
+                                  ck.dir(), module));
+    }
+  }
+  return l;
+}
+
+}  // namespace selq::runtime

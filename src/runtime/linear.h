@@ -1,0 +1,59 @@
+#pragma once
+// Linear layers of the reference runtime, loaded the way a serving engine
+// loads them: the checkpoint's own quantization_config decides each module's
+// scheme (through the engine resolvers of export/engine_resolve.h); weights
+// are dequantized from their stored bytes and activations are quantized per
+// token as the scheme says, so the runtime measures what an engine would run.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/codecs.h"
+#include "io/checkpoint.h"
+#include "quant/scheme.h"
+
+namespace selq::runtime {
+
+class Linear {
+ public:
+  std::string module;                 // "model.layers.0.self_attn.q_proj"
+  std::int64_t out{0}, in{0};
+  std::vector<float> weight;          // [out, in], F32 (dequantized when quantized)
+  std::vector<float> bias;            // empty when none
+  quant::ActMode act{quant::ActMode::None};
+  float act_static_scale{0.0f};       // qdq_activation_row's static_scale
+  ScaleRule act_rule{ScaleRule::Even};
+  std::string scheme;                 // "bf16" or the scheme's name
+  double stored_bits{0};              // bits of the stored tensors (weight + scales)
+
+  // y[t, :] = W * qdq(x[t, :]) (+ bias) for t < rows. `x` is not modified.
+  void forward(const float* x, std::int64_t rows, float* y) const;
+};
+
+// How the linears of a checkpoint are quantized, resolved once per model.
+class LinearLoader {
+ public:
+  // `modules`: every linear module of the model (names without ".weight").
+  LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules);
+  ~LinearLoader();
+  LinearLoader(const LinearLoader&) = delete;
+  LinearLoader& operator=(const LinearLoader&) = delete;
+
+  Linear load(const std::string& module) const;
+  // "compressed-tensors", "quark", "modelopt" or "" (unquantized checkpoint).
+  const std::string& dialect() const { return dialect_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string dialect_;
+};
+
+// The SchemeSpec whose dialect config object equals `scheme_json` (the form
+// the engine resolvers return); Unsupported when no known scheme matches.
+quant::SchemeSpec scheme_from_config_json(const std::string& dialect, const nlohmann::json& scheme_json);
+
+}  // namespace selq::runtime

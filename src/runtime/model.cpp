@@ -1,0 +1,266 @@
+// Llama forward pass. Math follows HF LlamaForCausalLM (GGUF_AND_LLAMA.md):
+// RMSNorm in FP32, rotate-half RoPE, GQA with causal mask, SwiGLU.
+#include "runtime/model.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+
+namespace selq::runtime {
+
+namespace {
+
+std::int64_t req_int(const nlohmann::json& c, const char* key, const std::string& source) {
+  if (!c.contains(key) || !c[key].is_number_integer())
+    throw_bad_input(fmt::format("{}: config.json needs an integer '{}'", source, key));
+  return c[key].get<std::int64_t>();
+}
+
+void rms_norm(const float* x, const float* w, std::int64_t n, float eps, float* y) {
+  double ss = 0;
+  for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * r);
+}
+
+std::vector<float> load_vector(const io::Checkpoint& ck, const std::string& name, std::int64_t expect) {
+  auto v = ck.view(name);
+  auto n = shape_numel(v.info->shape);
+  if (static_cast<std::int64_t>(n) != expect)
+    throw_bad_input(fmt::format("{}: {} has {} elements, config implies {}", ck.dir(), name, n, expect));
+  std::vector<float> out(n);
+  load_floats(v.info->dtype, v.bytes.data(), 0, n, out.data());
+  return out;
+}
+
+}  // namespace
+
+LlamaConfig llama_config_from_json(const nlohmann::json& c, const std::string& source) {
+  if (!c.is_object()) throw_bad_input(fmt::format("{}: no config.json object", source));
+  std::string mt = c.value("model_type", "llama");
+  if (mt != "llama" && mt != "mistral" && mt != "qwen2")
+    throw_unsupported(fmt::format("{}: model_type '{}' is not a Llama-family decoder the runtime runs", source, mt));
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
+    throw_unsupported(fmt::format("{}: rope_scaling {} is not implemented by the reference runtime", source,
+                                  c["rope_scaling"].dump()));
+  LlamaConfig cfg;
+  cfg.hidden = req_int(c, "hidden_size", source);
+  cfg.intermediate = req_int(c, "intermediate_size", source);
+  cfg.layers = req_int(c, "num_hidden_layers", source);
+  cfg.heads = req_int(c, "num_attention_heads", source);
+  cfg.kv_heads = c.contains("num_key_value_heads") ? req_int(c, "num_key_value_heads", source) : cfg.heads;
+  cfg.vocab = req_int(c, "vocab_size", source);
+  if (cfg.hidden <= 0 || cfg.heads <= 0 || cfg.kv_heads <= 0 || cfg.layers <= 0 || cfg.vocab <= 0 ||
+      cfg.intermediate <= 0 || cfg.heads % cfg.kv_heads != 0)
+    throw_bad_input(fmt::format("{}: inconsistent config (hidden {}, heads {}, kv_heads {})", source, cfg.hidden,
+                                cfg.heads, cfg.kv_heads));
+  cfg.head_dim = c.contains("head_dim") && c["head_dim"].is_number_integer() ? c["head_dim"].get<std::int64_t>()
+                                                                              : cfg.hidden / cfg.heads;
+  if (cfg.head_dim % 2 != 0) throw_bad_input(fmt::format("{}: head_dim {} must be even", source, cfg.head_dim));
+  cfg.max_positions = c.value("max_position_embeddings", std::int64_t{2048});
+  cfg.rms_eps = c.value("rms_norm_eps", 1e-5f);
+  cfg.rope_theta = c.value("rope_theta", 10000.0f);
+  cfg.tie_embeddings = c.value("tie_word_embeddings", false);
+  return cfg;
+}
+
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
+  auto ck = io::Checkpoint::open(path);
+  auto m = std::unique_ptr<LlamaModel>(new LlamaModel());
+  m->path_ = path;
+  m->cfg_ = llama_config_from_json(ck->config(), path);
+  const LlamaConfig& c = m->cfg_;
+  m->embed_ = load_vector(*ck, "model.embed_tokens.weight", c.vocab * c.hidden);
+  m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
+  if (ck->find("lm_head.weight")) {
+    m->head_ = load_vector(*ck, "lm_head.weight", c.vocab * c.hidden);
+  } else if (!c.tie_embeddings) {
+    throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
+  }
+  static const char* kLinears[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                   "self_attn.o_proj", "mlp.gate_proj",   "mlp.up_proj",
+                                   "mlp.down_proj"};
+  std::vector<std::string> modules;
+  for (std::int64_t i = 0; i < c.layers; ++i)
+    for (const char* n : kLinears) modules.push_back(fmt::format("model.layers.{}.{}", i, n));
+  LinearLoader loader(*ck, modules);
+  m->dialect_ = loader.dialect();
+  const std::int64_t qd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim;
+  auto check = [&](const Linear& l, std::int64_t out, std::int64_t in) {
+    if (l.out != out || l.in != in)
+      throw_bad_input(fmt::format("{}: {} is [{}, {}], config implies [{}, {}]", path, l.module, l.out, l.in, out, in));
+  };
+  m->layers_.resize(static_cast<std::size_t>(c.layers));
+  for (std::int64_t i = 0; i < c.layers; ++i) {
+    auto& L = m->layers_[static_cast<std::size_t>(i)];
+    const std::string p = fmt::format("model.layers.{}.", i);
+    L.attn_norm = load_vector(*ck, p + "input_layernorm.weight", c.hidden);
+    L.mlp_norm = load_vector(*ck, p + "post_attention_layernorm.weight", c.hidden);
+    L.q = loader.load(p + "self_attn.q_proj");
+    check(L.q, qd, c.hidden);
+    L.k = loader.load(p + "self_attn.k_proj");
+    check(L.k, kvd, c.hidden);
+    L.v = loader.load(p + "self_attn.v_proj");
+    check(L.v, kvd, c.hidden);
+    L.o = loader.load(p + "self_attn.o_proj");
+    check(L.o, c.hidden, qd);
+    L.gate = loader.load(p + "mlp.gate_proj");
+    check(L.gate, c.intermediate, c.hidden);
+    L.up = loader.load(p + "mlp.up_proj");
+    check(L.up, c.intermediate, c.hidden);
+    L.down = loader.load(p + "mlp.down_proj");
+    check(L.down, c.hidden, c.intermediate);
+  }
+  m->inv_freq_.resize(static_cast<std::size_t>(c.head_dim / 2));
+  for (std::int64_t i = 0; i < c.head_dim / 2; ++i)
+    m->inv_freq_[static_cast<std::size_t>(i)] = static_cast<float>(
+        1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim)));
+  m->k_cache_.resize(static_cast<std::size_t>(c.layers));
+  m->v_cache_.resize(static_cast<std::size_t>(c.layers));
+  return m;
+}
+
+std::uint64_t LlamaModel::parameters() const {
+  std::uint64_t n = embed_.size() + head_.size() + final_norm_.size();
+  for (const auto& L : layers_) {
+    n += L.attn_norm.size() + L.mlp_norm.size();
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) n += l->weight.size();
+  }
+  return n;
+}
+
+void LlamaModel::truncate(std::int64_t n) {
+  if (n < 0 || n > cached_) throw_bad_input(fmt::format("truncate({}) with {} cached positions", n, cached_));
+  cached_ = n;
+}
+
+void LlamaModel::ensure_cache(std::int64_t total) {
+  if (total <= capacity_) return;
+  std::int64_t cap = std::max<std::int64_t>(total, capacity_ * 2);
+  const std::int64_t kvd = cfg_.kv_heads * cfg_.head_dim;
+  for (auto* caches : {&k_cache_, &v_cache_})
+    for (auto& c : *caches) c.resize(static_cast<std::size_t>(cap * kvd));
+  capacity_ = cap;
+}
+
+void LlamaModel::linear(const Linear& l, const float* x, std::int64_t rows, float* y) {
+  if (hook_) hook_(hook_ctx_, l, x, rows);
+  l.forward(x, rows, y);
+}
+
+std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, bool all_logits) {
+  const LlamaConfig& c = cfg_;
+  const auto T = static_cast<std::int64_t>(tokens.size());
+  if (T == 0) return {};
+  const std::int64_t pos0 = cached_, total = cached_ + T;
+  ensure_cache(total);
+  const std::int64_t H = c.hidden, hd = c.head_dim, qd = c.heads * hd, kvd = c.kv_heads * hd;
+  const std::int64_t group = c.heads / c.kv_heads;
+
+  std::vector<float> x(static_cast<std::size_t>(T * H)), h(x.size()), q(static_cast<std::size_t>(T * qd)),
+      attn(q.size()), scores(static_cast<std::size_t>(T * total)), g(static_cast<std::size_t>(T * c.intermediate)),
+      u(g.size()), tmp(x.size());
+  for (std::int64_t t = 0; t < T; ++t) {
+    const std::int32_t id = tokens[static_cast<std::size_t>(t)];
+    if (id < 0 || id >= c.vocab) throw_bad_input(fmt::format("token id {} outside vocabulary of {}", id, c.vocab));
+    std::copy_n(embed_.data() + id * H, H, x.data() + t * H);
+  }
+  // cos/sin per position and frequency
+  const std::int64_t half = hd / 2;
+  std::vector<float> cosv(static_cast<std::size_t>(T * half)), sinv(cosv.size());
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t i = 0; i < half; ++i) {
+      // HF computes the angle in FP32 (position * inv_freq) before cos/sin.
+      const float ang = static_cast<float>(pos0 + t) * inv_freq_[static_cast<std::size_t>(i)];
+      cosv[static_cast<std::size_t>(t * half + i)] = std::cos(ang);
+      sinv[static_cast<std::size_t>(t * half + i)] = std::sin(ang);
+    }
+  auto rope = [&](float* v, std::int64_t t) {
+    for (std::int64_t i = 0; i < half; ++i) {
+      const float cs = cosv[static_cast<std::size_t>(t * half + i)], sn = sinv[static_cast<std::size_t>(t * half + i)];
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cs - b * sn;
+      v[i + half] = b * cs + a * sn;
+    }
+  };
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  for (std::size_t li = 0; li < layers_.size(); ++li) {
+    const LlamaLayer& L = layers_[li];
+    float* kc = k_cache_[li].data();
+    float* vc = v_cache_[li].data();
+    for (std::int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * H, L.attn_norm.data(), H, c.rms_eps, h.data() + t * H);
+    linear(L.q, h.data(), T, q.data());
+    linear(L.k, h.data(), T, kc + pos0 * kvd);
+    linear(L.v, h.data(), T, vc + pos0 * kvd);
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (std::int64_t hh = 0; hh < c.heads; ++hh) rope(q.data() + t * qd + hh * hd, t);
+      for (std::int64_t hh = 0; hh < c.kv_heads; ++hh) rope(kc + (pos0 + t) * kvd + hh * hd, t);
+    }
+    for (std::int64_t hh = 0; hh < c.heads; ++hh) {
+      const std::int64_t kh = hh / group;
+      // scores[T, total] = Q_h K_h^T * scale
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
+                  static_cast<int>(hd), scale, q.data() + hh * hd, static_cast<int>(qd), kc + kh * hd,
+                  static_cast<int>(kvd), 0.0f, scores.data(), static_cast<int>(total));
+      for (std::int64_t t = 0; t < T; ++t) {
+        float* row = scores.data() + t * total;
+        const std::int64_t visible = pos0 + t + 1;  // causal
+        float mx = row[0];
+        for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
+        float sum = 0;
+        for (std::int64_t j = 0; j < visible; ++j) {
+          row[j] = std::exp(row[j] - mx);
+          sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+        for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
+        std::fill(row + visible, row + total, 0.0f);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
+                  static_cast<int>(total), 1.0f, scores.data(), static_cast<int>(total), vc + kh * hd,
+                  static_cast<int>(kvd), 0.0f, attn.data() + hh * hd, static_cast<int>(qd));
+    }
+    linear(L.o, attn.data(), T, tmp.data());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+    for (std::int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * H, L.mlp_norm.data(), H, c.rms_eps, h.data() + t * H);
+    linear(L.gate, h.data(), T, g.data());
+    linear(L.up, h.data(), T, u.data());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const float a = g[i];
+      g[i] = a / (1.0f + std::exp(-a)) * u[i];
+    }
+    linear(L.down, g.data(), T, tmp.data());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+  }
+  cached_ = total;
+
+  const std::int64_t first = all_logits ? 0 : T - 1;
+  const std::int64_t rows = T - first;
+  for (std::int64_t t = first; t < T; ++t)
+    rms_norm(x.data() + t * H, final_norm_.data(), H, c.rms_eps, h.data() + (t - first) * H);
+  const float* W = head_.empty() ? embed_.data() : head_.data();
+  std::vector<float> logits(static_cast<std::size_t>(rows * c.vocab));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(c.vocab),
+              static_cast<int>(H), 1.0f, h.data(), static_cast<int>(H), W, static_cast<int>(H), 0.0f,
+              logits.data(), static_cast<int>(c.vocab));
+  return logits;
+}
+
+void log_softmax_inplace(float* row, std::int64_t n) {
+  float mx = row[0];
+  for (std::int64_t i = 1; i < n; ++i) mx = std::max(mx, row[i]);
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(row[i] - mx));
+  const float lse = mx + static_cast<float>(std::log(s));
+  for (std::int64_t i = 0; i < n; ++i) row[i] -= lse;
+}
+
+}  // namespace selq::runtime

