@@ -327,20 +327,23 @@ void check_dead_entries(Ctx& c, exporter::Dialect d, const json& qc, const std::
   std::vector<std::pair<std::string, std::string>> entries;  // where, entry
   if (d == exporter::Dialect::CompressedTensors) {
     for (const auto& e : list(qc.value("ignore", json::array()))) entries.emplace_back("ignore", e);
-    for (const auto& [g, grp] : qc.value("config_groups", json::object()).items())
+    const json groups = qc.value("config_groups", json::object());
+    for (const auto& [g, grp] : groups.items())
       for (const auto& t : list(grp.value("targets", json::array())))
         // Class-name targets ("Linear") name a layer type, not a module.
         if (starts_with(t, "re:") || t.find('.') != std::string::npos)
           entries.emplace_back("config_groups." + g + ".targets", t);
   } else if (d == exporter::Dialect::Quark) {
     for (const auto& e : list(qc.value("exclude", json::array()))) entries.emplace_back("exclude", e);
-    for (const auto& [k, _] : qc.value("layer_quant_config", json::object()).items())
+    const json lqc = qc.value("layer_quant_config", json::object());
+    for (const auto& [k, _] : lqc.items())
       entries.emplace_back("layer_quant_config", k);
   } else {
     const json& q = qc.contains("quantization") ? qc["quantization"] : qc;
     for (const auto& e : list(q.contains("exclude_modules") ? q["exclude_modules"] : q.value("ignore", json::array())))
       entries.emplace_back("exclude_modules", e);
-    for (const auto& [k, _] : q.value("quantized_layers", json::object()).items())
+    const json ql = q.value("quantized_layers", json::object());
+    for (const auto& [k, _] : ql.items())
       entries.emplace_back("quantized_layers", k);
   }
   for (const auto& [where, e] : entries) {
@@ -374,6 +377,7 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
   auto dialect = dialect_of(qc, manifest ? &*manifest : nullptr);
   if (dialect == exporter::Dialect::ModelOpt && qc.is_null())
     if (auto h = read_json_file(dir / "hf_quant_config.json")) qc = *h;
+  if (!qc.is_object()) qc = json::object();
   const DType model_dtype = model_dtype_of(config);
   const std::vector<std::string> modules = linear_modules(ckpt);
   report["linear_modules"] = modules.size();
