@@ -3,6 +3,8 @@
 // name compression, and the post-build self-check against the engine
 // resolvers (a config that some engine would resolve differently from the
 // decisions is never written).
+#include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 #include <map>
 #include <set>
@@ -121,6 +123,11 @@ ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in) {
   }
   auto problems = check_config_resolution(d, in, out.quantization_config);
   if (!problems.empty()) {
+    // SELQ_DEBUG_CONFIG=1 prints the refused config and every problem (for bug reports).
+    if (const char* dbg = std::getenv("SELQ_DEBUG_CONFIG"); dbg && *dbg == '1') {
+      std::fprintf(stderr, "%s\n", out.quantization_config.dump(1).c_str());
+      for (const auto& p : problems) std::fprintf(stderr, "%s\n", p.c_str());
+    }
     std::string msg = fmt::format("the {} config selq built would be misread by an engine ({} problems); first: {}",
                                   dialect_name(d), problems.size(), problems.front());
     throw_unsupported(msg);
@@ -182,7 +189,7 @@ std::vector<SchemeGroup> group_by_scheme(const ConfigInput& in, bool skip_preexi
 std::vector<std::string> float_modules(const ConfigInput& in) {
   std::vector<std::string> out;
   for (const auto& m : in.linear_modules) {
-    if (!m.scheme) out.push_back(m.module);
+    if (!m.scheme && !m.preexisting) out.push_back(m.module);  // pre-quantized modules are never float
   }
   return out;
 }

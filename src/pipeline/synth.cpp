@@ -113,7 +113,7 @@ nlohmann::json nvfp4_quantization_config(const SynthModel& m) {
   nlohmann::json ignore = nlohmann::json::array();
   for (const auto& t : m.tensors) {
     const auto& n = t.info.name;
-    if (t.is_norm || t.info.shape.size() != 2 || is_routed_expert(n)) continue;
+    if (t.is_norm || t.info.shape.size() < 2 || is_routed_expert(n)) continue;
     if (n.size() < 7 || n.substr(n.size() - 7) != ".weight") continue;
     if (n.find("embed_tokens") != std::string::npos || n.find("mlp.gate.") != std::string::npos) continue;
     ignore.push_back(n.substr(0, n.size() - 7));

@@ -317,6 +317,11 @@ void check_dead_entries(Ctx& c, exporter::Dialect d, const json& qc, const std::
   std::vector<std::string> names = modules;
   for (auto fam : {exporter::EngineFamily::Vllm, exporter::EngineFamily::Sglang, exporter::EngineFamily::Atom})
     for (const auto& em : exporter::engine_modules(fam, modules)) names.push_back(em.name);
+  // Tolerates null or non-object nodes (configs in the wild are loose).
+  auto jget = [](const json& j, const char* key, json fallback) -> json {
+    if (!j.is_object() || !j.contains(key) || j[key].is_null()) return fallback;
+    return j[key];
+  };
   auto list = [](const json& j) {
     std::vector<std::string> v;
     if (j.is_array())
@@ -326,23 +331,23 @@ void check_dead_entries(Ctx& c, exporter::Dialect d, const json& qc, const std::
   };
   std::vector<std::pair<std::string, std::string>> entries;  // where, entry
   if (d == exporter::Dialect::CompressedTensors) {
-    for (const auto& e : list(qc.value("ignore", json::array()))) entries.emplace_back("ignore", e);
-    const json groups = qc.value("config_groups", json::object());
+    for (const auto& e : list(jget(qc, "ignore", json::array()))) entries.emplace_back("ignore", e);
+    const json groups = jget(qc, "config_groups", json::object());
     for (const auto& [g, grp] : groups.items())
-      for (const auto& t : list(grp.value("targets", json::array())))
+      for (const auto& t : list(jget(grp, "targets", json::array())))
         // Class-name targets ("Linear") name a layer type, not a module.
         if (starts_with(t, "re:") || t.find('.') != std::string::npos)
           entries.emplace_back("config_groups." + g + ".targets", t);
   } else if (d == exporter::Dialect::Quark) {
-    for (const auto& e : list(qc.value("exclude", json::array()))) entries.emplace_back("exclude", e);
-    const json lqc = qc.value("layer_quant_config", json::object());
+    for (const auto& e : list(jget(qc, "exclude", json::array()))) entries.emplace_back("exclude", e);
+    const json lqc = jget(qc, "layer_quant_config", json::object());
     for (const auto& [k, _] : lqc.items())
       entries.emplace_back("layer_quant_config", k);
   } else {
     const json& q = qc.contains("quantization") ? qc["quantization"] : qc;
-    for (const auto& e : list(q.contains("exclude_modules") ? q["exclude_modules"] : q.value("ignore", json::array())))
+    for (const auto& e : list(q.contains("exclude_modules") ? q["exclude_modules"] : jget(q, "ignore", json::array())))
       entries.emplace_back("exclude_modules", e);
-    const json ql = q.value("quantized_layers", json::object());
+    const json ql = jget(q, "quantized_layers", json::object());
     for (const auto& [k, _] : ql.items())
       entries.emplace_back("quantized_layers", k);
   }

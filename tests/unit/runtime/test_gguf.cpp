@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "core/codecs.h"
 #include "core/error.h"
@@ -49,7 +50,9 @@ struct Gguf {
 };
 
 std::string write_tmp(const std::vector<std::uint8_t>& bytes, const std::string& name) {
-  const auto path = std::filesystem::temp_directory_path() / ("selq_test_" + name + ".gguf");
+  // The pid keeps parallel ctest processes (one per test case) apart.
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("selq_test_" + name + "_" + std::to_string(::getpid()) + ".gguf");
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                               static_cast<std::streamsize>(bytes.size()));
   return path.string();
