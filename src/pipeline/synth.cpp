@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "core/codecs.h"
+#include "export/dialect.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -118,21 +119,14 @@ nlohmann::json nvfp4_quantization_config(const SynthModel& m) {
     if (n.find("embed_tokens") != std::string::npos || n.find("mlp.gate.") != std::string::npos) continue;
     ignore.push_back(n.substr(0, n.size() - 7));
   }
-  nlohmann::json fp4 = {{"num_bits", 4}, {"type", "float"}, {"symmetric", true}, {"group_size", 16},
-                        {"strategy", "tensor_group"}, {"dynamic", false}, {"actorder", nullptr},
-                        {"block_structure", nullptr}, {"observer", "minmax"}, {"observer_kwargs", nlohmann::json::object()}};
-  nlohmann::json act = fp4;
-  act["dynamic"] = "local";
+  // The group as selq's own compressed-tensors writer spells NVFP4 (W4A4,
+  // dynamic "local" activations), so that verify recognizes the scheme.
+  nlohmann::json group = exporter::scheme_config_json(exporter::Dialect::CompressedTensors, ct_nvfp4());
+  group["targets"] = {"re:.*mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"};
   return {{"quant_method", "compressed-tensors"},
           {"format", "nvfp4-pack-quantized"},
           {"quantization_status", "compressed"},
-          {"config_groups",
-           {{"group_0",
-             {{"targets", {"re:.*mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"}},
-              {"weights", fp4},
-              {"input_activations", act},
-              {"output_activations", nullptr},
-              {"format", "nvfp4-pack-quantized"}}}}},
+          {"config_groups", {{"group_0", group}}},
           {"ignore", ignore},
           {"kv_cache_scheme", nullptr}};
 }
