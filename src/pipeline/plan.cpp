@@ -85,6 +85,16 @@ std::uint64_t Plan::source_bytes() const {
   return b;
 }
 
+std::uint64_t Plan::largest_output_shard_bytes() const {
+  std::uint64_t largest = 0;
+  for (const auto& s : shards) {
+    std::uint64_t b = 0;
+    for (auto i : s.tensors) b += tensors[i].out_bytes();
+    largest = std::max(largest, b);
+  }
+  return largest;
+}
+
 std::uint64_t Plan::output_bytes() const {
   std::uint64_t b = 0;
   for (const auto& t : tensors) b += t.out_bytes();

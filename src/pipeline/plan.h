@@ -56,6 +56,8 @@ struct Plan {
   std::vector<exporter::ModuleDecision> linear_modules;
 
   std::uint64_t source_bytes() const;
+  // Extra disk an in-place run needs: its largest rewritten shard.
+  std::uint64_t largest_output_shard_bytes() const;
   std::uint64_t output_bytes() const;
   // Stored bits per weight element over all linear weights (quantized or not).
   double bits_per_weight() const;

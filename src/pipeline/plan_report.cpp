@@ -45,6 +45,7 @@ nlohmann::json Plan::to_json() const {
   j["source_bytes"] = source_bytes();
   j["output_bytes"] = output_bytes();
   j["bits_per_weight"] = bits_per_weight();
+  j["in_place_extra_bytes"] = largest_output_shard_bytes();
   j["warnings"] = warnings;
   nlohmann::json per_scheme = nlohmann::json::object();
   nlohmann::json ts = nlohmann::json::array();
@@ -108,6 +109,8 @@ std::string format_plan(const Plan& plan) {
                                                static_cast<double>(plan.source_bytes())
                                          : 0.0,
                      plan.bits_per_weight(), plan.shards.size());
+  out += fmt::format("in place: needs up to {} free (the largest rewritten shard) besides the checkpoint\n",
+                     format_bytes(plan.largest_output_shard_bytes()));
 
   // Per-layer map: for each layer, which projection kind got which format.
   std::map<int, std::map<std::string, std::string>> layers;

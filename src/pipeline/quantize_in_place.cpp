@@ -79,16 +79,6 @@ std::uint64_t free_bytes(const std::string& dir) {
   return static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
-std::uint64_t largest_shard_bytes(const Plan& plan) {
-  std::uint64_t m = 0;
-  for (const auto& s : plan.shards) {
-    std::uint64_t b = 0;
-    for (auto i : s.tensors) b += plan.tensors[i].out_bytes();
-    m = std::max(m, b);
-  }
-  return m;
-}
-
 // The manifest of a completed in-place run of this same recipe in `dir`, if
 // any: re-running the command after it finished (or after it was killed
 // during its final cleanup) has nothing left to do.
@@ -146,7 +136,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   };
 
   // Check the space for one shard before anything is written.
-  const std::uint64_t need = largest_shard_bytes(plan);
+  const std::uint64_t need = plan.largest_output_shard_bytes();
   const std::uint64_t have = free_bytes(dir);
   if (have < need + (16u << 20))
     throw_io(fmt::format("not enough free space for an in-place run: one rewritten shard needs up to {} bytes, "
