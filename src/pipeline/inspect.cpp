@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/format_bytes.h"
+
 #include "pipeline/module_names.h"
 
 namespace selq::pipeline {
@@ -28,13 +30,6 @@ std::string module_storage(const std::map<std::string, std::string>& parts) {
   return s;
 }
 
-std::string format_bytes(std::uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) { v /= 1024.0; ++u; }
-  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
-}
 
 }  // namespace
 

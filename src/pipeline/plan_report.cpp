@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/format_bytes.h"
+
 #include "pipeline/module_names.h"
 #include "pipeline/plan.h"
 
@@ -20,13 +22,6 @@ const char* action_name(recipe::Action a) {
   return "?";
 }
 
-std::string format_bytes(std::uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) { v /= 1024.0; ++u; }
-  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
-}
 
 // Label of what a tensor became: the scheme name, "bf16 (kept)", ...
 std::string tensor_label(const PlannedTensor& t) {
