@@ -176,6 +176,20 @@ inline void block_metrics(const float* x, const float* dq, std::size_t n, ErrorM
   m.elements += n;
 }
 
+// Scalar row tail shared by the MX and NVFP4 paths: multiply the decoded
+// elements of each `block`-wide block by its scale, then accumulate metrics in
+// 256-element chunks (the order the SIMD kernels use, so sums match).
+inline void scale_blocks_and_measure(const float* x, float* dq, const float* block_scales, std::int64_t in,
+                                     int block, ErrorMetrics& m) {
+  for (std::int64_t b = 0; b < in / block; ++b) {
+    const float sc = block_scales[b];
+    float* d = dq + b * block;
+    for (int i = 0; i < block; ++i) d[i] *= sc;
+  }
+  for (std::int64_t c = 0; c < in; c += 256)
+    block_metrics(x + c, dq + c, static_cast<std::size_t>(std::min<std::int64_t>(256, in - c)), m);
+}
+
 // Throws BadInput naming the tensor and the flat element index of the first
 // non-finite value in [v, v+n) (whose first element has flat index `base`).
 void check_finite(const float* v, std::size_t n, std::uint64_t base, const TensorView& src,

@@ -100,13 +100,7 @@ void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_
     f32_to_e4m3_sat_bulk(v.data(), w, static_cast<std::size_t>(in));
     e4m3_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
   }
-  for (std::int64_t b = 0; b < nblk; ++b) {
-    const float sc = scales[static_cast<std::size_t>(b)];
-    float* d = dq.data() + b * 32;
-    for (int i = 0; i < 32; ++i) d[i] *= sc;
-  }
-  for (std::int64_t c = 0; c < in; c += 256)
-    block_metrics(x + c, dq.data() + c, static_cast<std::size_t>(std::min<std::int64_t>(256, in - c)), m);
+  scale_blocks_and_measure(x, dq.data(), scales.data(), in, 32, m);
 }
 
 void quantize_mx(const MatrixJob& job, ErrorMetrics& metrics) {

@@ -90,13 +90,7 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
   }
   f32_to_e2m1_packed_bulk(v.data(), w, static_cast<std::size_t>(in));
   e2m1_packed_to_f32_bulk(w, dq.data(), static_cast<std::size_t>(in));
-  for (std::int64_t b = 0; b < nblk; ++b) {
-    const float eff = effs[static_cast<std::size_t>(b)];
-    float* d = dq.data() + b * 16;
-    for (int i = 0; i < 16; ++i) d[i] *= eff;
-  }
-  for (std::int64_t c = 0; c < in; c += 256)
-    block_metrics(x + c, dq.data() + c, static_cast<std::size_t>(std::min<std::int64_t>(256, in - c)), m);
+  scale_blocks_and_measure(x, dq.data(), effs.data(), in, 16, m);
 }
 
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {

