@@ -1,6 +1,8 @@
 // Weight-quantization throughput on one core: elements/s and BF16 input
 // bytes/s per scheme, next to a memcpy of the same bytes in the same run.
-// run_scheme_2t/* repeat three schemes with two TBB threads (real time).
+// run_scheme_2t/* repeat three schemes with two TBB threads (real time);
+// run_scheme_f32/* take the same values as F32 input (ggml's row quantizers
+// read F32; see bench/ggml_side_by_side.sh).
 //   build/<dir>/bench/bench_schemes --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
@@ -33,11 +35,27 @@ const std::vector<std::uint8_t>& bf16_weights() {
   return data;
 }
 
-void run_scheme_on(benchmark::State& state, SchemeSpec spec, int threads) {
+// The BF16 weights widened to F32 (exactly the same values).
+const std::vector<std::uint8_t>& f32_weights() {
+  static const std::vector<std::uint8_t> data = [] {
+    const auto& h = bf16_weights();
+    std::vector<std::uint8_t> b(h.size() * 2);
+    for (std::size_t i = 0; i < h.size() / 2; ++i) {
+      std::uint16_t v;
+      std::memcpy(&v, &h[2 * i], 2);
+      const float f = bf16_to_f32(v);
+      std::memcpy(&b[4 * i], &f, 4);
+    }
+    return b;
+  }();
+  return data;
+}
+
+void run_scheme_on(benchmark::State& state, SchemeSpec spec, int threads, DType input = DType::BF16) {
   tbb::global_control cores(tbb::global_control::max_allowed_parallelism,
                             static_cast<std::size_t>(threads));
-  const auto& data = bf16_weights();
-  TensorInfo info{"bench.weight", DType::BF16, Shape{kOut, kIn}};
+  const auto& data = input == DType::F32 ? f32_weights() : bf16_weights();
+  TensorInfo info{"bench.weight", input, Shape{kOut, kIn}};
   std::vector<std::vector<std::uint8_t>> bufs;
   for (const auto& s : scheme_outputs(spec, info.shape))
     bufs.emplace_back(dtype_nbytes(s.dtype, shape_numel(s.shape)));
@@ -48,7 +66,7 @@ void run_scheme_on(benchmark::State& state, SchemeSpec spec, int threads) {
     benchmark::DoNotOptimize(bufs[0].data());
   }
   state.SetItemsProcessed(state.iterations() * kOut * kIn);
-  state.SetBytesProcessed(state.iterations() * kOut * kIn * 2);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(data.size()));
   state.counters["rel_err"] = m.rel_frobenius();
 }
 
@@ -56,6 +74,9 @@ void run_scheme(benchmark::State& state, SchemeSpec spec) { run_scheme_on(state,
 // Two TBB threads inside one quantize_weight call (wall time: CPU time would
 // add both threads up).
 void run_scheme_2t(benchmark::State& state, SchemeSpec spec) { run_scheme_on(state, spec, 2); }
+void run_scheme_f32(benchmark::State& state, SchemeSpec spec) {
+  run_scheme_on(state, spec, 1, DType::F32);
+}
 
 void BM_memcpy_same_bytes(benchmark::State& state) {
   const auto& data = bf16_weights();
@@ -90,6 +111,11 @@ BENCHMARK_CAPTURE(run_scheme, fp8_channel_bf16scale, spec_of(SchemeKind::FP8Chan
 BENCHMARK_CAPTURE(run_scheme, nvfp4, spec_of(SchemeKind::NVFP4))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(run_scheme, fp8_block128, spec_of(SchemeKind::FP8Block))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(run_scheme, int4_g128_packed, spec_of(SchemeKind::IntGroup))->Unit(benchmark::kMillisecond);
+
+BENCHMARK_CAPTURE(run_scheme_f32, mxfp4, spec_of(SchemeKind::MXFP4))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme_f32, fp8_channel_bf16scale, spec_of(SchemeKind::FP8Channel))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme_f32, nvfp4, spec_of(SchemeKind::NVFP4))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme_f32, int4_g128_packed, spec_of(SchemeKind::IntGroup))->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(run_scheme_2t, mxfp4, spec_of(SchemeKind::MXFP4))->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(run_scheme_2t, fp8_channel_bf16scale, spec_of(SchemeKind::FP8Channel))->Unit(benchmark::kMillisecond)->UseRealTime();

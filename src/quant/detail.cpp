@@ -1,10 +1,15 @@
 // Shared helpers for the scheme implementations.
 #include <fmt/format.h>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
 #include <array>
 
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
+#include "quant/detail_simd.h"
 
 namespace selq::quant::detail {
 
@@ -72,6 +77,51 @@ void load_row(DType t, const std::uint8_t* data, std::uint64_t first, std::uint6
       return;
     default: load_floats(t, data, first, count, out); return;
   }
+}
+
+const float* load_row_block_amax(DType t, const std::uint8_t* data, std::uint64_t first,
+                                 std::size_t n, std::size_t bw, float* buf, float* amax) {
+  if (t == DType::BF16 && reinterpret_cast<std::uintptr_t>(data + 2 * first) % 2 == 0) {
+    load_bf16_block_amax_simd(reinterpret_cast<const std::uint16_t*>(data + 2 * first), n, bw, buf,
+                              amax);
+    return buf;
+  }
+  const float* row = buf;
+  if (t == DType::F32 && reinterpret_cast<std::uintptr_t>(data + 4 * first) % alignof(float) == 0)
+    row = reinterpret_cast<const float*>(data + 4 * first);  // read in place, no copy
+  else
+    load_row(t, data, first, n, buf);
+  block_amax_simd(row, n, bw, amax);
+  return row;
+}
+
+float span_amax_fast(const TensorView& src, std::uint64_t first, std::uint64_t count) {
+  const DType t = src.info->dtype;
+  const std::uint8_t* data = src.bytes.data();
+  const bool bf16 = t == DType::BF16 && reinterpret_cast<std::uintptr_t>(data) % 2 == 0;
+  const bool f32 = t == DType::F32 && reinterpret_cast<std::uintptr_t>(data) % alignof(float) == 0;
+  if (!bf16 && !f32) return span_amax(src, first, count);
+  constexpr std::uint64_t kChunk = 1 << 18;
+  const std::int64_t nchunks = static_cast<std::int64_t>((count + kChunk - 1) / kChunk);
+  std::vector<float> partial(static_cast<std::size_t>(nchunks), 0.0f);
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, nchunks, 1), [&](const auto& r) {
+    for (std::int64_t c = r.begin(); c != r.end(); ++c) {
+      const std::uint64_t f = first + static_cast<std::uint64_t>(c) * kChunk;
+      const std::uint64_t n = std::min(kChunk, first + count - f);
+      float a;
+      if (bf16)
+        a = bf16_to_f32(bf16_amax_bits_simd(reinterpret_cast<const std::uint16_t*>(data) + f, n));
+      else
+        a = amax_f32(reinterpret_cast<const float*>(data) + f, n);
+      partial[static_cast<std::size_t>(c)] = a;
+    }
+  });
+  float a = 0.0f;
+  for (float p : partial) {
+    if (!(p <= 3.40282347e38f)) return span_amax(src, first, count);  // NaN/Inf: its exact result
+    a = std::max(a, p);
+  }
+  return a;
 }
 
 void check_finite(const float* v, std::size_t n, std::uint64_t base, const TensorView& src,

@@ -21,8 +21,35 @@
 
 namespace selq::quant::detail {
 
-// amax(|x|) of each of the n/bw blocks of bw elements (bw in {16, 32}).
+// amax(|x|) of each of the n/bw blocks of bw elements (n % bw == 0). A block
+// holding NaN gets a NaN amax, one holding Inf (and no NaN) gets Inf.
 void block_amax_simd(const float* x, std::size_t n, std::size_t bw, float* amax);
+
+// BF16 -> F32 of n elements (h 2-byte aligned) fused with block_amax_simd.
+void load_bf16_block_amax_simd(const std::uint16_t* h, std::size_t n, std::size_t bw, float* out,
+                               float* amax);
+
+// Source row [first, first + n) as F32 together with the amax of each of its
+// bw-element blocks, in one pass over the source where possible. Returns the
+// row: `buf` (n floats), or the source itself for aligned F32 input.
+const float* load_row_block_amax(DType t, const std::uint8_t* data, std::uint64_t first,
+                                 std::size_t n, std::size_t bw, float* buf, float* amax);
+
+// max(h & 0x7FFF) over n BF16 values (h 2-byte aligned).
+std::uint16_t bf16_amax_bits_simd(const std::uint16_t* h, std::size_t n);
+
+// span_amax (detail.h) without staging the data through an F32 buffer for
+// BF16 and aligned F32 sources; identical result (non-finite spans are
+// handed to span_amax itself, whose NaN it returns).
+float span_amax_fast(const TensorView& src, std::uint64_t first, std::uint64_t count);
+
+// True when every one of the nblk block maxima is finite (the row has no
+// NaN/Inf).
+inline bool all_finite(const float* amax, std::size_t nblk) {
+  bool ok = true;
+  for (std::size_t b = 0; b < nblk; ++b) ok &= amax[b] <= 3.40282347e38f;
+  return ok;
+}
 
 // E8M0 scale bytes for per-block amax (e8m0_scale_from_amax_ref per block),
 // plus the exact power-of-two multipliers: inv = 2^(127-s) (quantize) and
@@ -52,6 +79,20 @@ void e4m3_blocks_simd(const float* x, std::size_t n, std::size_t bw, const float
                       const float* dqs, bool divide, bool round_bf16, float clip_at,
                       std::uint8_t* codes, ErrorMetrics& m);
 
+// Per-group min(0, min x) and max(0, max x) of the n/gw groups of gw
+// elements (any gw >= 1 dividing n), as int.cpp's scalar loop computes them.
+void block_minmax_simd(const float* x, std::size_t n, std::size_t gw, float* mn, float* mx);
+
+// Integer codes of groups of gw elements (n % gw == 0) with per-group scale
+// s[g] and zero point zp[g] (asym only), compressed-tensors order of
+// operations: v = T(x / s) [T(v + zp)], q = rne(clamp(v, qmin, qmax)), with T
+// bf16 rounding when round_bf16, else f32. codes[i] = byte of (q + offset);
+// dq = (q - zp) * s feeds the metrics. Adds blocks, clipped elements/blocks
+// and the error sums to m.
+void int_groups_simd(const float* x, std::size_t n, std::size_t gw, const float* s,
+                     const float* zp, bool asym, bool round_bf16, float qmin, float qmax,
+                     int offset, std::uint8_t* codes, ErrorMetrics& m);
+
 // ---- row entry points (simd = false runs the scalar path) ----
 
 // Finite rows take the SIMD kernels; the scalar paths also handle NaN/Inf.
@@ -59,9 +100,10 @@ inline bool row_is_finite(const float* x, std::size_t n) {
   return amax_f32(x, n) <= 3.40282347e38f;  // false for NaN and Inf
 }
 
-// One row of `in` elements: codes into w, scale bytes into s.
+// One row of `in` elements: codes into w, scale bytes into s. The SIMD paths
+// take the block maxima from `block_amax` when given (block_amax_simd of x).
 void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_t* w,
-            std::uint8_t* s, ErrorMetrics& m, bool simd);
+            std::uint8_t* s, ErrorMetrics& m, bool simd, const float* block_amax = nullptr);
 
 struct Nvfp4RowParams {
   bool ct;       // compressed-tensors convention (else ModelOpt)
@@ -69,11 +111,24 @@ struct Nvfp4RowParams {
   float global;  // gs (CT) or weight_scale_2 (ModelOpt)
 };
 void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::uint8_t* w,
-               std::uint8_t* s, ErrorMetrics& m, bool simd);
+               std::uint8_t* s, ErrorMetrics& m, bool simd, const float* block_amax = nullptr);
 
 // n elements with one scale s; `ct` is the dtype of the quotient x / s.
 // Adds clipped elements (not blocks) and the error sums to m.
 void fp8_row(DType ct, const float* x, std::size_t n, float s, std::uint8_t* w, ErrorMetrics& m,
              bool simd);
+
+struct IntRowParams {
+  int bits;               // 4 or 8
+  bool sym;
+  DType sd, mt, ct;       // scale dtype, scale arithmetic dtype, quotient dtype
+  std::int64_t gw;        // group width (in for per-channel)
+  int offset;             // added to each code byte: 2^(b-1) when packed, else 0
+};
+// One row of `in` elements: per-group scales (already rounded to sd) and zero
+// points into s / zp, one code byte per element into codes (see
+// int_groups_simd). Non-finite rows must take simd = false.
+void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_t* codes,
+             float* s, float* zp, ErrorMetrics& m, bool simd);
 
 }  // namespace selq::quant::detail

@@ -93,28 +93,30 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
     const bool tensor = spec.kind == SchemeKind::FP8Tensor;
     float ts = 0.0f;
     if (tensor) {
-      ts = fp8_scale(p, span_amax(*job.src, base0, static_cast<std::uint64_t>(out * in)));
+      ts = fp8_scale(p, span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(out * in)));
       store_float(p.sd, sout, static_cast<std::uint64_t>(job.e), ts);
     }
     for_row_chunks(out, 8, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
-      std::vector<float> row(static_cast<std::size_t>(in));
+      std::vector<float> buf(static_cast<std::size_t>(in));
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
-        load_row(t, src, base, static_cast<std::uint64_t>(in), row.data());
-        const bool finite = row_is_finite(row.data(), row.size());
-        if (!finite) check_finite(row.data(), row.size(), base, *job.src, *job.options);
+        // The row's amax (one block) comes with the load and decides
+        // finiteness too: a finite row's amax is exact either way.
+        float amax = 0.0f;
+        const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
+        const bool finite = all_finite(&amax, 1);
+        if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
         float s = ts;
         if (!tensor) {
-          float amax = 0.0f;
-          if (finite)
-            amax = amax_f32(row.data(), row.size());
-          else
-            for (float v : row) amax = std::max(amax, std::fabs(v));
+          if (!finite) {
+            amax = 0.0f;
+            for (std::size_t i = 0; i < buf.size(); ++i) amax = std::max(amax, std::fabs(row[i]));
+          }
           s = fp8_scale(p, amax);
           store_float(p.sd, sout, static_cast<std::uint64_t>(job.e * out + r), s);
         }
         ErrorMetrics rm;
-        fp8_run(p, row.data(), row.size(), s, wout + r * in, rm, finite);
+        fp8_run(p, row, buf.size(), s, wout + r * in, rm, finite);
         if (tensor) rm.clipped_blocks = 0;  // counted once below
         rm.blocks = tensor ? 0 : 1;
         m.merge(rm);

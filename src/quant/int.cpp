@@ -13,20 +13,36 @@
 #include <fmt/format.h>
 
 #include "quant/detail.h"
+#include "quant/detail_simd.h"
 
 namespace selq::quant::detail {
 
-namespace {
-struct IntParams {
-  int bits;
-  float qmin, qmax;
-  float range;  // 2^b - 1
-  bool sym;
-  DType sd, mt, ct;
-};
+// The packed layout is written as bytes (see quantize_int).
+static_assert(std::endian::native == std::endian::little);
 
+namespace {
 inline float rne_small(float v) {  // |v| < 2^22
   return (v + 12582912.0f) - 12582912.0f;
+}
+
+// Scale (rounded to its stored dtype) and zero point of one group whose
+// min(0, min x) is mn and max(0, max x) is mx.
+inline void group_qparams(const IntRowParams& p, float qmin, float qmax, float mn, float mx,
+                          float& s, float& zp) {
+  const float range = std::ldexp(1.0f, p.bits) - 1.0f;
+  zp = 0.0f;
+  if (p.sym) {
+    s = round_to(p.mt, std::max(-mn, mx) / (range / 2.0f));
+    if (p.sd != p.mt) s = round_to(p.sd, s);
+  } else {
+    s = round_to(p.mt, round_to(p.mt, mx - mn) / range);
+    if (p.sd != p.mt) s = round_to(p.sd, s);
+    float z = round_to(p.mt, qmin - round_to(p.mt, mn / s));
+    // 0/0 for an all-zero group: torch's NaN -> int8 cast yields 0.
+    z = z != z ? 0.0f : std::clamp(z, qmin, qmax);
+    zp = std::nearbyint(z);
+  }
+  if (s == 0.0f) s = dtype_eps(p.sd);
 }
 
 inline void put_bits(std::uint8_t* words, std::uint64_t word_stride_bytes, std::uint64_t bitpos,
@@ -59,23 +75,72 @@ int out_index(OutRole role, const SchemeSpec& spec) {
 }
 }  // namespace
 
+void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_t* codes,
+             float* scales, float* zps, ErrorMetrics& m, bool simd) {
+  const float qmin = -std::ldexp(1.0f, p.bits - 1), qmax = std::ldexp(1.0f, p.bits - 1) - 1.0f;
+  const std::int64_t ngroups = in / p.gw;
+  std::vector<float> mn(static_cast<std::size_t>(ngroups)), mx(mn.size());
+  // F16 quotients need f16 rounding, which only the scalar path has.
+  simd = simd && p.ct != DType::F16;
+  if (simd)
+    block_minmax_simd(x, static_cast<std::size_t>(in), static_cast<std::size_t>(p.gw), mn.data(),
+                      mx.data());
+  for (std::int64_t gi = 0; gi < ngroups; ++gi) {
+    float lo = 0.0f, hi = 0.0f;
+    if (simd) {
+      lo = mn[static_cast<std::size_t>(gi)];
+      hi = mx[static_cast<std::size_t>(gi)];
+    } else {
+      const float* xg = x + gi * p.gw;
+      for (std::int64_t i = 0; i < p.gw; ++i) {
+        lo = std::min(lo, xg[i]);
+        hi = std::max(hi, xg[i]);
+      }
+    }
+    group_qparams(p, qmin, qmax, lo, hi, scales[gi], zps[gi]);
+  }
+  if (simd) {
+    int_groups_simd(x, static_cast<std::size_t>(in), static_cast<std::size_t>(p.gw), scales, zps,
+                    !p.sym, p.ct == DType::BF16, qmin, qmax, p.offset, codes, m);
+    return;
+  }
+  std::vector<float> dq(static_cast<std::size_t>(p.gw));
+  for (std::int64_t gi = 0; gi < ngroups; ++gi) {
+    const float* xg = x + gi * p.gw;
+    const float s = scales[gi], zp = zps[gi];
+    std::uint64_t clipped = 0;
+    for (std::int64_t i = 0; i < p.gw; ++i) {
+      float v = round_to_fast(p.ct, xg[i] / s);
+      if (!p.sym) v = round_to_fast(p.ct, v + zp);
+      const float q = rne_small(std::clamp(v, qmin - 1.0f, qmax + 1.0f));
+      const float qc = std::clamp(q, qmin, qmax);
+      clipped += q != qc;
+      dq[static_cast<std::size_t>(i)] = (qc - zp) * s;
+      codes[gi * p.gw + i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(qc) + p.offset);
+    }
+    block_metrics(xg, dq.data(), static_cast<std::size_t>(p.gw), m);
+    m.blocks += 1;
+    m.clipped_elements += clipped;
+    m.clipped_blocks += clipped != 0;
+  }
+}
+
 void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
   const SchemeSpec& spec = *job.spec;
   const Geometry& g = job.g;
   const std::int64_t in = g.in, out = g.out;
   const DType t = job.src->info->dtype;
   const int b = spec.bits;
-  IntParams p{b,
-              -std::ldexp(1.0f, b - 1),
-              std::ldexp(1.0f, b - 1) - 1.0f,
-              std::ldexp(1.0f, b) - 1.0f,
-              spec.symmetric,
-              spec.scale_dtype,
-              spec.scale_dtype == t ? t : DType::F32,
-              promote(t, spec.scale_dtype)};
-  const std::int64_t gw = spec.kind == SchemeKind::IntChannel ? in : spec.group_size;
-  const std::int64_t ngroups = in / gw;
   const bool packed = spec.int_pack_int32;
+  const std::int64_t gw = spec.kind == SchemeKind::IntChannel ? in : spec.group_size;
+  const IntRowParams p{b,
+                       spec.symmetric,
+                       spec.scale_dtype,
+                       spec.scale_dtype == t ? t : DType::F32,
+                       promote(t, spec.scale_dtype),
+                       gw,
+                       packed ? 1 << (b - 1) : 0};
+  const std::int64_t ngroups = in / gw;
   const std::int64_t words_per_row = ceil_div(in * b, 32);
   const std::int64_t zp_words = ceil_div(out * b, 32);
   const std::uint8_t* src = job.src->bytes.data();
@@ -86,7 +151,7 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
   std::uint8_t* sout = job.outs[1].data();
   std::uint8_t* zout = spec.symmetric ? nullptr : job.outs[2].data();
   if (packed) {
-    // Whole-output zero fill once (bits are OR-ed in below).
+    // Zero fill once: row padding bits stay 0 and zero points are OR-ed in.
     std::memset(wout, 0, static_cast<std::size_t>(out * words_per_row * 4));
     if (zout) std::memset(zout + job.e * zp_words * ngroups * 4, 0,
                           static_cast<std::size_t>(zp_words * ngroups * 4));
@@ -103,63 +168,38 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
   // Chunks of 16 rows keep packed zero-point words (8 or 4 rows each) owned
   // by a single task.
   for_row_chunks(out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
-    std::vector<float> row(static_cast<std::size_t>(in));
-    std::vector<float> dq(static_cast<std::size_t>(gw));
+    std::vector<float> buf(static_cast<std::size_t>(in));
+    std::vector<float> scales(static_cast<std::size_t>(ngroups)), zps(scales.size());
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(in));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
-      load_row(t, src, base, static_cast<std::uint64_t>(in), row.data());
-      check_finite(row.data(), row.size(), base, *job.src, *job.options);
+      float amax = 0.0f;  // only decides finiteness (min/max come per group)
+      const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
+      const bool finite = all_finite(&amax, 1);
+      if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
+      int_row(p, row, in, codes.data(), scales.data(), zps.data(), m, finite);
       for (std::int64_t gi = 0; gi < ngroups; ++gi) {
-        const float* x = row.data() + gi * gw;
-        float mn = 0.0f, mx = 0.0f;
-        for (std::int64_t i = 0; i < gw; ++i) {
-          mn = std::min(mn, x[i]);
-          mx = std::max(mx, x[i]);
-        }
-        float s, zp = 0.0f;
-        if (p.sym) {
-          s = round_to(p.mt, std::max(-mn, mx) / (p.range / 2.0f));
-          if (p.sd != p.mt) s = round_to(p.sd, s);
-        } else {
-          s = round_to(p.mt, round_to(p.mt, mx - mn) / p.range);
-          if (p.sd != p.mt) s = round_to(p.sd, s);
-          float z = round_to(p.mt, p.qmin - round_to(p.mt, mn / s));
-          // 0/0 for an all-zero group: torch's NaN -> int8 cast yields 0.
-          z = z != z ? 0.0f : std::clamp(z, p.qmin, p.qmax);
-          zp = std::nearbyint(z);
-        }
-        if (s == 0.0f) s = dtype_eps(p.sd);
         const std::uint64_t sidx = static_cast<std::uint64_t>((job.e * out + r) * ngroups + gi);
-        store_float(p.sd, sout, sidx, s);
-        if (zout) {
-          const auto zq = static_cast<std::int8_t>(zp);
-          if (packed)
-            put_bits(zout + (job.e * zp_words * ngroups + gi) * 4,
-                     static_cast<std::uint64_t>(ngroups) * 4, static_cast<std::uint64_t>(r * b),
-                     static_cast<std::uint32_t>(zq + (1 << (b - 1))));
-          else
-            zout[sidx] = static_cast<std::uint8_t>(zq);
-        }
-        std::uint64_t clipped = 0;
-        for (std::int64_t i = 0; i < gw; ++i) {
-          float v = round_to_fast(p.ct, x[i] / s);
-          if (zout) v = round_to_fast(p.ct, v + zp);
-          const float q = rne_small(std::clamp(v, p.qmin - 1.0f, p.qmax + 1.0f));
-          const float qc = std::clamp(q, p.qmin, p.qmax);
-          clipped += q != qc;
-          dq[static_cast<std::size_t>(i)] = (qc - zp) * s;
-          const auto qi = static_cast<std::int32_t>(qc);
-          const std::int64_t col = gi * gw + i;
-          if (packed)
-            put_bits(wout + r * words_per_row * 4, 4, static_cast<std::uint64_t>(col * b),
-                     static_cast<std::uint32_t>(qi + (1 << (b - 1))));
-          else
-            wout[r * in + col] = static_cast<std::uint8_t>(static_cast<std::int8_t>(qi));
-        }
-        block_metrics(x, dq.data(), static_cast<std::size_t>(gw), m);
-        m.blocks += 1;
-        m.clipped_elements += clipped;
-        m.clipped_blocks += clipped != 0;
+        store_float(p.sd, sout, sidx, scales[static_cast<std::size_t>(gi)]);
+        if (!zout) continue;
+        const auto zq = static_cast<std::int8_t>(zps[static_cast<std::size_t>(gi)]);
+        if (packed)
+          put_bits(zout + (job.e * zp_words * ngroups + gi) * 4,
+                   static_cast<std::uint64_t>(ngroups) * 4, static_cast<std::uint64_t>(r * b),
+                   static_cast<std::uint32_t>(zq + (1 << (b - 1))));
+        else
+          zout[sidx] = static_cast<std::uint8_t>(zq);
+      }
+      // Little-endian I32 words with element i at bit i*b are the code
+      // bytes themselves (b = 8) or nibble pairs, low nibble first (b = 4).
+      std::uint8_t* wr = packed ? wout + r * words_per_row * 4 : wout + r * in;
+      if (!packed || b == 8) {
+        std::memcpy(wr, codes.data(), static_cast<std::size_t>(in));
+      } else {
+        const std::uint8_t* c = codes.data();
+        for (std::int64_t k = 0; k < in / 2; ++k)
+          wr[k] = static_cast<std::uint8_t>(c[2 * k] | (c[2 * k + 1] << 4));
+        if (in % 2) wr[in / 2] = c[in - 1];
       }
     }
   });

@@ -6,6 +6,7 @@
 // bit pattern in the normal range, a magic-number add in the subnormal
 // range), and the code is read off its exponent and mantissa bits. This
 // replaces encode + decode + scale + a separate metrics pass with one pass.
+#include <algorithm>
 #include <cstring>
 
 #include "quant/detail_simd.h"
@@ -162,11 +163,64 @@ void BlockAmax(const float* x, std::size_t n, std::size_t bw, float* amax) {
     const float* p = x + b * bw;
     VI m = hn::Zero(di);
     // Non-negative bit patterns of finite floats order like their values.
-    for (std::size_t j = 0; j < bw; j += N)
+    std::size_t j = 0;
+    for (; j + N <= bw; j += N)
       m = hn::Max(m, hn::And(hn::BitCast(di, hn::LoadU(DF(), p + j)), mask));
-    const std::int32_t bits = hn::GetLane(hn::MaxOfLanes(di, m));
+    std::int32_t bits = hn::GetLane(hn::MaxOfLanes(di, m));
+    for (; j < bw; ++j) {
+      std::int32_t u;
+      std::memcpy(&u, p + j, 4);
+      bits = std::max(bits, u & 0x7FFFFFFF);
+    }
     std::memcpy(amax + b, &bits, 4);
   }
+}
+
+// BF16 -> F32 and the per-block amax in one pass (same bit-pattern max as
+// BlockAmax; NaN blocks give NaN bit patterns, Inf blocks Inf).
+void LoadBf16BlockAmax(const std::uint16_t* h, std::size_t n, std::size_t bw, float* out,
+                       float* amax) {
+  const DF df;
+  const DI di;
+  const DU du;
+  const hn::Rebind<std::uint16_t, DU> d16;
+  const std::size_t N = hn::Lanes(df);
+  const VI mask = hn::Set(di, 0x7FFFFFFF);
+  for (std::size_t b = 0; b * bw < n; ++b) {
+    const std::uint16_t* p = h + b * bw;
+    float* o = out + b * bw;
+    VI m = hn::Zero(di);
+    std::size_t j = 0;
+    for (; j + N <= bw; j += N) {
+      const auto w = hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p + j)));
+      hn::StoreU(hn::BitCast(df, w), df, o + j);
+      m = hn::Max(m, hn::And(hn::BitCast(di, w), mask));
+    }
+    std::int32_t bits = hn::GetLane(hn::MaxOfLanes(di, m));
+    for (; j < bw; ++j) {
+      const std::uint32_t u = static_cast<std::uint32_t>(p[j]) << 16;
+      std::memcpy(o + j, &u, 4);
+      bits = std::max(bits, static_cast<std::int32_t>(u & 0x7FFFFFFFu));
+    }
+    std::memcpy(amax + b, &bits, 4);
+  }
+}
+
+// max of (h & 0x7FFF) over n BF16 values: the bit pattern of amax for finite
+// inputs (and >= 0x7F80 when any is NaN/Inf).
+std::uint16_t Bf16AmaxBits(const std::uint16_t* h, std::size_t n) {
+  const hn::ScalableTag<std::uint16_t> d16;
+  const std::size_t N = hn::Lanes(d16);
+  const auto mask = hn::Set(d16, std::uint16_t{0x7FFF});
+  auto m0 = hn::Zero(d16), m1 = hn::Zero(d16);
+  std::size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    m0 = hn::Max(m0, hn::And(hn::LoadU(d16, h + i), mask));
+    m1 = hn::Max(m1, hn::And(hn::LoadU(d16, h + i + N), mask));
+  }
+  std::uint16_t r = hn::GetLane(hn::MaxOfLanes(d16, hn::Max(m0, m1)));
+  for (; i < n; ++i) r = std::max(r, static_cast<std::uint16_t>(h[i] & 0x7FFF));
+  return r;
 }
 
 // Powers of two 2^k for integer lanes k in [-127, 127].
@@ -404,6 +458,113 @@ void E4m3Blocks(const float* x, std::size_t n, std::size_t bw, const float* d, c
   }
 }
 
+// ---------------------------------------------------------------- int
+
+void BlockMinMax(const float* x, std::size_t n, std::size_t gw, float* mn, float* mx) {
+  const DF df;
+  const std::size_t N = hn::Lanes(df);
+  for (std::size_t g = 0; g * gw < n; ++g) {
+    const float* p = x + g * gw;
+    // Starting from zero is the scalar loop's min(0, ...) / max(0, ...).
+    VF lo = hn::Zero(df), hi = hn::Zero(df);
+    std::size_t j = 0;
+    for (; j + N <= gw; j += N) {
+      const VF v = hn::LoadU(df, p + j);
+      lo = hn::Min(lo, v);
+      hi = hn::Max(hi, v);
+    }
+    float l = hn::GetLane(hn::MinOfLanes(df, lo)), h = hn::GetLane(hn::MaxOfLanes(df, hi));
+    for (; j < gw; ++j) {
+      l = std::min(l, p[j]);
+      h = std::max(h, p[j]);
+    }
+    // A -0.0 from a lane minimum is +0.0 for the scalar loop (std::min keeps
+    // its first argument on ties); only the sign of zero can differ.
+    mn[g] = std::min(0.0f, l);
+    mx[g] = std::max(0.0f, h);
+  }
+}
+
+template <bool kAsym, bool kBf16>
+HWY_INLINE void IntGroupsT(const float* x, std::size_t n, std::size_t gw, const float* s,
+                           const float* zp, float qmin, float qmax, int offset,
+                           std::uint8_t* codes, ErrorMetrics& m) {
+  const DF df;
+  const DI di;
+  const std::size_t N = hn::Lanes(df);
+  const VF lo1 = hn::Set(df, qmin - 1.0f), hi1 = hn::Set(df, qmax + 1.0f);
+  const VF lo = hn::Set(df, qmin), hi = hn::Set(df, qmax);
+  const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adds round to integers (RNE)
+  const VI off = hn::Set(di, offset);
+  Acc acc;
+  AccZero(acc);
+  std::size_t since_flush = 0;
+  VI clipped = hn::Zero(di);
+  const auto step = [&](const float* p, std::uint8_t* out, VF sv, VF zv) {
+    const VF xv = hn::LoadU(df, p);
+    VF v = hn::Div(xv, sv);
+    if (kBf16) v = RoundBf16(v);
+    if (kAsym) {
+      v = hn::Add(v, zv);
+      if (kBf16) v = RoundBf16(v);
+    }
+    const VF q = hn::Sub(hn::Add(hn::Min(hn::Max(v, lo1), hi1), magic), magic);
+    const VF qc = hn::Min(hn::Max(q, lo), hi);
+    clipped = hn::Sub(clipped, hn::VecFromMask(di, hn::RebindMask(di, hn::Ne(q, qc))));
+    AccAdd(acc, xv, hn::Mul(hn::Sub(qc, zv), sv));
+    const VI code = hn::Add(hn::ConvertTo(di, qc), off);
+    // Truncation to the low byte: codes are in [0, 255] (offset binary) or
+    // [-128, 127] (signed int8); each demotes exactly with its own signedness.
+    if (offset > 0)
+      hn::StoreU(hn::DemoteTo(D8(), code), D8(), out);
+    else
+      hn::StoreU(hn::DemoteTo(hn::Rebind<std::int8_t, DI>(), code), hn::Rebind<std::int8_t, DI>(),
+                 reinterpret_cast<std::int8_t*>(out));
+    if ((since_flush += N) >= kFlushEvery) {
+      AccFlush(acc, m);
+      since_flush = 0;
+    }
+  };
+  for (std::size_t g = 0; g * gw < n; ++g) {
+    const std::size_t c0 = g * gw, c1 = c0 + gw;
+    const VF sv = hn::Set(df, s[g]);
+    const VF zv = hn::Set(df, kAsym ? zp[g] : 0.0f);
+    std::size_t c = c0;
+    for (; c + N <= c1; c += N) step(x + c, codes + c, sv, zv);
+    if (c < c1) {  // zeros quantize to the zero point: no error, no clipping
+      HWY_ALIGN float in_buf[kMaxLanes] = {};
+      HWY_ALIGN std::uint8_t out_buf[kMaxLanes];
+      std::memcpy(in_buf, x + c, (c1 - c) * 4);
+      step(in_buf, out_buf, sv, zv);
+      std::memcpy(codes + c, out_buf, c1 - c);
+    }
+    m.blocks += 1;
+    if (!hn::AllFalse(di, hn::Gt(clipped, hn::Zero(di)))) {
+      m.clipped_elements += ClipCount(clipped);
+      m.clipped_blocks += 1;
+      clipped = hn::Zero(di);
+    }
+  }
+  AccFlush(acc, m);
+  m.elements += n;
+}
+
+void IntGroups(const float* x, std::size_t n, std::size_t gw, const float* s, const float* zp,
+               bool asym, bool round_bf16, float qmin, float qmax, int offset, std::uint8_t* codes,
+               ErrorMetrics& m) {
+  if (asym) {
+    if (round_bf16)
+      IntGroupsT<true, true>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
+    else
+      IntGroupsT<true, false>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
+  } else {
+    if (round_bf16)
+      IntGroupsT<false, true>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
+    else
+      IntGroupsT<false, false>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace selq::quant::detail
 HWY_AFTER_NAMESPACE();
@@ -416,6 +577,10 @@ HWY_EXPORT(MxScales);
 HWY_EXPORT(Nvfp4Scales);
 HWY_EXPORT(E2m1Blocks);
 HWY_EXPORT(E4m3Blocks);
+HWY_EXPORT(BlockMinMax);
+HWY_EXPORT(LoadBf16BlockAmax);
+HWY_EXPORT(Bf16AmaxBits);
+HWY_EXPORT(IntGroups);
 
 void block_amax_simd(const float* x, std::size_t n, std::size_t bw, float* amax) {
   HWY_DYNAMIC_DISPATCH(BlockAmax)(x, n, bw, amax);
@@ -437,6 +602,22 @@ void e4m3_blocks_simd(const float* x, std::size_t n, std::size_t bw, const float
                       const float* dqs, bool divide, bool round_bf16, float clip_at,
                       std::uint8_t* codes, ErrorMetrics& m) {
   HWY_DYNAMIC_DISPATCH(E4m3Blocks)(x, n, bw, d, dqs, divide, round_bf16, clip_at, codes, m);
+}
+
+void load_bf16_block_amax_simd(const std::uint16_t* h, std::size_t n, std::size_t bw, float* out,
+                               float* amax) {
+  HWY_DYNAMIC_DISPATCH(LoadBf16BlockAmax)(h, n, bw, out, amax);
+}
+std::uint16_t bf16_amax_bits_simd(const std::uint16_t* h, std::size_t n) {
+  return HWY_DYNAMIC_DISPATCH(Bf16AmaxBits)(h, n);
+}
+void block_minmax_simd(const float* x, std::size_t n, std::size_t gw, float* mn, float* mx) {
+  HWY_DYNAMIC_DISPATCH(BlockMinMax)(x, n, gw, mn, mx);
+}
+void int_groups_simd(const float* x, std::size_t n, std::size_t gw, const float* s,
+                     const float* zp, bool asym, bool round_bf16, float qmin, float qmax,
+                     int offset, std::uint8_t* codes, ErrorMetrics& m) {
+  HWY_DYNAMIC_DISPATCH(IntGroups)(x, n, gw, s, zp, asym, round_bf16, qmin, qmax, offset, codes, m);
 }
 
 }  // namespace selq::quant::detail

@@ -55,15 +55,19 @@ std::uint8_t mx_scale_byte(float amax, ScaleRule rule, const MxFormat& f) {
 }  // namespace
 
 void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_t* w,
-            std::uint8_t* sout, ErrorMetrics& m, bool simd) {
+            std::uint8_t* sout, ErrorMetrics& m, bool simd, const float* block_amax) {
   const MxFormat f = mx_format(spec);
   const std::int64_t nblk = in / 32;
   m.blocks += static_cast<std::uint64_t>(nblk);
   if (simd) {
-    std::vector<float> amax(static_cast<std::size_t>(nblk)), inv(amax.size()), sc(amax.size());
-    block_amax_simd(x, static_cast<std::size_t>(in), 32, amax.data());
-    mx_scales_simd(amax.data(), amax.size(), spec.scale_rule, f.emax, f.mbits_for_even, f.max,
-                   sout, inv.data(), sc.data());
+    std::vector<float> amax(block_amax ? 0 : static_cast<std::size_t>(nblk));
+    std::vector<float> inv(static_cast<std::size_t>(nblk)), sc(inv.size());
+    if (!block_amax) {
+      block_amax_simd(x, static_cast<std::size_t>(in), 32, amax.data());
+      block_amax = amax.data();
+    }
+    mx_scales_simd(block_amax, inv.size(), spec.scale_rule, f.emax, f.mbits_for_even, f.max, sout,
+                   inv.data(), sc.data());
     if (f.fp4)
       e2m1_blocks_simd(x, static_cast<std::size_t>(in), 32, inv.data(), sc.data(), false,
                        f.clip_at, w, m);
@@ -116,13 +120,15 @@ void quantize_mx(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * g.out * in);
 
   for_row_chunks(g.out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
-    std::vector<float> row(static_cast<std::size_t>(in));
+    std::vector<float> buf(static_cast<std::size_t>(in)), amax(static_cast<std::size_t>(nblk));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
-      load_row(sdt, src, base, static_cast<std::uint64_t>(in), row.data());
-      const bool finite = row_is_finite(row.data(), row.size());
-      if (!finite) check_finite(row.data(), row.size(), base, *job.src, *job.options);
-      mx_row(spec, row.data(), in, wout + r * wrow, sout + r * nblk, m, finite);
+      // One pass loads the row, finds the block maxima and, through them,
+      // any NaN/Inf.
+      const float* row = load_row_block_amax(sdt, src, base, buf.size(), 32, buf.data(), amax.data());
+      const bool finite = all_finite(amax.data(), amax.size());
+      if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
+      mx_row(spec, row, in, wout + r * wrow, sout + r * nblk, m, finite, amax.data());
     }
   });
 }

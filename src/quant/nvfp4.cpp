@@ -52,19 +52,22 @@ float nvfp4_global_scale(NvfpConvention conv, DType t, float amax) {
 }
 
 void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::uint8_t* w,
-               std::uint8_t* sout, ErrorMetrics& m, bool simd) {
+               std::uint8_t* sout, ErrorMetrics& m, bool simd, const float* block_amax) {
   const std::int64_t nblk = in / 16;
   m.blocks += static_cast<std::uint64_t>(nblk);
   std::vector<float> effs(static_cast<std::size_t>(nblk));
   if (simd) {
-    std::vector<float> amax(effs.size());
-    block_amax_simd(x, static_cast<std::size_t>(in), 16, amax.data());
+    std::vector<float> amax(block_amax ? 0 : effs.size());
+    if (!block_amax) {
+      block_amax_simd(x, static_cast<std::size_t>(in), 16, amax.data());
+      block_amax = amax.data();
+    }
     if (!p.ct || p.t != DType::F16) {
-      nvfp4_scales_simd(amax.data(), amax.size(), p.ct, p.t == DType::BF16, p.global, sout,
+      nvfp4_scales_simd(block_amax, effs.size(), p.ct, p.t == DType::BF16, p.global, sout,
                         effs.data());
     } else {
-      for (std::size_t b = 0; b < amax.size(); ++b) {
-        sout[b] = block_scale_byte(p, amax[b]);
+      for (std::size_t b = 0; b < effs.size(); ++b) {
+        sout[b] = block_scale_byte(p, block_amax[b]);
         effs[b] = effective_scale(p, sout[b]);
       }
     }
@@ -103,7 +106,7 @@ void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
 
   const float amax = job.options->global_amax
                          ? *job.options->global_amax
-                         : span_amax(*job.src, base0, static_cast<std::uint64_t>(g.out * in));
+                         : span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(g.out * in));
   NvParams p{spec.nvfp == NvfpConvention::CompressedTensors, sdt, 0.0f};
   p.global = nvfp4_global_scale(spec.nvfp, sdt, amax);
   std::memcpy(job.outs[2].data() + 4 * job.e, &p.global, 4);
@@ -112,13 +115,13 @@ void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
   std::uint8_t* sout = job.outs[1].data() + static_cast<std::uint64_t>(job.e * g.out * nblk);
 
   for_row_chunks(g.out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
-    std::vector<float> row(static_cast<std::size_t>(in));
+    std::vector<float> buf(static_cast<std::size_t>(in)), amax(static_cast<std::size_t>(nblk));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
-      load_row(sdt, src, base, static_cast<std::uint64_t>(in), row.data());
-      const bool finite = row_is_finite(row.data(), row.size());
-      if (!finite) check_finite(row.data(), row.size(), base, *job.src, *job.options);
-      nvfp4_row(p, row.data(), in, wout + r * (in / 2), sout + r * nblk, m, finite);
+      const float* row = load_row_block_amax(sdt, src, base, buf.size(), 16, buf.data(), amax.data());
+      const bool finite = all_finite(amax.data(), amax.size());
+      if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
+      nvfp4_row(p, row, in, wout + r * (in / 2), sout + r * nblk, m, finite, amax.data());
     }
   });
 }

@@ -6,10 +6,13 @@
 // finite BF16 bit pattern.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include <hwy/targets.h>
 
 #include "core/codecs.h"
 #include "quant/detail.h"
@@ -153,3 +156,126 @@ TEST(KernelsSimd, Fp8RowsMatchScalarForAnyLengthAndQuotientDtype) {
   EXPECT_EQ(wa, wb);
   EXPECT_EQ(ma.clipped_elements, mb.clipped_elements);
 }
+
+namespace {
+// Runs f once per SIMD target compiled in and supported by this CPU (the
+// kernels dispatch at run time, so each target needs its own check).
+template <class F>
+void for_each_target(F&& f) {
+  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    f();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// Groups whose scale comes out a power of two (amax 7.5 * 2^e for int4 sym,
+// 127.5 * 2^e for int8 sym) holding values on .5 ties, mixed with nasty rows.
+std::vector<float> int_row_input(std::size_t n, std::size_t gw, int bits, unsigned seed) {
+  auto x = nasty_row(n, seed);
+  std::mt19937 rng(seed * 31 + 5);
+  std::uniform_int_distribution<int> ex(-12, 12), k(-8, 7);
+  const float top = bits == 4 ? 7.5f : 127.5f;
+  for (std::size_t g = 0; g * gw < n; ++g) {
+    if (rng() % 3 != 0) continue;
+    const float p2 = std::ldexp(1.0f, ex(rng));
+    for (std::size_t i = 0; i < gw; ++i) x[g * gw + i] = (static_cast<float>(k(rng)) + 0.5f) * p2;
+    x[g * gw] = (rng() & 1 ? -top : top) * p2;
+  }
+  return x;
+}
+}  // namespace
+
+TEST(KernelsSimd, IntRowsMatchScalar) { for_each_target([] {
+  struct Dt {
+    DType t, sd;
+  };
+  for (int bits : {4, 8}) {
+    for (bool sym : {true, false}) {
+      for (Dt dt : {Dt{DType::BF16, DType::BF16}, Dt{DType::BF16, DType::F32}, Dt{DType::F32, DType::F32},
+                    Dt{DType::F32, DType::BF16}, Dt{DType::F16, DType::F16}, Dt{DType::F32, DType::F16}}) {
+        for (std::size_t gw : {std::size_t{0}, std::size_t{128}, std::size_t{32}, std::size_t{7}}) {
+          for (unsigned seed = 0; seed < 3; ++seed) {
+            const std::size_t n = gw == 0 ? 8 * (1 + 97 * seed) + seed : 128 * 7 * (seed + 1);
+            const std::size_t w = gw == 0 ? n : gw;
+            auto x = int_row_input(n, w, bits, seed + 100 * bits);
+            if (dt.t == DType::BF16)
+              for (float& v : x) v = bf16_to_f32(f32_to_bf16_ref(v));
+            const IntRowParams p{bits, sym, dt.sd, dt.sd == dt.t ? dt.t : DType::F32,
+                                 dt.sd == dt.t ? dt.t : DType::F32, static_cast<std::int64_t>(w),
+                                 seed == 1 ? 0 : 1 << (bits - 1)};
+            const std::size_t ng = n / w;
+            std::vector<std::uint8_t> ca(n), cb(n);
+            std::vector<float> sa(ng), sb(ng), za(ng), zb(ng);
+            ErrorMetrics ma, mb;
+            int_row(p, x.data(), static_cast<std::int64_t>(n), ca.data(), sa.data(), za.data(), ma, true);
+            int_row(p, x.data(), static_cast<std::int64_t>(n), cb.data(), sb.data(), zb.data(), mb, false);
+            const std::string what = "int" + std::to_string(bits) + (sym ? " sym " : " asym ") +
+                                     std::string(dtype_name(dt.t)) + "/" + std::string(dtype_name(dt.sd)) +
+                                     " gw " + std::to_string(w) + " seed " + std::to_string(seed);
+            ASSERT_EQ(ca, cb) << what;
+            for (std::size_t g = 0; g < ng; ++g) {
+              ASSERT_EQ(std::bit_cast<std::uint32_t>(sa[g]), std::bit_cast<std::uint32_t>(sb[g])) << what;
+              ASSERT_EQ(std::bit_cast<std::uint32_t>(za[g]), std::bit_cast<std::uint32_t>(zb[g])) << what;
+            }
+            if (std::isfinite(mb.sum_sq_err)) expect_metrics_match(ma, mb, what);
+            EXPECT_GT(mb.blocks, 0u);
+          }
+        }
+      }
+    }
+  }
+}); }
+
+TEST(KernelsSimd, IntRowsHitClippingAndTies) {
+  // The oracle comparison above is only meaningful if the inputs reach the
+  // clipped cases; int4 sym rounds +7.5 * s up to 8, which clips.
+  const auto x = int_row_input(128 * 16, 128, 4, 7);
+  const IntRowParams p{4, true, DType::BF16, DType::BF16, DType::BF16, 128, 8};
+  std::vector<std::uint8_t> c(x.size());
+  std::vector<float> s(16), z(16);
+  ErrorMetrics m;
+  int_row(p, x.data(), static_cast<std::int64_t>(x.size()), c.data(), s.data(), z.data(), m, true);
+  EXPECT_GT(m.clipped_elements, 0u);
+  EXPECT_EQ(m.blocks, 16u);
+  EXPECT_EQ(m.elements, x.size());
+}
+
+TEST(KernelsSimd, FusedRowLoadAndSpanAmaxMatchTheStagedPath) { for_each_target([] {
+  // load_row_block_amax / span_amax_fast replace load_row + block_amax_simd
+  // / span_amax; the row values, the block maxima (bit for bit) and the span
+  // amax must not change, with or without NaN/Inf, aligned or not.
+  for (DType t : {DType::BF16, DType::F32, DType::F16}) {
+    for (int poison : {0, 1, 2}) {  // none, Inf, NaN
+      for (std::size_t shift : {std::size_t{0}, std::size_t{1}}) {
+        // n % 32 == 0 for the block widths; bw = n - 5 covers a ragged
+        // single block (fp8 per-channel, int rows) via the prefix below.
+        const std::size_t n = 32 * 41, es = t == DType::F32 ? 4 : 2;
+        auto x = nasty_row(n, 77 + poison);
+        if (t == DType::F16)  // stay inside F16's range unless poisoned
+          for (float& v : x) v = std::clamp(v, -6e4f, 6e4f);
+        if (poison == 1) x[517] = -INFINITY;
+        if (poison == 2) x[1000] = NAN;
+        std::vector<std::uint8_t> bytes(n * es + shift);
+        for (std::size_t i = 0; i < n; ++i) store_float(t, bytes.data() + shift, i, x[i]);
+        const TensorInfo info{"w", t, Shape{static_cast<std::int64_t>(n)}};
+        const TensorView view{&info, std::span<const std::uint8_t>(bytes.data() + shift, n * es)};
+        const std::string what = std::string(dtype_name(t)) + " poison " + std::to_string(poison) +
+                                 " shift " + std::to_string(shift);
+        for (std::size_t bw : {std::size_t{16}, std::size_t{32}, n - 5}) {
+          const std::size_t m = bw == n - 5 ? bw : n;  // elements loaded
+          std::vector<float> staged(m), buf(m), a0(m / bw), a1(m / bw);
+          load_row(t, view.bytes.data(), 0, m, staged.data());
+          block_amax_simd(staged.data(), m, bw, a0.data());
+          const float* row = load_row_block_amax(t, view.bytes.data(), 0, m, bw, buf.data(), a1.data());
+          ASSERT_EQ(0, std::memcmp(row, staged.data(), m * 4)) << what;
+          ASSERT_EQ(0, std::memcmp(a0.data(), a1.data(), a0.size() * 4)) << what << " bw " << bw;
+          EXPECT_EQ(all_finite(a1.data(), a1.size()), poison == 0) << what;
+        }
+        const float want = span_amax(view, 3, n - 3), got = span_amax_fast(view, 3, n - 3);
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(want), std::bit_cast<std::uint32_t>(got)) << what;
+      }
+    }
+  }
+}); }
