@@ -206,10 +206,15 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
     }
     for (std::int64_t hh = 0; hh < c.heads; ++hh) {
       const std::int64_t kh = hh / group;
-      // scores[T, total] = Q_h K_h^T * scale
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
-                  static_cast<int>(hd), scale, q.data() + hh * hd, static_cast<int>(qd), kc + kh * hd,
-                  static_cast<int>(kvd), 0.0f, scores.data(), static_cast<int>(total));
+      // scores[T, total] = Q_h K_h^T * scale. One decode token: gemv, which
+      // OpenBLAS 0.3.21's sgemm with M=1 does not forward to (it packs K).
+      if (T == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(hd), scale, kc + kh * hd,
+                    static_cast<int>(kvd), q.data() + hh * hd, 1, 0.0f, scores.data(), 1);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
+                    static_cast<int>(hd), scale, q.data() + hh * hd, static_cast<int>(qd), kc + kh * hd,
+                    static_cast<int>(kvd), 0.0f, scores.data(), static_cast<int>(total));
       for (std::int64_t t = 0; t < T; ++t) {
         float* row = scores.data() + t * total;
         const std::int64_t visible = pos0 + t + 1;  // causal
@@ -224,9 +229,13 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
         for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
         std::fill(row + visible, row + total, 0.0f);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
-                  static_cast<int>(total), 1.0f, scores.data(), static_cast<int>(total), vc + kh * hd,
-                  static_cast<int>(kvd), 0.0f, attn.data() + hh * hd, static_cast<int>(qd));
+      if (T == 1)
+        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(hd), 1.0f, vc + kh * hd,
+                    static_cast<int>(kvd), scores.data(), 1, 0.0f, attn.data() + hh * hd, 1);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
+                    static_cast<int>(total), 1.0f, scores.data(), static_cast<int>(total), vc + kh * hd,
+                    static_cast<int>(kvd), 0.0f, attn.data() + hh * hd, static_cast<int>(qd));
     }
     linear(L.o, attn.data(), T, tmp.data());
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
@@ -248,9 +257,15 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
     rms_norm(x.data() + t * H, final_norm_.data(), H, c.rms_eps, h.data() + (t - first) * H);
   const float* W = head_.empty() ? embed_.data() : head_.data();
   std::vector<float> logits(static_cast<std::size_t>(rows * c.vocab));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(c.vocab),
-              static_cast<int>(H), 1.0f, h.data(), static_cast<int>(H), W, static_cast<int>(H), 0.0f,
-              logits.data(), static_cast<int>(c.vocab));
+  // One row (decode, last-token logits): gemv reads the [vocab, hidden] head
+  // once; sgemm with M=1 would first copy all of it into packed panels.
+  if (rows == 1)
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(c.vocab), static_cast<int>(H), 1.0f, W,
+                static_cast<int>(H), h.data(), 1, 0.0f, logits.data(), 1);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(c.vocab),
+                static_cast<int>(H), 1.0f, h.data(), static_cast<int>(H), W, static_cast<int>(H), 0.0f,
+                logits.data(), static_cast<int>(c.vocab));
   return logits;
 }
 
