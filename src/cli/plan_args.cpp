@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "export/dialect.h"
+#include "pipeline/calibration.h"
 
 namespace selq::cli {
 
@@ -18,6 +19,9 @@ void add_plan_args(CLI::App& cmd, PlanArgs& args) {
                  "Config dialect, overriding the recipe's: compressed-tensors, quark or modelopt");
   cmd.add_option("--max-shard-size", args.max_shard_size,
                  "Re-shard the output with this cap (e.g. 5GB); default keeps the source's shard layout");
+  cmd.add_option("--calibration", args.calibration,
+                 "Activation amax per module from `selq calibrate` (JSON); needed by schemes with static "
+                 "activation scales (fp8-static, nvfp4 activations)");
 }
 
 recipe::Recipe load_recipe_with_overrides(const PlanArgs& args) { return recipe::load_recipe(args.recipe); }
@@ -54,6 +58,10 @@ pipeline::PlanOptions plan_options(const PlanArgs& args) {
       throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", args.dialect));
   }
   if (!args.max_shard_size.empty()) o.max_shard_bytes = parse_size(args.max_shard_size);
+  if (!args.calibration.empty()) {
+    o.activation_amax = pipeline::load_activation_amax(args.calibration);
+    o.calibration_path = args.calibration;
+  }
   return o;
 }
 

@@ -14,6 +14,7 @@ struct PlanArgs {
   std::string recipe;
   std::string dialect;        // overrides the recipe's
   std::string max_shard_size; // "5GB", "500MB"; empty keeps the source layout
+  std::string calibration;    // `selq calibrate` output, for static activation scales
 };
 
 void add_plan_args(CLI::App& cmd, PlanArgs& args);

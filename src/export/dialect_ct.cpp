@@ -204,6 +204,7 @@ std::string ct_suffix(const SchemeSpec& s, OutRole role) {
     case OutRole::GlobalScale: return "weight_global_scale";
     case OutRole::ZeroPoint: return "weight_zero_point";
     case OutRole::WeightShape: return "weight_shape";
+    case OutRole::InputScale: return s.act == quant::ActMode::NVFP4 ? "input_global_scale" : "input_scale";
   }
   return "weight";
 }

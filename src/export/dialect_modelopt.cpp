@@ -104,6 +104,7 @@ std::string modelopt_suffix(const SchemeSpec&, OutRole role) {
     case OutRole::Weight: return "weight";
     case OutRole::Scale: return "weight_scale";
     case OutRole::GlobalScale: return "weight_scale_2";
+    case OutRole::InputScale: return "input_scale";
     case OutRole::ZeroPoint:
     case OutRole::WeightShape: break;
   }

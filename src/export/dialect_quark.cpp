@@ -219,6 +219,7 @@ std::string quark_suffix(const SchemeSpec&, OutRole role) {
     case OutRole::Scale: return "weight_scale";
     case OutRole::GlobalScale: return "weight_scale_2";
     case OutRole::ZeroPoint: return "weight_zero_point";
+    case OutRole::InputScale: return "input_scale";
     case OutRole::WeightShape: break;
   }
   throw_unsupported("the quark dialect has no weight_shape tensor");

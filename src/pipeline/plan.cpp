@@ -1,6 +1,7 @@
 #include "pipeline/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -15,19 +16,6 @@ namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The module a tensor belongs to, for pre-quantized tensors too
-// ("x.weight_packed" and "x.weight_scale" both belong to "x").
-std::string owning_module(const std::string& tensor) {
-  static const char* kSuffixes[] = {".weight", ".weight_packed", ".weight_scale",
-                                    ".weight_scale_inv", ".weight_scale_2",
-                                    ".weight_global_scale", ".input_scale",
-                                    ".input_global_scale", ".weight_shape",
-                                    ".weight_zero_point", ".weight_g_idx"};
-  for (const char* s : kSuffixes)
-    if (ends_with(tensor, s)) return tensor.substr(0, tensor.size() - std::string(s).size());
-  return tensor;
 }
 
 bool is_weight_tensor_of_module(const std::string& tensor) {
@@ -63,6 +51,35 @@ std::vector<PlannedShard> layout_capped_shards(const std::vector<PlannedTensor>&
   for (std::size_t k = 0; k < shards.size(); ++k)
     shards[k].name = fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, shards.size());
   return shards;
+}
+
+// The static activation scale tensor of a scheme that needs one, after
+// checking that the calibration has a usable amax for the module.
+std::optional<quant::OutTensorSpec> static_activation_output(const quant::SchemeSpec& spec, const Shape& shape,
+                                                             const std::string& module, const PlanOptions& options,
+                                                             const std::string& recipe_path,
+                                                             const std::string& tensor) {
+  std::optional<quant::OutTensorSpec> out;
+  try {
+    out = quant::activation_scale_output(spec, shape);
+  } catch (const Error& e) {
+    throw Error(e.kind(), e.message(), {recipe_path, tensor});
+  }
+  if (!out) return out;
+  if (options.calibration_path.empty())
+    throw_bad_input(fmt::format("{} quantizes activations with a static scale, which needs a calibration: "
+                                "run `selq calibrate SRC --text FILE -o calib.json` and pass --calibration calib.json",
+                                recipe::describe_scheme(spec)),
+                    {recipe_path, tensor});
+  auto it = options.activation_amax.find(module);
+  if (it == options.activation_amax.end())
+    throw_bad_input(fmt::format("no activation amax for module '{}' ({} needs a static input scale)", module,
+                                recipe::describe_scheme(spec)),
+                    {options.calibration_path, tensor});
+  if (!(it->second > 0.0f) || !std::isfinite(it->second))
+    throw_bad_input(fmt::format("activation amax {} of module '{}' is not positive and finite", it->second, module),
+                    {options.calibration_path, tensor});
+  return out;
 }
 
 DType model_float_dtype(const io::Checkpoint& ckpt) {
@@ -106,7 +123,7 @@ double Plan::bits_per_weight() const {
   for (const auto& m : linear_modules) linear.insert(m.module);
   double bits = 0, elements = 0;
   for (const auto& t : tensors) {
-    if (!linear.count(owning_module(t.source))) continue;
+    if (!linear.count(recipe::owning_module(t.source))) continue;
     bits += 8.0 * static_cast<double>(t.out_bytes());
     if (is_weight_tensor_of_module(t.source)) {
       // Count logical weight elements: a packed FP4 source stores 2 per byte.
@@ -147,7 +164,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     pt.source_shard = ckpt.tensors()[i].shard;
     pt.source_info = infos[i];
     pt.action = d.action;
-    pt.module = owning_module(pt.source);
+    pt.module = recipe::owning_module(pt.source);
     if (d.action == recipe::Action::Quantize) {
       if (!d.scheme) throw Error(ErrorKind::Internal, "quantize decision without a scheme", {"", pt.source});
       if (!dtype_is_float_source(infos[i].dtype))
@@ -165,6 +182,12 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
       for (const auto& o : outs)
         pt.outputs.push_back(
             {{exporter::output_tensor_name(plan.dialect, spec, o.role, pt.module), o.dtype, o.shape}, o.role});
+      if (auto act = static_activation_output(spec, infos[i].shape, pt.module, options, recipe.path, pt.source)) {
+        pt.outputs.push_back(
+            {{exporter::output_tensor_name(plan.dialect, spec, act->role, pt.module), act->dtype, act->shape},
+             act->role});
+        pt.input_amax = options.activation_amax.at(pt.module);
+      }
       if (spec.kind == quant::SchemeKind::NVFP4 && infos[i].shape.size() == 2)
         pt.fused_group = nvfp4_fused_group(pt.module);
       pt.scheme = spec;

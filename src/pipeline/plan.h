@@ -4,6 +4,7 @@
 // shapes), and in which output shard they land. Planning reads headers only;
 // `quantize` consumes exactly this value, so `plan` is a true dry run.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct PlannedTensor {
   // Tensors quantized with a shared NVFP4 global scale carry the same group
   // key (e.g. "model.layers.0.self_attn.qkv"); empty otherwise.
   std::string fused_group;
+  // Calibrated max |input| of the module, for schemes with static activation
+  // scales (the last output is then the InputScale tensor).
+  std::optional<float> input_amax;
   std::uint64_t in_bytes() const { return source_info.nbytes(); }
   std::uint64_t out_bytes() const;
 };
@@ -44,6 +48,10 @@ struct PlannedShard {
 struct PlanOptions {
   std::optional<exporter::Dialect> dialect;  // overrides the recipe's
   std::uint64_t max_shard_bytes{0};          // 0: keep the source layout
+  // Per-module input amax from `selq calibrate` (static activation scales),
+  // and the file it came from (for error messages).
+  std::map<std::string, float> activation_amax;
+  std::string calibration_path;
 };
 
 struct Plan {

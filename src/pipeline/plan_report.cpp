@@ -52,6 +52,7 @@ nlohmann::json Plan::to_json() const {
     e["action"] = action_name(t.action);
     if (t.scheme) e["scheme"] = t.scheme->name();
     if (!t.fused_group.empty()) e["fused_group"] = t.fused_group;
+    if (t.input_amax) e["input_amax"] = *t.input_amax;
     nlohmann::json outs = nlohmann::json::array();
     for (const auto& o : t.outputs)
       outs.push_back({{"name", o.info.name}, {"dtype", dtype_name(o.info.dtype)}, {"shape", o.info.shape}});

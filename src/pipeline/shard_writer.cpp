@@ -72,8 +72,19 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   quant::QuantizeOptions qo;
   qo.reject_non_finite = !options.allow_non_finite;
   if (!t.fused_group.empty()) qo.global_amax = group_amax.at(t.fused_group);
+  // A static activation scale is the last output; it comes from the
+  // calibration, not from the weight.
+  std::span<std::span<std::uint8_t>> weight_outs(outs);
+  if (t.input_amax) {
+    weight_outs = weight_outs.first(outs.size() - 1);
+    try {
+      quant::encode_activation_scale(*t.scheme, *t.input_amax, outs.back());
+    } catch (const Error& e) {
+      throw Error(e.kind(), e.message(), {"", t.source});
+    }
+  }
   quant::ErrorMetrics metrics;
-  quant::quantize_weight(*t.scheme, in, outs, metrics, qo);
+  quant::quantize_weight(*t.scheme, in, weight_outs, metrics, qo);
   f.source = {};  // the source bytes are no longer needed
   f.record.metrics = metrics;
   for (auto& b : f.buffers) {

@@ -206,6 +206,13 @@ std::optional<ModuleScheme> check_scheme_tensors(Ctx& c, exporter::Dialect d, co
     return std::nullopt;
   }
   ModuleScheme ms{spec, *shape, quant::scheme_outputs(spec, *shape), {}};
+  // A static activation mode stores its calibrated scale next to the weight.
+  try {
+    if (auto act = quant::activation_scale_output(spec, *shape)) ms.outs.push_back(*act);
+  } catch (const Error& e) {
+    c.add("structure", wt->shard, wname, fmt::format("{}: {}", why, e.message()));
+    return std::nullopt;
+  }
   bool ok = true;
   for (const auto& o : ms.outs) {
     std::string name = output_tensor_name(d, spec, o.role, module);
@@ -231,7 +238,7 @@ std::optional<ModuleScheme> check_scheme_tensors(Ctx& c, exporter::Dialect d, co
 void check_scales(Ctx& c, const ModuleScheme& ms) {
   for (std::size_t i = 0; i < ms.outs.size(); ++i) {
     const auto& o = ms.outs[i];
-    if (o.role != OutRole::Scale && o.role != OutRole::GlobalScale) continue;
+    if (o.role != OutRole::Scale && o.role != OutRole::GlobalScale && o.role != OutRole::InputScale) continue;
     auto v = c.ckpt.view(ms.names[i]);
     const std::string shard = c.shard_of(ms.names[i]);
     const std::uint64_t n = shape_numel(o.shape);
@@ -246,8 +253,10 @@ void check_scales(Ctx& c, const ModuleScheme& ms) {
       for (std::uint64_t k = 0; k < n; ++k)
         if ((v.bytes[k] & 0x7F) == 0x7F && bad++ == 0) first = k;
     } else if (dtype_is_float_source(o.dtype)) {
-      const bool global = o.role == OutRole::GlobalScale;
-      what = global ? "zero, negative, NaN or Inf global scale" : "NaN, Inf or negative scale";
+      const bool global = o.role == OutRole::GlobalScale || o.role == OutRole::InputScale;
+      what = o.role == OutRole::InputScale ? "zero, negative, NaN or Inf input scale"
+             : global                      ? "zero, negative, NaN or Inf global scale"
+                                           : "NaN, Inf or negative scale";
       for (std::uint64_t k = 0; k < n; ++k) {
         float x = load_float_element(o.dtype, v.bytes.data(), k);
         bool b = !std::isfinite(x) || x < 0 || (global && x == 0);
@@ -278,7 +287,8 @@ void check_against(Ctx& c, const ModuleScheme& ms, const std::string& module, co
     return;
   }
   std::vector<std::span<const std::uint8_t>> spans;
-  for (const auto& n : ms.names) spans.push_back(c.ckpt.view(n).bytes);
+  for (std::size_t i = 0; i < ms.names.size(); ++i)
+    if (ms.outs[i].role != OutRole::InputScale) spans.push_back(c.ckpt.view(ms.names[i]).bytes);
   std::vector<float> dq = quant::dequantize_weight(ms.spec, ms.shape, spans);
   auto sv = src.view(s->info.name);
   const std::uint64_t n = shape_numel(ms.shape);

@@ -69,6 +69,8 @@ enum class OutRole {
   GlobalScale,  // NVFP4 per-tensor scale (convention-dependent value)
   ZeroPoint,    // asymmetric int
   WeightShape,  // I64 [2] original shape (compressed-tensors pack-quantized)
+  InputScale,   // static activation scale from calibration (FP8 input_scale,
+                // NVFP4 input global scale in the scheme's convention)
 };
 
 struct OutTensorSpec {
@@ -81,6 +83,18 @@ struct OutTensorSpec {
 // [out,in] or 3-D [experts,out,in]). Throws Unsupported with a clear message
 // when the shape cannot be quantized (e.g. in % 32 != 0 for MXFP4).
 std::vector<OutTensorSpec> scheme_outputs(const SchemeSpec& spec, const Shape& shape);
+
+// The tensor a static activation mode stores next to the weight (FP8 static:
+// `input_scale` = amax/448 in the scheme's scale dtype, [1]; NVFP4 activations:
+// the input global scale, 448*6/amax as F32 [1] in the compressed-tensors
+// convention or amax/(6*448) as an F32 scalar in ModelOpt's), or nullopt when
+// activations are dynamic or not quantized. 3-D (expert) weights with static
+// activations are rejected: a per-expert calibration is not available.
+std::optional<OutTensorSpec> activation_scale_output(const SchemeSpec& spec, const Shape& weight_shape);
+
+// Encodes that tensor from the calibrated max |input activation| of the layer.
+// Throws BadInput when `input_amax` is not positive and finite.
+void encode_activation_scale(const SchemeSpec& spec, float input_amax, std::span<std::uint8_t> out);
 
 // Per-tensor error metrics, accumulated while quantizing (no second pass).
 struct ErrorMetrics {
