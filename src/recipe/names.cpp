@@ -290,3 +290,14 @@ std::string fused_group_key(const NameInfo& n) {
 }
 
 }  // namespace selq::recipe::detail
+
+namespace selq::recipe {
+
+std::string owning_module(const std::string& tensor) {
+  if (tensor.size() > 7 && tensor.compare(tensor.size() - 7, 7, ".weight") == 0) return tensor.substr(0, tensor.size() - 7);
+  const std::string_view suffix = detail::quantized_suffix(tensor);
+  if (!suffix.empty()) return tensor.substr(0, tensor.size() - suffix.size() - 1);
+  return tensor;
+}
+
+}  // namespace selq::recipe

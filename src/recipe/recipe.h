@@ -94,6 +94,9 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
 std::vector<std::string> template_names(const std::string& arch);
 // True for the archs that have a template table.
 bool is_known_arch(const std::string& arch);
+// The module a tensor belongs to: "x.o_proj" for x.o_proj.weight and for its
+// scales and packed forms alike (weight_scale, weight_packed, input_scale...).
+std::string owning_module(const std::string& tensor);
 // Short label of a scheme for messages ("mxfp4+mxfp4-dynamic", "fp8-channel+fp8-per-token").
 std::string describe_scheme(const quant::SchemeSpec& spec);
 

@@ -87,15 +87,6 @@ bool matches(const CompiledPattern& c, const std::string& module, const std::str
   return false;
 }
 
-// The module a tensor belongs to for matching: "x.o_proj" for x.o_proj.weight
-// and for its scales alike.
-std::string owner_module(const std::string& tensor) {
-  if (ends_with(tensor, ".weight")) return tensor.substr(0, tensor.size() - 7);
-  const std::string_view suffix = detail::quantized_suffix(tensor);
-  if (!suffix.empty()) return tensor.substr(0, tensor.size() - suffix.size() - 1);
-  return tensor;
-}
-
 bool is_float_weight_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
 
 // How a tensor was decided, for messages.
@@ -172,7 +163,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
   std::vector<NameInfo> infos;
   owners.reserve(tensors.size());
   infos.reserve(tensors.size());
-  for (const auto& t : tensors) owners.push_back(owner_module(t.name));
+  for (const auto& t : tensors) owners.push_back(owning_module(t.name));
   for (const auto& o : owners) infos.emplace_back(o);
 
   // A module counts as pre-quantized if any of its tensors is a quantization
