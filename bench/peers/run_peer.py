@@ -1,0 +1,68 @@
+"""Runs one peer quantizer on a safetensors checkpoint directory, the way its
+documentation shows, on CPU with a given thread count. Used by bench/compare.sh
+and for bench/peers/conformance.py. Runs in the peers venv.
+
+  run_peer.py PEER SCHEME SRC DST [--threads N]
+  PEER SCHEME: llmcompressor {FP8_DYNAMIC,FP8_BLOCK,NVFP4A16,MXFP4}
+               quark {mxfp4,ptpc_fp8}
+               modelopt nvfp4
+
+Every peer is told to leave alone what selq's recipes leave alone by default:
+embeddings, lm_head and other *_head, routers (mlp.gate); norms are 1-D.
+"""
+import argparse
+import os
+import sys
+
+# Same exclusions, in each peer's own pattern syntax.
+IGNORE_RE = [r".*embed_tokens$", r"^lm_head$", r".*_head$", r".*\.mlp\.gate$"]
+
+
+def llmcompressor(scheme, src, dst, threads):
+    from llmcompressor import model_free_ptq
+    model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme,
+                   ignore=["re:" + r for r in IGNORE_RE], max_workers=threads, device="cpu")
+
+
+def quark(scheme, src, dst, threads):
+    # Quark's file-to-file flow: one safetensors shard at a time, no model class.
+    from quark.torch import ModelQuantizer
+    from quark.torch.quantization.config.config import QConfig
+    from quark.torch.quantization.config.template import MXFP4Scheme, PTPCFP8Scheme
+    layer = {"mxfp4": MXFP4Scheme, "ptpc_fp8": PTPCFP8Scheme}[scheme]().config
+    exclude = ["*embed_tokens", "lm_head", "*_head", "*.mlp.gate"]
+    ModelQuantizer(QConfig(global_quant_config=layer, exclude=exclude)).direct_quantize_checkpoint(
+        pretrained_model_path=src, save_path=dst, device="cpu")
+
+
+def modelopt(scheme, src, dst, threads):
+    # ModelOpt has no file-to-file flow: it loads the model through transformers,
+    # inserts quantizers, and exports. Weight-only NVFP4 needs no calibration
+    # data, so the forward loop is omitted.
+    import torch
+    import modelopt.torch.quantization as mtq
+    from modelopt.torch.export import export_hf_checkpoint
+    from transformers import AutoModelForCausalLM
+    assert scheme == "nvfp4"
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16, device_map="cpu")
+    model = mtq.quantize(model, mtq.W4A16_NVFP4_CFG)
+    export_hf_checkpoint(model, export_dir=dst)
+
+
+PEERS = {"llmcompressor": llmcompressor, "quark": quark, "modelopt": modelopt}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("peer", choices=sorted(PEERS))
+    ap.add_argument("scheme"); ap.add_argument("src"); ap.add_argument("dst")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    a = ap.parse_args()
+    import torch
+    torch.set_num_threads(a.threads)
+    PEERS[a.peer](a.scheme, a.src, a.dst, a.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
