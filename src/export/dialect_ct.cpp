@@ -32,6 +32,8 @@
 // int4 packs into int32 words, int8 stays one I8 per element (int-quantized).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <regex>
 #include <set>
 
 #include "core/error.h"
@@ -216,6 +218,51 @@ json ct_scheme_json(const SchemeSpec& s) {
           {"format", ct_format(s)}};
 }
 
+namespace {
+
+// compressed-tensors and vLLM match "re:" targets with Python's re.match:
+// anchored at the start only.
+bool ct_target_matches(const std::string& target, const std::string& module) {
+  if (target.rfind("re:", 0) != 0) return target == module;
+  return std::regex_search(module, std::regex(target.substr(3)), std::regex_constants::match_continuous);
+}
+
+// A kept source group must stop naming modules that are quantized anew
+// (re-quantized from their stored form): an exact target goes, a pattern
+// goes when it matches only such modules, and a pattern that also covers
+// modules still stored in the group's scheme cannot be split.
+json targets_without_requantized(const std::string& group, const json& targets, const ConfigInput& in) {
+  std::vector<std::string> renewed, kept;
+  for (const auto& m : in.linear_modules) {
+    if (m.preexisting) kept.push_back(m.module);
+    else if (m.scheme) renewed.push_back(m.module);
+  }
+  if (renewed.empty() || !targets.is_array()) return targets;
+  json out = json::array();
+  for (const auto& t : targets) {
+    if (!t.is_string()) {
+      out.push_back(t);
+      continue;
+    }
+    const std::string target = t.get<std::string>();
+    const auto hit = std::find_if(renewed.begin(), renewed.end(),
+                                  [&](const std::string& m) { return ct_target_matches(target, m); });
+    if (hit == renewed.end()) {
+      out.push_back(t);
+      continue;
+    }
+    const auto still = std::find_if(kept.begin(), kept.end(),
+                                     [&](const std::string& m) { return ct_target_matches(target, m); });
+    if (still != kept.end())
+      throw_bad_input(fmt::format("source config group '{}' target '{}' covers both '{}', which is quantized anew, "
+                                  "and '{}', which is kept as stored; re-quantize all the modules it names or none",
+                                  group, target, *hit, *still));
+  }
+  return out;
+}
+
+}  // namespace
+
 ConfigOutput ct_build(const ConfigInput& in) {
   const json& src = in.source_quantization_config;
   bool keep_source = src.is_object() && src.value("quant_method", "") == "compressed-tensors" &&
@@ -228,6 +275,8 @@ ConfigOutput ct_build(const ConfigInput& in) {
     std::string src_format = src.value("format", "");
     for (const auto& [name, g] : src["config_groups"].items()) {
       json copy = g;
+      copy["targets"] = targets_without_requantized(name, g.value("targets", json::array()), in);
+      if (copy["targets"].empty()) continue;  // every module it named was re-quantized
       if (!copy.contains("format") || copy["format"].is_null()) {
         if (src_format.empty() || src_format == "mixed-precision")
           throw_bad_input(fmt::format("source config group '{}' has no format", name));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
@@ -156,6 +157,16 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     throw Error(ErrorKind::Internal, "recipe resolution returned a different tensor count");
 
   const DType model_dtype = model_float_dtype(ckpt);
+  std::unique_ptr<StoredWeightFinder> stored_weights;  // only when something is re-quantized
+  auto find_stored = [&](const std::string& module) {
+    if (!stored_weights) {
+      std::vector<std::string> modules;
+      for (const auto& t : infos)
+        if (is_weight_tensor_of_module(t.name)) modules.push_back(recipe::owning_module(t.name));
+      stored_weights = std::make_unique<StoredWeightFinder>(ckpt, std::move(modules), model_dtype);
+    }
+    return stored_weights->find(module);
+  };
   std::map<std::string, std::size_t> module_index;  // module -> linear_modules position
   for (std::size_t i = 0; i < infos.size(); ++i) {
     const auto& d = res.decisions[i];
@@ -165,9 +176,13 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     pt.source_info = infos[i];
     pt.action = d.action;
     pt.module = recipe::owning_module(pt.source);
-    if (d.action == recipe::Action::Quantize) {
+    // A re-quantized module's scales are read with its weight, not written.
+    if (d.action == recipe::Action::Consumed) continue;
+    if (d.action == recipe::Action::Requantize) pt.stored = find_stored(pt.module);
+    if (d.action == recipe::Action::Quantize || d.action == recipe::Action::Requantize) {
       if (!d.scheme) throw Error(ErrorKind::Internal, "quantize decision without a scheme", {"", pt.source});
-      if (!dtype_is_float_source(infos[i].dtype))
+      const Shape& shape = pt.stored ? pt.stored->shape : infos[i].shape;
+      if (!pt.stored && !dtype_is_float_source(infos[i].dtype))
         throw_bad_input(fmt::format("cannot quantize a {} tensor (only F32/F16/BF16 sources)",
                                     dtype_name(infos[i].dtype)),
                         {recipe.path, pt.source});
@@ -175,20 +190,20 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
       quant::SchemeSpec spec = exporter::adapt_scheme_for_dialect(plan.dialect, *d.scheme, model_dtype);
       std::vector<quant::OutTensorSpec> outs;
       try {
-        outs = quant::scheme_outputs(spec, infos[i].shape);
+        outs = quant::scheme_outputs(spec, shape);
       } catch (const Error& e) {
         throw Error(e.kind(), e.message(), {recipe.path, pt.source});
       }
       for (const auto& o : outs)
         pt.outputs.push_back(
             {{exporter::output_tensor_name(plan.dialect, spec, o.role, pt.module), o.dtype, o.shape}, o.role});
-      if (auto act = static_activation_output(spec, infos[i].shape, pt.module, options, recipe.path, pt.source)) {
+      if (auto act = static_activation_output(spec, shape, pt.module, options, recipe.path, pt.source)) {
         pt.outputs.push_back(
             {{exporter::output_tensor_name(plan.dialect, spec, act->role, pt.module), act->dtype, act->shape},
              act->role});
         pt.input_amax = options.activation_amax.at(pt.module);
       }
-      if (spec.kind == quant::SchemeKind::NVFP4 && infos[i].shape.size() == 2)
+      if (spec.kind == quant::SchemeKind::NVFP4 && shape.size() == 2)
         pt.fused_group = nvfp4_fused_group(pt.module);
       pt.scheme = spec;
     } else {
@@ -198,7 +213,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     // Linear modules for the config writer: every eligible weight and every
     // module that arrived already quantized.
     const bool preexisting = d.action == recipe::Action::PassThrough && is_weight_tensor_of_module(pt.source);
-    if (d.eligible || d.action == recipe::Action::Quantize || preexisting) {
+    if (d.eligible || d.action == recipe::Action::Quantize || d.action == recipe::Action::Requantize || preexisting) {
       if (!module_index.count(pt.module)) {
         module_index[pt.module] = plan.linear_modules.size();
         exporter::ModuleDecision md;

@@ -13,6 +13,7 @@
 
 #include "export/dialect.h"
 #include "io/checkpoint.h"
+#include "pipeline/requantize_source.h"
 #include "recipe/recipe.h"
 
 namespace selq::pipeline {
@@ -36,7 +37,10 @@ struct PlannedTensor {
   // Calibrated max |input| of the module, for schemes with static activation
   // scales (the last output is then the InputScale tensor).
   std::optional<float> input_amax;
-  std::uint64_t in_bytes() const { return source_info.nbytes(); }
+  // Re-quantized pre-quantized module: how its weight is stored in the source
+  // (the tensors to read and dequantize; `source` is the stored weight).
+  std::optional<StoredWeight> stored;
+  std::uint64_t in_bytes() const { return stored ? stored->bytes : source_info.nbytes(); }
   std::uint64_t out_bytes() const;
 };
 

@@ -18,6 +18,8 @@ const char* action_name(recipe::Action a) {
     case recipe::Action::Keep: return "keep";
     case recipe::Action::Quantize: return "quantize";
     case recipe::Action::PassThrough: return "pass-through";
+    case recipe::Action::Requantize: return "requantize";
+    case recipe::Action::Consumed: return "consumed";
   }
   return "?";
 }
@@ -53,6 +55,10 @@ nlohmann::json Plan::to_json() const {
     if (t.scheme) e["scheme"] = t.scheme->name();
     if (!t.fused_group.empty()) e["fused_group"] = t.fused_group;
     if (t.input_amax) e["input_amax"] = *t.input_amax;
+    if (t.stored) {
+      e["requantize_from"] = t.stored->scheme.name();
+      e["requantize_inputs"] = t.stored->tensors;
+    }
     nlohmann::json outs = nlohmann::json::array();
     for (const auto& o : t.outputs)
       outs.push_back({{"name", o.info.name}, {"dtype", dtype_name(o.info.dtype)}, {"shape", o.info.shape}});

@@ -115,6 +115,13 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   }
   const auto original = io::Checkpoint::open(orig_dir);
   Plan plan = make_plan(*original, recipe, plan_options);
+  // A re-quantized module's inputs may span shards that are rewritten at
+  // different times; only file-to-file runs support it for now.
+  for (const auto& t : plan.tensors)
+    if (t.stored)
+      throw_unsupported("re-quantizing pre-quantized modules (requantize: true) is supported file-to-file only, "
+                        "not --in-place",
+                        {dir, t.source});
   plan.source = dir;
   if (plan_out) *plan_out = plan;
 
@@ -127,11 +134,11 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
 
   // Live shard files are opened lazily, only for shards still to be done.
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> live;
-  const TensorSource source = [&](const PlannedTensor& t) {
-    auto it = live.find(t.source_shard);
-    if (it == live.end()) throw Error(ErrorKind::Internal, "shard not opened", {t.source_shard, t.source});
+  const TensorSource source = [&](const std::string& shard, const std::string& tensor) {
+    auto it = live.find(shard);
+    if (it == live.end()) throw Error(ErrorKind::Internal, "shard not opened", {shard, tensor});
     io::FetchedTensor f;
-    f.view = it->second->view(t.source);
+    f.view = it->second->view(tensor);
     return f;
   };
 

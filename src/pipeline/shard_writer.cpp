@@ -2,6 +2,7 @@
 // journal intent and the rename that commits it.
 #include "pipeline/shard_writer.h"
 
+#include <cstring>
 #include <filesystem>
 
 #include <fcntl.h>
@@ -33,6 +34,45 @@ struct InFlight {
 
 std::uint64_t xxh3(std::span<const std::uint8_t> b) { return XXH3_64bits(b.data(), b.size()); }
 
+// The float weight a planned tensor quantizes: the source tensor itself, or,
+// for a re-quantized module, its stored tensors dequantized to F32 (the
+// fingerprint then covers every stored tensor read).
+struct FloatWeight {
+  io::FetchedTensor fetched;
+  TensorInfo info;
+  std::vector<std::uint8_t> owned;
+  std::uint64_t hash{0};
+  TensorView view() const { return fetched.view.info ? fetched.view : TensorView{&info, owned}; }
+};
+
+void load_float_weight(const TensorSource& source, const PlannedTensor& t, FloatWeight& w) {
+  if (!t.stored) {
+    w.fetched = source(t.source_shard, t.source);
+    w.hash = xxh3(w.fetched.view.bytes);
+    return;
+  }
+  std::vector<io::FetchedTensor> inputs;
+  std::vector<std::span<const std::uint8_t>> spans;
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  for (const auto& name : t.stored->tensors) {
+    inputs.push_back(source(t.source_shard, name));
+    spans.push_back(inputs.back().view.bytes);
+    XXH3_64bits_update(st, spans.back().data(), spans.back().size());
+  }
+  w.hash = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  std::vector<float> dq;
+  try {
+    dq = quant::dequantize_weight(t.stored->scheme, t.stored->shape, spans);
+  } catch (const Error& e) {
+    throw Error(e.kind(), e.message(), {t.source_shard, t.source});
+  }
+  w.info = TensorInfo{t.module + ".weight", DType::F32, t.stored->shape};
+  w.owned.resize(dq.size() * sizeof(float));
+  std::memcpy(w.owned.data(), dq.data(), w.owned.size());
+}
+
 // NVFP4 members of a fused group (q/k/v, gate/up, w1/w3) share one global
 // scale: the max amax of the members (= the min of the compressed-tensors
 // global scales, which is what llm-compressor writes and what vLLM's fused
@@ -42,8 +82,11 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
   for (std::size_t i = 0; i < plan.tensors.size(); ++i)
     if (!plan.tensors[i].fused_group.empty()) members.push_back(i);
   std::vector<float> amax(members.size());
-  tbb::parallel_for(std::size_t{0}, members.size(),
-                    [&](std::size_t k) { amax[k] = quant::tensor_amax(source(plan.tensors[members[k]]).view); });
+  tbb::parallel_for(std::size_t{0}, members.size(), [&](std::size_t k) {
+    FloatWeight w;
+    load_float_weight(source, plan.tensors[members[k]], w);
+    amax[k] = quant::tensor_amax(w.view());
+  });
   std::map<std::string, float> out;
   for (std::size_t k = 0; k < members.size(); ++k) {
     const auto& g = plan.tensors[members[k]].fused_group;
@@ -54,10 +97,13 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
 
 void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeOptions& options,
              const std::map<std::string, float>& group_amax, InFlight& f) {
-  f.source = source(t);
-  const TensorView in = f.source.view;
+  FloatWeight w;
+  load_float_weight(source, t, w);
+  f.source = std::move(w.fetched);
+  w.fetched = {};
+  const TensorView in = t.stored ? w.view() : f.source.view;
   f.record.source = t.source;
-  f.record.source_hash = xxh3(in.bytes);
+  f.record.source_hash = w.hash;
   if (!t.scheme) {
     f.views.push_back(in.bytes);
     f.record.output_hashes.push_back(f.record.source_hash);

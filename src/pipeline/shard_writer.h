@@ -16,7 +16,7 @@ namespace selq::pipeline::detail {
 
 // Where the bytes of a planned source tensor come from: a view of a local
 // mapping, or downloaded bytes the result owns (remote sources).
-using TensorSource = std::function<io::FetchedTensor(const PlannedTensor&)>;
+using TensorSource = std::function<io::FetchedTensor(const std::string& shard, const std::string& tensor)>;
 
 void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
                  const QuantizeOptions& options, const std::map<std::string, float>& group_amax,

@@ -260,13 +260,15 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
   bool have_name = false;
   for_each_key(
       c, root, "the recipe",
-      {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default"},
+      {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default", "requantize"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
         if (key == "name") {
           r.name = scalar(c, v, "name");
           have_name = !r.name.empty();
         } else if (key == "description") {
           scalar(c, v, "description");
+        } else if (key == "requantize") {
+          r.requantize = boolean(c, v, "requantize");
         } else if (key == "dialect") {
           r.dialect = lookup<std::string>(c, v, "dialect",
                                           {{"compressed-tensors", "compressed-tensors"},

@@ -47,6 +47,10 @@ struct Recipe {
   // Constraint inputs: serving settings the checkpoint will be run with.
   bool fp8_kv_cache{false};
   bool fp8_prefill_query{false};
+  // Modules that arrive already quantized and that a rule (or the default)
+  // assigns a scheme: dequantized from their stored tensors and quantized
+  // again (true), or passed through unchanged with a warning (false).
+  bool requantize{false};
   std::string text;  // the YAML source, for the manifest
 };
 
@@ -58,6 +62,8 @@ enum class Action {
   Keep,             // copied unchanged (norms, embeddings, excluded or unmatched float weights)
   Quantize,         // quantized with `scheme`
   PassThrough,      // already-quantized source tensor (or its scale) copied unchanged
+  Requantize,       // weight of a pre-quantized module: dequantized, then quantized with `scheme`
+  Consumed,         // scale/companion of a requantized module: read, not written
 };
 
 struct TensorDecision {

@@ -181,6 +181,14 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
     }
   }
 
+  // Pre-quantized modules: the rule (or default) that claims each one.
+  struct PrequantizedChoice {
+    bool decided{false};
+    int rule{kRuleUnmatched};
+    std::optional<quant::SchemeSpec> scheme;  // nullopt: keep rule, or nothing claims it
+  };
+  std::map<std::string, PrequantizedChoice> prequantized_decision;
+
   Resolution res;
   res.decisions.resize(tensors.size());
   std::vector<Origin> origins(tensors.size());
@@ -209,13 +217,46 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
       bool excluded = false;
       for (auto& c : excludes) excluded = test(c) || excluded;
       if (excluded) continue;
-      // Only report rules that would have claimed it (first match wins).
-      for (std::size_t r = 0; r < rules.size(); ++r) {
-        bool hit = false;
-        for (auto& c : rules[r]) hit = test(c) || hit;
-        if (hit) {
-          if (stats[r].prequantized++ == 0) stats[r].prequantized_example = owner;
-          break;
+      // The module's decision is made once, on the tensor of it seen first,
+      // so that its weight and its scales can never be decided apart.
+      auto done = prequantized_decision.find(owner);
+      if (done == prequantized_decision.end()) {
+        PrequantizedChoice choice;
+        bool linear = true;
+        const bool protected_name = !detail::protected_kind(info, linear).empty();
+        for (std::size_t r = 0; r < rules.size() && !choice.decided; ++r) {
+          bool hit = false;
+          for (auto& c : rules[r])
+            if (test(c) && (!protected_name || c.names_explicitly)) hit = true;
+          if (!hit) continue;
+          choice.decided = true;
+          choice.rule = static_cast<int>(r);
+          if (!recipe.rules[r].keep) choice.scheme = recipe.rules[r].scheme;
+        }
+        if (!choice.decided && recipe.default_scheme && !protected_name) {
+          choice.decided = true;
+          choice.rule = kRuleDefault;
+          choice.scheme = recipe.default_scheme;
+        }
+        done = prequantized_decision.emplace(owner, choice).first;
+        if (choice.scheme && !recipe.requantize && choice.rule >= 0) {
+          auto& st = stats[static_cast<std::size_t>(choice.rule)];
+          if (st.prequantized++ == 0) st.prequantized_example = owner;
+        }
+      }
+      const PrequantizedChoice& choice = done->second;
+      if (recipe.requantize && choice.scheme) {
+        const bool weight_like = is_weight || ends_with(t.name, ".weight_packed");
+        d.action = weight_like ? Action::Requantize : Action::Consumed;
+        d.scheme = choice.scheme;
+        d.rule_index = choice.rule;
+        d.eligible = weight_like;
+        d.reason = "re-quantized";
+        if (choice.rule >= 0) {
+          if (weight_like) ++stats[static_cast<std::size_t>(choice.rule)].decided;
+          origins[i] = {Origin::Kind::Rule, static_cast<std::size_t>(choice.rule)};
+        } else {
+          origins[i].kind = Origin::Kind::Default;
         }
       }
       continue;
@@ -307,6 +348,8 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
       case Action::Quantize: return describe_scheme(*d.scheme);
       case Action::Keep: return "unquantized";
       case Action::PassThrough: return "pre-quantized";
+      case Action::Requantize:
+      case Action::Consumed: return "re-quantized to " + describe_scheme(*d.scheme);
     }
     return {};
   };
@@ -323,13 +366,17 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
     const TensorDecision& d = res.decisions[i];
     const bool weight_like = ends_with(d.tensor, ".weight") || ends_with(d.tensor, ".weight_packed");
     if (!weight_like) continue;
-    if (d.action != Action::PassThrough && !d.eligible && d.action != Action::Quantize) continue;
+    if (d.action != Action::PassThrough && !d.eligible && d.action != Action::Quantize &&
+        d.action != Action::Requantize)
+      continue;
     const std::string key = detail::fused_group_key(infos[i]);
     if (key.empty()) continue;
     auto [it, inserted] = group_first.emplace(key, i);
     if (inserted) continue;
     const TensorDecision& f = res.decisions[it->second];
-    if (f.action == d.action && f.scheme == d.scheme) continue;
+    // A re-quantized member ends up like a quantized one.
+    auto same_kind = [](Action a) { return a == Action::Requantize ? Action::Quantize : a; };
+    if (same_kind(f.action) == same_kind(d.action) && f.scheme == d.scheme) continue;
     throw_bad_input(
         fmt::format("fused group '{}': '{}' is {} (by {}) but '{}' is {} (by {}); engines load a fused group "
                     "into one layer, so all its members need the same scheme",
@@ -344,7 +391,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
   if (recipe.fp8_kv_cache && recipe.fp8_prefill_query && detail::arch_has_mla(recipe.arch)) {
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const TensorDecision& d = res.decisions[i];
-      if (d.action != Action::Quantize || d.scheme->act == ActMode::None) continue;
+      if ((d.action != Action::Quantize && d.action != Action::Requantize) || d.scheme->act == ActMode::None) continue;
       const NameInfo& n = infos[i];
       if (n.rest_size() != 2 || n.rest(0) != "self_attn") continue;
       const bool kv_b = n.rest(1) == "kv_b_proj";
@@ -389,7 +436,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
     if (stats[r].prequantized)
       res.warnings.push_back(fmt::format(
           "{}: rule matches {} already-quantized module(s) such as '{}'; they pass through unchanged "
-          "(re-quantizing a quantized source is not supported)",
+          "(set `requantize: true` in the recipe to dequantize and quantize them again)",
           where_text(recipe.rules[r].where), stats[r].prequantized, stats[r].prequantized_example));
     else if (any_hit && stats[r].decided == 0)
       res.warnings.push_back(fmt::format(

@@ -1,0 +1,108 @@
+#include "pipeline/requantize_source.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "export/dialect.h"
+#include "export/engine_resolve.h"
+#include "pipeline/verify.h"
+
+namespace selq::pipeline {
+
+struct StoredWeightFinder::Impl {
+  const io::Checkpoint& ckpt;
+  std::vector<std::string> modules;
+  DType model_dtype;
+  nlohmann::json qc;
+  std::string method;
+  std::unique_ptr<exporter::EngineResolver> ct;  // built on first use
+
+  // The stored tensors `spec` needs for `module`, named by `name_of`, given
+  // the stored weight tensor: the logical shape is the one whose scheme
+  // outputs match what is stored (packed FP4 and int32 words hide it).
+  template <class NameOf>
+  StoredWeight match(const std::string& module, const quant::SchemeSpec& spec, NameOf name_of) {
+    const std::string wname = name_of(quant::OutRole::Weight);
+    const auto* w = ckpt.find(wname);
+    if (!w) throw_bad_input(fmt::format("stored as {} but '{}' is missing", spec.name(), wname), {ckpt.dir(), module});
+    for (std::int64_t k : {1, 2, 8}) {
+      Shape cand = w->info.shape;
+      if (cand.empty()) break;
+      cand.back() *= k;
+      std::vector<quant::OutTensorSpec> outs;
+      try {
+        outs = quant::scheme_outputs(spec, cand);
+      } catch (const Error&) {
+        continue;
+      }
+      StoredWeight sw{spec, cand, {}, 0};
+      bool ok = true;
+      for (const auto& o : outs) {
+        const std::string n = name_of(o.role);
+        const auto* t = ckpt.find(n);
+        if (!t || t->info.dtype != o.dtype || t->info.shape != o.shape) {
+          ok = false;
+          break;
+        }
+        sw.tensors.push_back(n);
+        sw.bytes += t->info.nbytes();
+      }
+      if (ok) return sw;
+    }
+    throw_unsupported(fmt::format("the stored tensors do not match {} (weight {} {})", spec.name(),
+                                  dtype_name(w->info.dtype), shape_to_string(w->info.shape)),
+                      {ckpt.dir(), module});
+  }
+};
+
+StoredWeightFinder::StoredWeightFinder(const io::Checkpoint& ckpt, std::vector<std::string> modules,
+                                       DType model_dtype)
+    : impl_(new Impl{ckpt, std::move(modules), model_dtype, {}, {}, {}}) {
+  const auto& cfg = ckpt.config();
+  if (cfg.is_object() && cfg.contains("quantization_config") && cfg["quantization_config"].is_object()) {
+    impl_->qc = cfg["quantization_config"];
+    impl_->method = impl_->qc.value("quant_method", "");
+  }
+}
+
+StoredWeightFinder::~StoredWeightFinder() = default;
+
+StoredWeight StoredWeightFinder::find(const std::string& module) {
+  Impl& m = *impl_;
+  if (m.method == "fp8" && m.qc.contains("weight_block_size")) {
+    // weight F8_E4M3 + weight_scale_inv F32 per block; dequant is q * scale_inv.
+    const auto& b = m.qc["weight_block_size"];
+    if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer())
+      throw_bad_input("quantization_config.weight_block_size should be [rows, cols]", {m.ckpt.dir() + "/config.json"});
+    quant::SchemeSpec s;
+    s.kind = quant::SchemeKind::FP8Block;
+    s.block_rows = b[0].get<int>();
+    s.block_cols = b[1].get<int>();
+    s.scale_dtype = DType::F32;
+    return m.match(module, s, [&](quant::OutRole r) {
+      return module + (r == quant::OutRole::Weight ? ".weight" : ".weight_scale_inv");
+    });
+  }
+  if (m.method == "compressed-tensors") {
+    if (!m.ct)
+      m.ct = std::make_unique<exporter::EngineResolver>(exporter::Engine::VllmCompressedTensors, m.qc, m.modules);
+    const auto& scheme_json = m.ct->resolve(module);
+    if (!scheme_json)
+      throw_bad_input("has quantized tensors but its compressed-tensors config resolves it to float",
+                      {m.ckpt.dir(), module});
+    auto spec = scheme_from_config_json(exporter::Dialect::CompressedTensors, *scheme_json, m.model_dtype);
+    if (!spec)
+      throw_unsupported(fmt::format("cannot dequantize: selq does not know the compressed-tensors scheme {}",
+                                    scheme_json->dump()),
+                        {m.ckpt.dir(), module});
+    return m.match(module, *spec, [&](quant::OutRole r) {
+      return exporter::output_tensor_name(exporter::Dialect::CompressedTensors, *spec, r, module);
+    });
+  }
+  throw_unsupported(fmt::format("cannot dequantize a '{}' source for requantize: compressed-tensors and block FP8 "
+                                "(quant_method fp8 with weight_block_size) sources are supported",
+                                m.method.empty() ? "unknown" : m.method),
+                    {m.ckpt.dir(), module});
+}
+
+}  // namespace selq::pipeline
