@@ -97,15 +97,24 @@ std::map<std::string, std::string> read_index_weight_map(const std::string& inde
   std::error_code ec;
   const fs::path root = fs::canonical(dir, ec);
   if (ec) throw_io(fmt::format("cannot resolve directory: {}", ec.message()), {dir, "", {}});
+  // A Hugging Face cache snapshot (<repo>/snapshots/<revision>) holds
+  // symlinks into the same repo's <repo>/blobs; those stay allowed, anything
+  // else outside the directory does not.
+  std::optional<fs::path> hf_blobs;
+  if (root.parent_path().filename() == "snapshots") hf_blobs = root.parent_path().parent_path() / "blobs";
+  auto inside = [](const fs::path& p, const fs::path& dir) {
+    const auto rel = p.lexically_relative(dir);
+    return !rel.empty() && *rel.begin() != "..";
+  };
   std::set<std::string> checked;
   for (const auto& [tensor, shard] : map) {
     if (!checked.insert(shard).second) continue;
     const fs::path resolved = fs::weakly_canonical(root / shard, ec);
     if (ec) throw_io(fmt::format("cannot resolve shard '{}': {}", shard, ec.message()), {index_path, tensor, {}});
-    const auto rel = resolved.lexically_relative(root);
-    if (rel.empty() || *rel.begin() == "..")
-      throw_bad_input(fmt::format("shard '{}' resolves to {}, outside the checkpoint directory {}", shard,
-                                  resolved.string(), root.string()),
+    if (!inside(resolved, root) && !(hf_blobs && inside(resolved, *hf_blobs)))
+      throw_bad_input(fmt::format("shard '{}' resolves to {}, outside the checkpoint directory {}{}", shard,
+                                  resolved.string(), root.string(),
+                                  hf_blobs ? fmt::format(" and its cache's {}", hf_blobs->string()) : ""),
                       {index_path, tensor, {}});
   }
   return map;

@@ -105,6 +105,30 @@ TEST(Checkpoint, RejectsEscapingWeightMapPaths) {
   EXPECT_EQ(Checkpoint::open(d.path().string())->shards(), std::vector<std::string>{"in.safetensors"});
 }
 
+// Hugging Face cache layout: <repo>/snapshots/<rev>/<file> -> ../../blobs/<hash>.
+TEST(Checkpoint, HuggingFaceCacheSnapshotSymlinksIntoItsBlobsAreAllowed) {
+  TempDir cache;
+  const fs::path repo = fs::path(cache.path()) / "models--org--m";
+  const fs::path snap = repo / "snapshots" / "abc123";
+  fs::create_directories(snap);
+  fs::create_directories(repo / "blobs");
+  fs::create_directories(fs::path(cache.path()) / "models--org--other" / "blobs");
+  save_safetensors((repo / "blobs" / "h1").string(), {tb("a", 4, 1)}, {{"format", "pt"}});
+  save_safetensors((fs::path(cache.path()) / "models--org--other" / "blobs" / "h2").string(), {tb("a", 4, 1)});
+  fs::create_symlink("../../blobs/h1", snap / "model-00001-of-00001.safetensors");
+  fs::create_symlink("../../../models--org--other/blobs/h2", snap / "stolen.safetensors");
+  auto index = [&](const std::string& shard) {
+    write_file_atomic((snap / kIndexName).string(),
+                      R"({"metadata":{"total_size":1},"weight_map":{"a":")" + shard + "\"}}");
+  };
+  index("model-00001-of-00001.safetensors");
+  EXPECT_EQ(Checkpoint::open(snap.string())->shards(), std::vector<std::string>{"model-00001-of-00001.safetensors"});
+  // Another repo's blobs are outside this checkpoint.
+  index("stolen.safetensors");
+  const Error e = catch_error([&] { Checkpoint::open(snap.string()); });
+  EXPECT_NE(std::string(e.what()).find("outside the checkpoint directory"), std::string::npos) << e.what();
+}
+
 TEST(Checkpoint, MissingShardAndMissingTensorAreNamed) {
   TempDir d;
   make_sharded(d);
