@@ -7,6 +7,11 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <regex>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -93,6 +98,80 @@ std::string expert_index(const std::string& member) {
   return last_component(p);
 }
 
+// Kimi-scale models have ~70k modules and configs can list thousands of
+// names, so every list an engine scans is indexed once per resolver and each
+// index answers exactly what the literal scan would. Indexes are built where
+// the engine first reads the field, so a malformed config throws at the same
+// lookup as the literal code; a list holding a regex that does not compile
+// keeps the literal scan, because where a scan throws depends on its order.
+
+// Not noexcept: libstdc++ then stores each node's hash instead of rehashing
+// keys while walking a bucket.
+struct SvHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using NameSet = std::unordered_set<std::string, SvHash, std::equal_to<>>;
+template <class V>
+using NameMap = std::unordered_map<std::string, V, SvHash, std::equal_to<>>;
+
+// "Is some needle a substring of s" (Python `needle in s`; empty needles never
+// count, as in contains()). Probing s's substrings of each needle length beats
+// a scan once there are more needles than substrings.
+class NeedleSet {
+ public:
+  void add(std::string n) {
+    if (n.empty() || !set_.insert(n).second) return;
+    lens_.insert(n.size());
+    list_.push_back(std::move(n));
+  }
+  bool any_in(std::string_view s) const {
+    if (list_.size() <= 64) {
+      for (const auto& n : list_) {
+        if (s.find(n) != std::string_view::npos) return true;
+      }
+      return false;
+    }
+    for (std::size_t len : lens_) {
+      if (len > s.size()) break;
+      for (std::size_t i = 0; i + len <= s.size(); ++i) {
+        if (set_.find(s.substr(i, len)) != set_.end()) return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  NameSet set_;
+  std::set<std::size_t> lens_;
+  std::vector<std::string> list_;
+};
+
+// `name` equals an entry or starts with "<entry>.".
+bool has_name_or_dotted_prefix(const NameSet& set, std::string_view name) {
+  if (set.find(name) != set.end()) return true;
+  for (std::size_t p = name.find('.'); p != std::string_view::npos; p = name.find('.', p + 1)) {
+    if (set.find(name.substr(0, p)) != set.end()) return true;
+  }
+  return false;
+}
+
+// Inserts `e` and every prefix of it that ends before a '.', so that "some
+// entry equals n or starts with n + '.'" is one lookup of n.
+void insert_with_dotted_prefixes(NameSet& set, const std::string& e) {
+  for (std::size_t p = e.find('.'); p != std::string::npos; p = e.find('.', p + 1)) set.emplace(e.substr(0, p));
+  set.insert(e);
+}
+
+bool regex_compiles(const std::string& pattern) {
+  try {
+    py_re_match(pattern, "");
+    return true;
+  } catch (const std::regex_error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 struct EngineResolver::Impl {
@@ -100,11 +179,12 @@ struct EngineResolver::Impl {
   json qc;
   std::vector<std::string> all;
   std::vector<EngineModule> ems;
-  std::map<std::string, std::size_t> index;  // checkpoint member or engine name -> ems index
-  std::map<std::string, std::optional<json>> cache;
+  NameMap<std::size_t> index;  // checkpoint member or engine name -> ems index
+  NameMap<std::optional<json>> cache;
 
   Impl(Engine e, json q, std::vector<std::string> a) : engine(e), qc(std::move(q)), all(std::move(a)) {
     ems = engine_modules(family_of(e), all);
+    index.reserve(all.size() + ems.size());
     for (std::size_t i = 0; i < ems.size(); ++i) {
       index[ems[i].name] = i;
       for (const auto& m : ems[i].members) index[m] = i;
@@ -126,29 +206,44 @@ struct EngineResolver::Impl {
   }
 
   // ---------------- compressed-tensors (ENGINES.md §1.2) ----------------
-  std::optional<json> ct_linear(const std::string& prefix, Kind kind, const std::vector<std::string>& shards,
-                                const std::string& cls) {
-    bool sglang = engine == Engine::SglangCompressedTensors;
-    auto ignored_by = [&](const std::string& name) {
-      for (const auto& pat : string_list(qc.value("ignore", json::array()))) {
-        if (exact_or_re_match(name, pat)) return true;
-        if (sglang && !starts_with(pat, "re:") && contains(lower(name), lower(pat))) return true;
-      }
-      return false;
-    };
-    // 1. should_ignore_layer
-    bool ignored = ignored_by(prefix);
-    if (!ignored && kind == Kind::Fused) {
-      std::size_t n = 0;
-      for (const auto& s : shards) n += ignored_by(s) ? 1 : 0;
-      if (n != 0 && n != shards.size())
-        fail(fmt::format("shards of {} are partly ignored; vLLM requires all to use the same scheme", prefix));
-      ignored = n == shards.size();
-    }
-    if (ignored) return std::nullopt;
+  struct CtIgnore {
+    std::vector<std::string> list;  // literal scan when a regex does not compile
+    bool literal{false};
+    NameSet exact;
+    std::vector<std::string> res;   // patterns without "re:"
+    NeedleSet lowered;              // SGLang: lower(pattern) in lower(name)
+  };
+  std::optional<CtIgnore> ct_ignore_idx;
 
+  const CtIgnore& ct_ignore() {
+    if (ct_ignore_idx) return *ct_ignore_idx;
+    CtIgnore ix;
+    ix.list = string_list(qc.value("ignore", json::array()));
+    for (const auto& pat : ix.list) {
+      if (starts_with(pat, "re:")) {
+        ix.res.push_back(pat.substr(3));
+        ix.literal |= !regex_compiles(ix.res.back());
+      } else {
+        ix.exact.insert(pat);
+        ix.lowered.add(lower(pat));
+      }
+    }
+    return ct_ignore_idx.emplace(std::move(ix));
+  }
+
+  struct CtTargets {
+    std::vector<std::pair<std::string, json>> list;  // target_scheme_map, in order
+    NameMap<std::size_t> exact;                      // non-re target -> position
+    std::vector<std::pair<std::size_t, std::string>> res;  // position, pattern without "re:"
+    std::map<std::string, std::optional<std::size_t>> by_class;
+  };
+  std::optional<CtTargets> ct_targets_idx;
+
+  CtTargets& ct_targets() {
+    if (ct_targets_idx) return *ct_targets_idx;
     // 2. target_scheme_map in group order; a later group takes over a target.
-    std::vector<std::pair<std::string, json>> targets;
+    CtTargets ix;
+    NameMap<std::size_t> pos;
     std::string top_format = qc.value("format", "");
     const json groups = qc.value("config_groups", json::object());
     for (const auto& [gname, g] : groups.items()) {
@@ -159,30 +254,88 @@ struct EngineResolver::Impl {
                      {"output_activations", g.value("output_activations", json())},
                      {"format", g.contains("format") && !g["format"].is_null() ? g["format"] : json(top_format)}};
       for (const auto& t : ts) {
-        auto it = std::find_if(targets.begin(), targets.end(), [&](const auto& p) { return p.first == t; });
-        if (it == targets.end()) targets.emplace_back(t, scheme);
-        else it->second = scheme;
+        auto [it, fresh] = pos.try_emplace(t, ix.list.size());
+        if (fresh) ix.list.emplace_back(t, scheme);
+        else ix.list[it->second].second = scheme;
       }
     }
-    for (const auto& [t, s] : targets) {
-      if (exact_or_re_match(prefix, t)) return s;
+    for (std::size_t i = 0; i < ix.list.size(); ++i) {
+      const std::string& t = ix.list[i].first;
+      if (starts_with(t, "re:")) ix.res.emplace_back(i, t.substr(3));
+      else ix.exact.emplace(t, i);
     }
+    return ct_targets_idx.emplace(std::move(ix));
+  }
+
+  bool ct_ignored_by(const CtIgnore& ix, const std::string& name, bool sglang) const {
+    if (ix.literal) {
+      for (const auto& pat : ix.list) {
+        if (exact_or_re_match(name, pat)) return true;
+        if (sglang && !starts_with(pat, "re:") && contains(lower(name), lower(pat))) return true;
+      }
+      return false;
+    }
+    if (ix.exact.count(name)) return true;
+    for (const auto& re : ix.res) {
+      if (py_re_match(re, name)) return true;
+    }
+    return sglang && ix.lowered.any_in(lower(name));
+  }
+
+  // The first target (in target_scheme_map order) that is `name` or whose
+  // regex matches it: the exact hit's position bounds the regexes to try.
+  static std::optional<std::size_t> ct_first_target(const CtTargets& ix, const std::string& name) {
+    std::size_t best = std::string::npos;
+    if (auto it = ix.exact.find(name); it != ix.exact.end()) best = it->second;
+    for (const auto& [i, re] : ix.res) {
+      if (i >= best) break;
+      if (py_re_match(re, name)) return i;
+    }
+    if (best == std::string::npos) return std::nullopt;
+    return best;
+  }
+
+  std::optional<json> ct_linear(const std::string& prefix, Kind kind, const std::vector<std::string>& shards,
+                                const std::string& cls) {
+    bool sglang = engine == Engine::SglangCompressedTensors;
+    const CtIgnore& ign = ct_ignore();
+    // 1. should_ignore_layer
+    bool ignored = ct_ignored_by(ign, prefix, sglang);
+    if (!ignored && kind == Kind::Fused) {
+      std::size_t n = 0;
+      for (const auto& s : shards) n += ct_ignored_by(ign, s, sglang) ? 1 : 0;
+      if (n != 0 && n != shards.size())
+        fail(fmt::format("shards of {} are partly ignored; vLLM requires all to use the same scheme", prefix));
+      ignored = n == shards.size();
+    }
+    if (ignored) return std::nullopt;
+
+    CtTargets& ix = ct_targets();
+    if (auto i = ct_first_target(ix, prefix)) return ix.list[*i].second;
     if (kind == Kind::Fused) {
       std::optional<json> first;
       bool all_matched = true;
       for (const auto& shard : shards) {
-        auto it = std::find_if(targets.begin(), targets.end(),
-                               [&](const auto& p) { return exact_or_re_match(shard, p.first); });
-        if (it == targets.end()) { all_matched = false; break; }
-        if (!first) first = it->second;
+        auto i = ct_first_target(ix, shard);
+        if (!i) { all_matched = false; break; }
+        if (!first) first = ix.list[*i].second;
       }
       if (all_matched && first) return first;
     }
-    std::string lc = lower(cls);
-    for (const auto& [t, s] : targets) {
-      if (starts_with(t, "re:")) continue;
-      if (contains(lc, lower(t)) || (cls == "RoutedExperts" && t == "Linear")) return s;
+    // Class-name targets depend on the class only.
+    auto [cit, fresh] = ix.by_class.try_emplace(cls);
+    if (fresh) {
+      std::string lc = lower(cls);
+      for (std::size_t i = 0; i < ix.list.size(); ++i) {
+        const std::string& t = ix.list[i].first;
+        if (starts_with(t, "re:")) continue;
+        if (contains(lc, lower(t)) || (cls == "RoutedExperts" && t == "Linear")) {
+          cit->second = i;
+          break;
+        }
+      }
     }
+    if (cit->second) return ix.list[*cit->second].second;
     if (sglang) fail(fmt::format("Unable to find matching target for {} in the compressed-tensors config", prefix));
     return std::nullopt;
   }
@@ -219,30 +372,93 @@ struct EngineResolver::Impl {
     return s;
   }
 
-  bool quark_excluded_name(const std::string& name, const std::vector<std::string>& excl) const {
-    for (const auto& e : excl) {
-      if (engine == Engine::AtomQuark) {
-        if (starts_with(e, "re:")) {
-          if (py_re_search(e.substr(3), name)) return true;
-        } else if (e.find_first_of("*?[") != std::string::npos) {
-          if (py_fnmatch(name, e)) return true;
-        } else if (name == e || starts_with(name, e + ".")) {
+  struct QuarkExclude {
+    std::vector<std::string> list;  // after ATOM's rewrite; literal scan when a regex does not compile
+    bool literal{false};
+    NameSet exact;                  // vLLM/SGLang: non-re entries
+    NameSet plain;                  // ATOM: entries neither re: nor glob (exact or dotted prefix)
+    std::vector<std::string> res;   // patterns without "re:"
+    std::vector<std::string> globs; // ATOM fnmatch entries
+    NameSet under;                  // non-re entries and their dotted prefixes (experts rule)
+  };
+  std::optional<QuarkExclude> quark_excl_idx;
+
+  const QuarkExclude& quark_exclude() {
+    if (quark_excl_idx) return *quark_excl_idx;
+    QuarkExclude ix;
+    ix.list = string_list(qc.value("exclude", json::array()));
+    if (engine == Engine::AtomQuark) {
+      for (auto& e : ix.list) e = atom_rewrite(e);
+    }
+    for (const auto& e : ix.list) {
+      if (starts_with(e, "re:")) {
+        ix.res.push_back(e.substr(3));
+        ix.literal |= !regex_compiles(ix.res.back());
+        continue;
+      }
+      ix.exact.insert(e);
+      insert_with_dotted_prefixes(ix.under, e);
+      if (e.find_first_of("*?[") != std::string::npos) ix.globs.push_back(e);
+      else ix.plain.insert(e);
+    }
+    return quark_excl_idx.emplace(std::move(ix));
+  }
+
+  bool quark_excluded_name(const std::string& name, const QuarkExclude& ix) const {
+    bool atom = engine == Engine::AtomQuark;
+    if (ix.literal) {
+      for (const auto& e : ix.list) {
+        if (atom) {
+          if (starts_with(e, "re:")) {
+            if (py_re_search(e.substr(3), name)) return true;
+          } else if (e.find_first_of("*?[") != std::string::npos) {
+            if (py_fnmatch(name, e)) return true;
+          } else if (name == e || starts_with(name, e + ".")) {
+            return true;
+          }
+        } else if (exact_or_re_match(name, e)) {
           return true;
         }
-      } else if (exact_or_re_match(name, e)) {
-        return true;
       }
+      return false;
+    }
+    if (!atom) {
+      if (ix.exact.count(name)) return true;
+      for (const auto& re : ix.res) {
+        if (py_re_match(re, name)) return true;
+      }
+      return false;
+    }
+    if (has_name_or_dotted_prefix(ix.plain, name)) return true;
+    for (const auto& g : ix.globs) {
+      if (py_fnmatch(name, g)) return true;
+    }
+    for (const auto& re : ix.res) {
+      if (py_re_search(re, name)) return true;
     }
     return false;
+  }
+
+  struct QuarkLayers {
+    std::vector<std::pair<std::string, json>> keys;  // layer_quant_config in iteration order, ATOM-rewritten
+    json global;
+  };
+  std::optional<QuarkLayers> quark_layers_idx;
+
+  const QuarkLayers& quark_layers() {
+    if (quark_layers_idx) return *quark_layers_idx;
+    QuarkLayers ix;
+    const json lqc = qc.value("layer_quant_config", json::object());
+    for (const auto& [key0, cfg] : lqc.items())
+      ix.keys.emplace_back(engine == Engine::AtomQuark ? atom_rewrite(key0) : key0, cfg);
+    ix.global = qc.value("global_quant_config", json());
+    return quark_layers_idx.emplace(std::move(ix));
   }
 
   std::optional<json> quark(const EngineModule& em) {
     bool atom = engine == Engine::AtomQuark;
     bool sglang = engine == Engine::SglangQuark;
-    std::vector<std::string> excl = string_list(qc.value("exclude", json::array()));
-    if (atom) {
-      for (auto& e : excl) e = atom_rewrite(e);
-    }
+    const QuarkExclude& excl = quark_exclude();
     // 1. exclude
     bool excluded = quark_excluded_name(em.name, excl);
     if (!excluded && em.kind == Kind::Fused && !atom) {
@@ -252,26 +468,22 @@ struct EngineResolver::Impl {
         fail(fmt::format("shards of {} are partly excluded", em.name));
       excluded = n == em.members.size();
     }
-    if (!excluded && em.kind == Kind::Experts) {
-      for (const auto& e : excl) {
-        if (!starts_with(e, "re:") && (e == em.name || starts_with(e, em.name + "."))) excluded = true;
-      }
-    }
+    // Any non-re entry equal to the experts module or under it.
+    if (!excluded && em.kind == Kind::Experts) excluded = excl.under.count(em.name) != 0;
     if (excluded) return std::nullopt;
 
     // 2. layer_quant_config (3. layer_type_quant_config is dead for string keys), global.
-    const json lqc = qc.value("layer_quant_config", json::object());
-    auto lookup = [&](const std::string& name) -> json {
-      for (const auto& [key0, cfg] : lqc.items()) {
-        std::string key = atom ? atom_rewrite(key0) : key0;
+    const QuarkLayers& lq = quark_layers();
+    auto lookup = [&](const std::string& name) -> const json& {
+      for (const auto& [key, cfg] : lq.keys) {
         bool hit = sglang || key.find('*') != std::string::npos ? py_fnmatch(name, key) : contains(key, name);
         if (hit) return cfg;
       }
-      return qc.value("global_quant_config", json());
+      return lq.global;
     };
     std::vector<std::string> names =
         (em.kind == Kind::Fused && !atom) ? em.members : std::vector<std::string>{em.name};
-    json first = lookup(names[0]);
+    const json& first = lookup(names[0]);
     for (std::size_t i = 1; i < names.size(); ++i) {
       if (lookup(names[i]) != first)
         fail(fmt::format("shards of {} resolve to different layer configs", em.name));
@@ -292,29 +504,63 @@ struct EngineResolver::Impl {
     return out;
   }
 
+  struct ModelOptIgnore {
+    NameSet exact;
+    std::vector<std::string> with_experts;  // entries containing "experts"
+    NeedleSet needles;                      // entries as substrings of the name
+    std::vector<std::string> globs;         // entries with '*'
+  };
+  std::optional<ModelOptIgnore> modelopt_ignore_idx;
+
+  const ModelOptIgnore& modelopt_ignore(const json& q) {
+    if (modelopt_ignore_idx) return *modelopt_ignore_idx;
+    ModelOptIgnore ix;
+    for (auto& e : string_list(q.contains("exclude_modules") ? q["exclude_modules"]
+                                                              : q.value("ignore", json::array()))) {
+      if (contains(e, "experts")) ix.with_experts.push_back(e);
+      if (e.find('*') != std::string::npos) ix.globs.push_back(e);
+      ix.needles.add(e);
+      ix.exact.insert(std::move(e));
+    }
+    return modelopt_ignore_idx.emplace(std::move(ix));
+  }
+
+  // The first key of `ql` (in iteration order, which is key order) starting
+  // with `prefix`.
+  static const json* first_key_under(const json& ql, const std::string& prefix) {
+    if (ql.is_object()) {
+      const auto& obj = ql.get_ref<const json::object_t&>();
+      auto it = obj.lower_bound(prefix);
+      return it != obj.end() && starts_with(it->first, prefix) ? &it->second : nullptr;
+    }
+    for (const auto& [k, e] : ql.items()) {
+      if (starts_with(k, prefix)) return &e;
+    }
+    return nullptr;
+  }
+
   std::optional<json> modelopt(const EngineModule& em) {
     const json& q = qc.contains("quantization") ? qc["quantization"] : qc;
-    std::vector<std::string> ignore =
-        string_list(q.contains("exclude_modules") ? q["exclude_modules"] : q.value("ignore", json::array()));
+    const ModelOptIgnore& ign = modelopt_ignore(q);
     const std::string& m = em.name;
     // 1. exact, fused shards all-or-none, experts substring-of-entry
-    bool excluded = std::find(ignore.begin(), ignore.end(), m) != ignore.end();
+    bool excluded = ign.exact.count(m) != 0;
     if (!excluded && em.kind == Kind::Fused) {
       std::size_t n = 0;
-      for (const auto& s : em.members) n += std::count(ignore.begin(), ignore.end(), s) ? 1 : 0;
+      for (const auto& s : em.members) n += ign.exact.count(s) ? 1 : 0;
       if (n != 0 && n != em.members.size()) fail(fmt::format("shards of {} are partly excluded", m));
       excluded = n == em.members.size();
     }
     if (!excluded && contains(m, "experts")) {
-      for (const auto& e : ignore) {
-        if (contains(e, "experts") && contains(e, m)) excluded = true;
+      for (const auto& e : ign.with_experts) {
+        if (contains(e, m)) excluded = true;
       }
     }
     // 2. substring, also without a leading language_model.
     std::string stripped = starts_with(m, "language_model.") ? m.substr(15) : m;
-    for (const auto& e : ignore) {
-      if (contains(m, e) || contains(stripped, e)) excluded = true;
-      if (e.find('*') != std::string::npos && py_fnmatch(m, e)) excluded = true;  // 3.
+    if (ign.needles.any_in(m) || ign.needles.any_in(stripped)) excluded = true;
+    for (const auto& e : ign.globs) {
+      if (py_fnmatch(m, e)) excluded = true;  // 3.
     }
     for (const char* v : {"vision_tower", "vision_model", "vit_large_projector"}) {  // 4.
       if (contains(m, v)) excluded = true;
@@ -328,7 +574,8 @@ struct EngineResolver::Impl {
       if (up.empty()) return std::nullopt;
       return normalize_modelopt_entry(up, json::object(), q);
     }
-    const json ql = q.value("quantized_layers", json::object());
+    static const json kNoLayers = json::object();
+    const json& ql = q.contains("quantized_layers") ? q["quantized_layers"] : kNoLayers;
     if (ql.empty()) fail("MIXED_PRECISION needs a non-empty quantized_layers");
     auto entry_algo = [&](const json& e) { return e.value("quant_algo", ""); };
     // 1. direct key (with the lm_head and language_model spellings)
@@ -353,14 +600,11 @@ struct EngineResolver::Impl {
       if (found) return found;
     }
     // 3. first key under the prefix
-    for (const auto& [k, e] : ql.items()) {
-      if (starts_with(k, m + ".")) return normalize_modelopt_entry(entry_algo(e), e, q);
-    }
+    if (const json* e = first_key_under(ql, m + ".")) return normalize_modelopt_entry(entry_algo(*e), *e, q);
     // 4. experts: any key under the parent
     if (em.kind == Kind::Experts) {
-      for (const auto& [k, e] : ql.items()) {
-        if (starts_with(k, parent_of(m) + ".")) return normalize_modelopt_entry(entry_algo(e), e, q);
-      }
+      if (const json* e = first_key_under(ql, parent_of(m) + "."))
+        return normalize_modelopt_entry(entry_algo(*e), *e, q);
     }
     return std::nullopt;
   }
@@ -407,8 +651,12 @@ std::vector<std::string> check_config_resolution(Dialect d, const ConfigInput& i
   const json& src = in.source_quantization_config;
   bool kept_source = d == Dialect::CompressedTensors && src.is_object() && src.contains("config_groups");
   std::optional<std::pair<quant::SchemeSpec, json>> want_cache;  // consecutive modules share schemes
+  std::size_t want_generation = 0;
   for (Engine e : engines_for(d)) {
     EngineResolver r(e, qc, all);
+    const std::optional<json>* memo_got = nullptr;  // resolver results keep their address
+    std::size_t memo_generation = 0;
+    bool memo_agree = false;
     for (const auto& m : in.linear_modules) {
       const std::optional<json>* got_ptr = nullptr;
       try {
@@ -423,9 +671,23 @@ std::vector<std::string> check_config_resolution(Dialect d, const ConfigInput& i
                                                  engine_name(e), m.module));
         continue;
       }
-      if (m.scheme && (!want_cache || !(want_cache->first == *m.scheme)))
+      if (m.scheme && (!want_cache || !(want_cache->first == *m.scheme))) {
         want_cache.emplace(*m.scheme, scheme_config_json(d, *m.scheme));
-      bool agree = m.scheme ? (got && *got == want_cache->second) : !got;
+        ++want_generation;
+      }
+      // The members of one engine module share one cached result; compare it
+      // with the decided scheme once per run of members, not per member.
+      bool agree;
+      if (!m.scheme) {
+        agree = !got;
+      } else if (got_ptr == memo_got && want_generation == memo_generation) {
+        agree = memo_agree;
+      } else {
+        agree = got && *got == want_cache->second;
+        memo_got = got_ptr;
+        memo_generation = want_generation;
+        memo_agree = agree;
+      }
       if (!agree) {
         problems.push_back(fmt::format("{}: {} (engine module {}) resolves to {}, decided {}", engine_name(e),
                                        m.module, r.engine_module(m.module), got ? got->dump() : "float",

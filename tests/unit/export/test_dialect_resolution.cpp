@@ -144,7 +144,7 @@ using namespace selq::exporter::testing;
 
 // Kimi-K2 expert count (384) over 8 layers. Building (which resolves every
 // module with every engine) must stay fast and the CT targets compact.
-// The full 61-layer model (70,639 modules) took 21 s (CT) / 29 s (Quark).
+// The full 61-layer model (70,639 modules) took 21 s (CT) / 29 s (Quark) before the resolvers indexed their config lists once; now ~1.4 s / 2.6 s (docs/BENCHMARKS.md).
 TEST(Resolution, KimiK2ScaleBuildsQuickly) {
   std::vector<ModuleDecision> ms;
   for (int l = 0; l < 8; ++l) {
