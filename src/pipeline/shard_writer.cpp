@@ -152,8 +152,9 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
     for (const auto& o : plan.tensors[i].outputs) infos.push_back(o.info);
   io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
 
-  // One tensor per worker plus one being written: memory is bounded by
-  // (workers + 1) x the largest quantized tensor, whatever the model size.
+  // One tensor per worker plus one waiting for its turn to be recorded:
+  // memory is bounded by (workers + 1) x the largest quantized tensor,
+  // whatever the model size.
   const std::size_t tokens = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()) + 1;
   std::size_t next = 0;
   std::vector<std::pair<std::size_t, TensorRecord>> shard_records;
@@ -169,16 +170,26 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
                                           f->index = shard.tensors[next++];
                                           return f;
                                         }) &
+          // Writing happens here too, not in the ordered stage: every tensor
+          // has a fixed offset (pwrite), so the bytes do not depend on the
+          // order, and copying kept tensors out of the source mapping (page
+          // faults + copy) was the serial bottleneck.
           tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel,
                                                  [&](InFlight* f) {
                                                    std::unique_ptr<InFlight> guard(f);
-                                                   produce(source, plan.tensors[f->index], options, group_amax, *f);
+                                                   const auto& t = plan.tensors[f->index];
+                                                   produce(source, t, options, group_amax, *f);
+                                                   for (std::size_t k = 0; k < t.outputs.size(); ++k)
+                                                     writer.write(t.outputs[k].info.name, f->views[k]);
+                                                   // Written: only the record waits for its turn.
+                                                   f->views.clear();
+                                                   f->buffers.clear();
+                                                   f->source = {};
                                                    return guard.release();
                                                  }) &
           tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, [&](InFlight* f) {
             std::unique_ptr<InFlight> owned(f);
             const auto& t = plan.tensors[f->index];
-            for (std::size_t k = 0; k < t.outputs.size(); ++k) writer.write(t.outputs[k].info.name, f->views[k]);
             shard_records.emplace_back(f->index, f->record);
             records[f->index] = std::move(f->record);
             progress.bytes_done += t.in_bytes();
