@@ -153,6 +153,16 @@ HWY_INLINE std::uint64_t ClipCount(VI c) {
   return n;
 }
 
+// A finished block: its clipped lanes go into the counts (elements and one
+// block) and the counter restarts for the next block.
+HWY_INLINE void CloseBlock(VI& clipped, ErrorMetrics& m) {
+  const DI di;
+  if (hn::AllFalse(di, hn::Gt(clipped, hn::Zero(di)))) return;
+  m.clipped_elements += ClipCount(clipped);
+  m.clipped_blocks += 1;
+  clipped = hn::Zero(di);
+}
+
 // ---------------------------------------------------------------- kernels
 
 void BlockAmax(const float* x, std::size_t n, std::size_t bw, float* amax) {
@@ -372,10 +382,7 @@ HWY_INLINE void E2m1BlocksT(const float* x, std::size_t n, std::size_t bw, const
       hn::StoreU(hn::DemoteTo(d8h, hn::BitCast(di16, folded)), d8h, out + j);
     }
 #endif
-    if (!hn::AllFalse(di, hn::Gt(clipped, hn::Zero(di)))) {
-      m.clipped_elements += ClipCount(clipped);
-      m.clipped_blocks += 1;
-    }
+    CloseBlock(clipped, m);
     since_flush += bw;
     if (since_flush >= kFlushEvery) {
       AccFlush(acc, m);
@@ -433,11 +440,7 @@ HWY_INLINE void E4m3BlocksT(const float* x, std::size_t n, std::size_t bw, const
       step(in_buf, out_buf, dv, sv);
       std::memcpy(codes + c, out_buf, c1 - c);
     }
-    if (!hn::AllFalse(di, hn::Gt(clipped, hn::Zero(di)))) {
-      m.clipped_elements += ClipCount(clipped);
-      m.clipped_blocks += 1;
-      clipped = hn::Zero(di);
-    }
+    CloseBlock(clipped, m);
   }
   AccFlush(acc, m);
   m.elements += n;
@@ -539,11 +542,7 @@ HWY_INLINE void IntGroupsT(const float* x, std::size_t n, std::size_t gw, const 
       std::memcpy(codes + c, out_buf, c1 - c);
     }
     m.blocks += 1;
-    if (!hn::AllFalse(di, hn::Gt(clipped, hn::Zero(di)))) {
-      m.clipped_elements += ClipCount(clipped);
-      m.clipped_blocks += 1;
-      clipped = hn::Zero(di);
-    }
+    CloseBlock(clipped, m);
   }
   AccFlush(acc, m);
   m.elements += n;
