@@ -33,6 +33,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <regex>
 #include <set>
 
@@ -221,10 +223,14 @@ json ct_scheme_json(const SchemeSpec& s) {
 namespace {
 
 // compressed-tensors and vLLM match "re:" targets with Python's re.match:
-// anchored at the start only.
-bool ct_target_matches(const std::string& target, const std::string& module) {
-  if (target.rfind("re:", 0) != 0) return target == module;
-  return std::regex_search(module, std::regex(target.substr(3)), std::regex_constants::match_continuous);
+// anchored at the start only. The regex is compiled once per target, not once
+// per module it is tried on.
+std::function<bool(const std::string&)> ct_target_matcher(const std::string& target) {
+  if (target.rfind("re:", 0) != 0) return [target](const std::string& module) { return module == target; };
+  auto re = std::make_shared<std::regex>(target.substr(3));
+  return [re](const std::string& module) {
+    return std::regex_search(module, *re, std::regex_constants::match_continuous);
+  };
 }
 
 // A kept source group must stop naming modules that are quantized anew
@@ -245,14 +251,13 @@ json targets_without_requantized(const std::string& group, const json& targets, 
       continue;
     }
     const std::string target = t.get<std::string>();
-    const auto hit = std::find_if(renewed.begin(), renewed.end(),
-                                  [&](const std::string& m) { return ct_target_matches(target, m); });
+    const auto matches = ct_target_matcher(target);
+    const auto hit = std::find_if(renewed.begin(), renewed.end(), matches);
     if (hit == renewed.end()) {
       out.push_back(t);
       continue;
     }
-    const auto still = std::find_if(kept.begin(), kept.end(),
-                                     [&](const std::string& m) { return ct_target_matches(target, m); });
+    const auto still = std::find_if(kept.begin(), kept.end(), matches);
     if (still != kept.end())
       throw_bad_input(fmt::format("source config group '{}' target '{}' covers both '{}', which is quantized anew, "
                                   "and '{}', which is kept as stored; re-quantize all the modules it names or none",
