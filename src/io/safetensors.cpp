@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -13,9 +16,11 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include "io/xxh3.h"
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/safetensors_hash.h"
 #include "io/strict_json.h"
 
 namespace selq::io {
@@ -256,6 +261,19 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &header_.entries[it->second];
 }
 
+void populate_pages(std::span<const std::uint8_t> bytes) {
+#ifdef MADV_POPULATE_READ
+  if (bytes.empty()) return;
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size());
+  // Failure (an old kernel, EINTR) only means the pages fault in as usual.
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)bytes;
+#endif
+}
+
 TensorView SafetensorsFile::view(const std::string& name) const {
   const SafetensorsEntry* e = find(name);
   if (!e) throw_bad_input("no such tensor", {path_, name, {}});
@@ -266,6 +284,27 @@ std::string safetensors_header(const std::vector<TensorInfo>& tensors,
                                const std::map<std::string, std::string>& metadata) {
   return layout(tensors, metadata).header;
 }
+
+namespace {
+// fallocate, except on tmpfs: there it allocates and zeroes every page up
+// front, which the writes then fill again (measured: a sixth of a page-cached
+// quantize run). tmpfs only needs the free-space check, which statvfs gives.
+// Returns 0 or -1 with errno set, like fallocate.
+int reserve_space(int fd, std::uint64_t size) {
+  constexpr long kTmpfsMagic = 0x01021994;  // TMPFS_MAGIC, linux/magic.h
+  struct statfs sf {};
+  if (::fstatfs(fd, &sf) == 0 && sf.f_type == kTmpfsMagic) {
+    struct statvfs sv {};
+    if (::fstatvfs(fd, &sv) == 0 && static_cast<std::uint64_t>(sv.f_bavail) * sv.f_frsize < size) {
+      errno = ENOSPC;
+      return -1;
+    }
+    errno = EOPNOTSUPP;  // the caller then sizes the file with ftruncate
+    return -1;
+  }
+  return ::fallocate(fd, 0, 0, static_cast<off_t>(size));
+}
+}  // namespace
 
 SafetensorsWriter::SafetensorsWriter(std::string final_path, std::vector<TensorInfo> tensors,
                                      std::map<std::string, std::string> metadata)
@@ -279,7 +318,8 @@ SafetensorsWriter::SafetensorsWriter(std::string final_path, std::vector<TensorI
   data_start_ = 8 + l.header.size();
   total_size_ = l.data_size;
   for (auto& e : l.entries) {
-    written_[e.info.name] = e.end == e.begin;  // nothing to write for empty tensors
+    // Nothing to write for an empty tensor: it is already complete.
+    written_[e.info.name] = e.end == e.begin ? std::optional<std::uint64_t>(XXH3_64bits(nullptr, 0)) : std::nullopt;
     entries_[e.info.name] = std::move(e);
   }
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -288,7 +328,7 @@ SafetensorsWriter::SafetensorsWriter(std::string final_path, std::vector<TensorI
     const std::uint64_t file_size = data_start_ + total_size_;
     // Reserving the space up front makes a full disk fail here, before hours
     // of quantization, rather than at the last tensor.
-    if (file_size > 0 && ::fallocate(fd_, 0, 0, static_cast<off_t>(file_size)) != 0) {
+    if (file_size > 0 && reserve_space(fd_, file_size) != 0) {
       const int e = errno;
       if (e != EOPNOTSUPP && e != ENOSYS)
         throw_io(fmt::format("cannot reserve {} bytes: {}", file_size, std::strerror(e)), {final_path_, "", 0});
@@ -296,10 +336,10 @@ SafetensorsWriter::SafetensorsWriter(std::string final_path, std::vector<TensorI
         throw_io(fmt::format("cannot size file to {} bytes: {}", file_size, std::strerror(errno)),
                  {final_path_, "", 0});
     }
-    std::string head(8, '\0');
-    put_le64(reinterpret_cast<std::uint8_t*>(head.data()), l.header.size());
-    head += l.header;
-    pwrite_all(fd_, head.data(), head.size(), 0, final_path_);
+    head_.assign(8, '\0');
+    put_le64(reinterpret_cast<std::uint8_t*>(head_.data()), l.header.size());
+    head_ += l.header;
+    pwrite_all(fd_, head_.data(), head_.size(), 0, final_path_);
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
@@ -314,13 +354,28 @@ SafetensorsWriter::~SafetensorsWriter() {
 }
 
 void SafetensorsWriter::write(const std::string& name, std::span<const std::uint8_t> bytes) {
+  write(name, bytes, XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+void SafetensorsWriter::write(const std::string& name, std::span<const std::uint8_t> bytes, std::uint64_t xxh3) {
+  assert(xxh3 == XXH3_64bits(bytes.data(), bytes.size()));
+  const auto it = entries_.find(name);
+  if (it != entries_.end() && bytes.size() != it->second.end - it->second.begin)
+    throw_bad_input(fmt::format("got {} bytes, declared {} {} needs {}", bytes.size(), dtype_name(it->second.info.dtype),
+                                shape_to_string(it->second.info.shape), it->second.end - it->second.begin),
+                    {final_path_, name, data_start_ + it->second.begin});
+  write_part(name, 0, bytes);
+  mark_written(name, xxh3);
+}
+
+void SafetensorsWriter::write_part(const std::string& name, std::uint64_t offset, std::span<const std::uint8_t> bytes) {
   const auto it = entries_.find(name);
   if (it == entries_.end()) throw_bad_input("tensor was not declared to the writer", {final_path_, name, {}});
   const SafetensorsEntry& e = it->second;
-  const std::uint64_t off = data_start_ + e.begin;
-  if (bytes.size() != e.end - e.begin)
-    throw_bad_input(fmt::format("got {} bytes, declared {} {} needs {}", bytes.size(), dtype_name(e.info.dtype),
-                                shape_to_string(e.info.shape), e.end - e.begin),
+  const std::uint64_t off = data_start_ + e.begin + offset;
+  if (offset > e.end - e.begin || bytes.size() > e.end - e.begin - offset)
+    throw_bad_input(fmt::format("{} bytes at tensor offset {} overrun the {} bytes of {} {}", bytes.size(), offset,
+                                e.end - e.begin, dtype_name(e.info.dtype), shape_to_string(e.info.shape)),
                     {final_path_, name, off});
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -331,16 +386,40 @@ void SafetensorsWriter::write(const std::string& name, std::span<const std::uint
   } catch (const Error& err) {
     throw_io(err.message(), {final_path_, name, err.where().offset});
   }
+}
+
+void SafetensorsWriter::mark_written(const std::string& name, std::uint64_t xxh3) {
   std::lock_guard<std::mutex> lock(mu_);
-  written_[name] = true;
+  const auto it = written_.find(name);
+  if (it == written_.end()) throw_bad_input("tensor was not declared to the writer", {final_path_, name, {}});
+  it->second = xxh3;
+}
+
+std::uint64_t SafetensorsWriter::content_hash() {
+  std::vector<const SafetensorsEntry*> order;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, e] : entries_) order.push_back(&e);
+  // The reader's order (io::parse_safetensors_header): offset, then end, then name.
+  std::sort(order.begin(), order.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    if (a->begin != b->begin) return a->begin < b->begin;
+    if (a->end != b->end) return a->end < b->end;
+    return a->info.name < b->info.name;
+  });
+  std::vector<std::uint64_t> hashes;
+  for (const SafetensorsEntry* e : order) {
+    const auto& h = written_.at(e->info.name);
+    if (!h) throw_bad_input("content hash of a file with a tensor not yet written", {final_path_, e->info.name, {}});
+    hashes.push_back(*h);
+  }
+  return combine_content_hash({reinterpret_cast<const std::uint8_t*>(head_.data()), head_.size()}, hashes);
 }
 
 void SafetensorsWriter::commit() {
   std::lock_guard<std::mutex> lock(mu_);
   if (committed_) return;
   std::vector<std::string> missing;
-  for (const auto& [name, done] : written_)
-    if (!done) missing.push_back(name);
+  for (const auto& [name, hash] : written_)
+    if (!hash) missing.push_back(name);
   if (!missing.empty())
     throw_bad_input(fmt::format("{} declared tensor(s) never written, first '{}'", missing.size(), missing[0]),
                     {final_path_, missing[0], {}});

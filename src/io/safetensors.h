@@ -4,6 +4,7 @@
 // Validation rules: FORMATS.md §1 plus the extra ones in issue #2.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -51,6 +52,8 @@ class SafetensorsFile {
   TensorView view(const std::string& name) const;
   std::uint64_t data_start() const { return data_start_; }  // absolute file offset
   std::uint64_t file_size() const { return size_; }
+  // The 8-byte header length and the header JSON: the file's first data_start() bytes.
+  std::span<const std::uint8_t> head_bytes() const { return {map_, static_cast<std::size_t>(data_start_)}; }
 
  private:
   SafetensorsFile() = default;
@@ -62,6 +65,12 @@ class SafetensorsFile {
   ParsedHeader header_;
   std::map<std::string, std::size_t> index_;
 };
+
+// Maps the pages under `bytes` (part of a file mapping, or any readable
+// memory) in one call where the kernel can (MADV_POPULATE_READ, Linux 5.14+):
+// touching them one fault at a time costs more than copying them on
+// page-cached input. A no-op elsewhere.
+void populate_pages(std::span<const std::uint8_t> bytes);
 
 // Streaming writer. All tensor infos are declared up front so the header (and
 // every offset) is fixed before any data is written; tensors may then be
@@ -78,12 +87,23 @@ class SafetensorsWriter {
 
   // Writes the bytes of tensor `name` (exactly its declared size). Thread-safe.
   void write(const std::string& name, std::span<const std::uint8_t> bytes);
+  // The same, for a caller that has already hashed the bytes: `xxh3` must be
+  // XXH3_64bits(bytes) (checked in debug builds).
+  void write(const std::string& name, std::span<const std::uint8_t> bytes, std::uint64_t xxh3);
+  // io::file_content_hash of the file this writer produces; every tensor must
+  // have been written.
+  std::uint64_t content_hash();
   // fsync + rename to the final path + fsync of the directory.
   void commit();
   const std::string& temp_path() const { return temp_path_; }
   std::uint64_t total_size() const { return total_size_; }
 
  private:
+  // Bytes at `offset` within tensor `name`; then the tensor is complete once
+  // mark_written records the hash of the whole.
+  void write_part(const std::string& name, std::uint64_t offset, std::span<const std::uint8_t> bytes);
+  void mark_written(const std::string& name, std::uint64_t xxh3);
+
   std::string final_path_;
   std::string temp_path_;
   int fd_{-1};
@@ -91,8 +111,9 @@ class SafetensorsWriter {
   std::uint64_t data_start_{0};
   std::uint64_t total_size_{0};
   std::map<std::string, SafetensorsEntry> entries_;
+  std::string head_;  // the file's first data_start_ bytes
   std::mutex mu_;
-  std::map<std::string, bool> written_;
+  std::map<std::string, std::optional<std::uint64_t>> written_;  // name -> XXH3 of what was written
 };
 
 // The padded header JSON (without the 8-byte length) the writer uses for

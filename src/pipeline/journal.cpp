@@ -1,15 +1,15 @@
 #include "pipeline/journal.h"
 
 #include <bit>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
-#include <xxhash.h>
+#include "io/xxh3.h"
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/safetensors_hash.h"
 
 namespace fs = std::filesystem;
 
@@ -53,21 +53,6 @@ TensorRecord record_from_json(const nlohmann::json& j) {
   return r;
 }
 
-std::uint64_t hash_file(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw_io("cannot open for hashing", {path});
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  std::vector<char> buf(1 << 22);
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) XXH3_64bits_update(st, buf.data(), n);
-  const bool failed = std::ferror(f.get()) != 0;
-  const std::uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  if (failed) throw_io("read error while hashing", {path});
-  return h;
-}
-
 std::string plan_fingerprint(const Plan& plan, const recipe::Recipe& recipe) {
   nlohmann::json j = plan.to_json();
   j.erase("source");  // the same plan may be read from a saved copy of the headers
@@ -91,7 +76,7 @@ Journal::Journal(std::string path, std::string fingerprint) : path_(std::move(pa
     }
     other_fingerprint_ = true;
   }
-  state_ = {{"version", 1}, {"fingerprint", fingerprint}, {"shards", nlohmann::json::object()}};
+  state_ = {{"version", 2}, {"fingerprint", fingerprint}, {"shards", nlohmann::json::object()}};
   save();
 }
 
@@ -115,7 +100,7 @@ bool Journal::is_committed(const std::string& shard, const std::string& file_pat
   if (!shards.contains(shard) || !fs::exists(file_path)) return false;
   // An intent whose file is on disk with the recorded hash is a commit, even
   // if the run died right after the rename.
-  return hash_file(file_path) == shards[shard].at("hash").get<std::uint64_t>();
+  return io::file_content_hash(file_path) == shards[shard].at("hash").get<std::uint64_t>();
 }
 
 void Journal::record_intent(const std::string& shard, std::uint64_t file_hash,

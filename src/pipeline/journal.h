@@ -2,7 +2,7 @@
 // The journal that makes a quantize run resumable. It lives next to the shards
 // being written (the staging directory of a file-to-file run, or
 // `.selq-inplace/` of an in-place run) and records, per output shard, the
-// intent to commit (the new file's hash, written before the rename) and the
+// intent to commit (the new file's io::file_content_hash, written before the rename) and the
 // commit itself, together with the shard's tensor records for the manifest.
 // A shard counts as committed only if the file on disk has the recorded hash,
 // so a journal entry can never vouch for a file that is not there.
@@ -50,8 +50,6 @@ class Journal {
   bool has_group_amax_{false};
 };
 
-// XXH3-64 of a whole file (streamed, bounded memory).
-std::uint64_t hash_file(const std::string& path);
 // Fingerprint of a plan + recipe: two runs with equal fingerprints write equal bytes.
 std::string plan_fingerprint(const Plan& plan, const recipe::Recipe& recipe);
 

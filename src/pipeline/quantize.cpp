@@ -40,6 +40,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
       if (e.path().filename() != ".selq-journal.json") fs::remove_all(e.path(), ec);
   }
   Progress progress;
+  BufferPool pool;  // output buffers, reused across shards
   progress.bytes_total = plan.source_bytes();
   progress.tensors_total = plan.tensors.size();
   const auto group_amax = journaled_group_amax(journal, source, plan);
@@ -50,7 +51,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
       adopt_committed_shard(plan, shard, journal, records, progress, options);
       continue;
     }
-    write_shard(source, plan, shard, path, options, group_amax, journal, records, progress);
+    write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);
   }
   result.manifest = finalize_checkpoint(src, plan, recipe, records, staging);
   fs::remove(journal_path, ec);

@@ -153,6 +153,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
 
   ThreadLimit limit(options.threads);
   Progress progress;
+  BufferPool pool;  // output buffers, reused across shards
   progress.bytes_total = plan.source_bytes();
   progress.tensors_total = plan.tensors.size();
   std::vector<TensorRecord> records(plan.tensors.size());
@@ -179,7 +180,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
 
   for (const PlannedShard* shard : todo) {
     const std::string path = (fs::path(dir) / shard->name).string();
-    write_shard(source, plan, *shard, path, options, group_amax, journal, records, progress);
+    write_shard(source, plan, *shard, path, options, group_amax, journal, records, progress, pool);
     live.erase(shard->name);  // unmaps the old file, now unlinked
   }
 

@@ -5,17 +5,16 @@
 #include <cstring>
 #include <filesystem>
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
-#include <xxhash.h>
+#include "io/xxh3.h"
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "pipeline/buffer_pool.h"
 
 namespace fs = std::filesystem;
 
@@ -26,13 +25,44 @@ namespace {
 // passed-through tensors are views of the source mapping (no copy).
 struct InFlight {
   std::size_t index{0};
-  std::vector<std::vector<std::uint8_t>> buffers;    // quantized outputs
+  std::vector<Buffer> buffers;                       // quantized outputs
   std::vector<std::span<const std::uint8_t>> views;  // what to write, one per output
   io::FetchedTensor source;  // keeps downloaded pass-through bytes alive until written
   TensorRecord record;
 };
 
 std::uint64_t xxh3(std::span<const std::uint8_t> b) { return XXH3_64bits(b.data(), b.size()); }
+
+// Populating the source pages of a large tensor is split across all cores:
+// as one call on the worker holding the tensor, a shard ending in a few huge
+// tensors (an lm_head, an embedding) left the other cores idle.
+constexpr std::size_t kPieceBytes = std::size_t{8} << 20;
+
+template <class Fn>
+void for_each_piece(std::span<const std::uint8_t> bytes, Fn&& fn) {
+  const std::size_t pieces = (bytes.size() + kPieceBytes - 1) / kPieceBytes;
+  if (pieces <= 1) {
+    fn(bytes);
+    return;
+  }
+  tbb::parallel_for(std::size_t{0}, pieces, [&](std::size_t i) {
+    const std::size_t off = i * kPieceBytes;
+    fn(bytes.subspan(off, std::min(kPieceBytes, bytes.size() - off)));
+  });
+}
+
+void populate(std::span<const std::uint8_t> bytes) {
+  for_each_piece(bytes, [](std::span<const std::uint8_t> piece) { io::populate_pages(piece); });
+}
+
+void write_output(io::SafetensorsWriter& writer, const TensorInfo& info, std::span<const std::uint8_t> bytes,
+                  std::uint64_t hash) {
+  if (bytes.size() != info.nbytes())
+    throw Error(ErrorKind::Internal,
+                fmt::format("{} bytes for {} {}", bytes.size(), dtype_name(info.dtype), shape_to_string(info.shape)),
+                {writer.temp_path(), info.name});
+  writer.write(info.name, bytes, hash);
+}
 
 // The float weight a planned tensor quantizes: the source tensor itself, or,
 // for a re-quantized module, its stored tensors dequantized to F32 (the
@@ -48,6 +78,7 @@ struct FloatWeight {
 void load_float_weight(const TensorSource& source, const PlannedTensor& t, FloatWeight& w) {
   if (!t.stored) {
     w.fetched = source(t.source_shard, t.source);
+    populate(w.fetched.view.bytes);
     w.hash = xxh3(w.fetched.view.bytes);
     return;
   }
@@ -58,6 +89,7 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
   for (const auto& name : t.stored->tensors) {
     inputs.push_back(source(t.source_shard, name));
     spans.push_back(inputs.back().view.bytes);
+    populate(spans.back());
     XXH3_64bits_update(st, spans.back().data(), spans.back().size());
   }
   w.hash = XXH3_64bits_digest(st);
@@ -96,7 +128,7 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
 }
 
 void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeOptions& options,
-             const std::map<std::string, float>& group_amax, InFlight& f) {
+             const std::map<std::string, float>& group_amax, BufferPool& pool, InFlight& f) {
   FloatWeight w;
   load_float_weight(source, t, w);
   f.source = std::move(w.fetched);
@@ -109,11 +141,10 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
     f.record.output_hashes.push_back(f.record.source_hash);
     return;
   }
-  f.buffers.resize(t.outputs.size());
   std::vector<std::span<std::uint8_t>> outs;
   for (std::size_t k = 0; k < t.outputs.size(); ++k) {
-    f.buffers[k].assign(t.outputs[k].info.nbytes(), 0);
-    outs.push_back(f.buffers[k]);
+    f.buffers.push_back(pool.acquire(t.outputs[k].info.nbytes()));
+    outs.push_back(f.buffers.back().bytes());
   }
   quant::QuantizeOptions qo;
   qo.reject_non_finite = !options.allow_non_finite;
@@ -134,8 +165,8 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   f.source = {};  // the source bytes are no longer needed
   f.record.metrics = metrics;
   for (auto& b : f.buffers) {
-    f.views.push_back(b);
-    f.record.output_hashes.push_back(xxh3(b));
+    f.views.push_back(b.bytes());
+    f.record.output_hashes.push_back(xxh3(b.bytes()));
   }
 }
 
@@ -146,66 +177,68 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
 // into place. Memory: the pipeline's tokens bound the tensors in flight.
 void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
                  const QuantizeOptions& options, const std::map<std::string, float>& group_amax,
-                 Journal& journal, std::vector<TensorRecord>& records, Progress& progress) {
+                 Journal& journal, std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool) {
   std::vector<TensorInfo> infos;
   for (auto i : shard.tensors)
     for (const auto& o : plan.tensors[i].outputs) infos.push_back(o.info);
   io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
 
-  // One tensor per worker plus one waiting for its turn to be recorded:
-  // memory is bounded by (workers + 1) x the largest quantized tensor,
-  // whatever the model size.
+  // One tensor per worker plus one waiting for the writer: memory is bounded
+  // by (workers + 1) x the largest quantized tensor, whatever the model size.
   const std::size_t tokens = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()) + 1;
   std::size_t next = 0;
   std::vector<std::pair<std::size_t, TensorRecord>> shard_records;
-  tbb::parallel_pipeline(
-      tokens,
-      tbb::make_filter<void, InFlight*>(tbb::filter_mode::serial_in_order,
-                                        [&](tbb::flow_control& fc) -> InFlight* {
-                                          if (next == shard.tensors.size()) {
-                                            fc.stop();
-                                            return nullptr;
-                                          }
-                                          auto* f = new InFlight;
-                                          f->index = shard.tensors[next++];
-                                          return f;
-                                        }) &
-          // Writing happens here too, not in the ordered stage: every tensor
-          // has a fixed offset (pwrite), so the bytes do not depend on the
-          // order, and copying kept tensors out of the source mapping (page
-          // faults + copy) was the serial bottleneck.
-          tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel,
-                                                 [&](InFlight* f) {
-                                                   std::unique_ptr<InFlight> guard(f);
-                                                   const auto& t = plan.tensors[f->index];
-                                                   produce(source, t, options, group_amax, *f);
-                                                   for (std::size_t k = 0; k < t.outputs.size(); ++k)
-                                                     writer.write(t.outputs[k].info.name, f->views[k]);
-                                                   // Written: only the record waits for its turn.
-                                                   f->views.clear();
-                                                   f->buffers.clear();
-                                                   f->source = {};
-                                                   return guard.release();
-                                                 }) &
-          tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, [&](InFlight* f) {
-            std::unique_ptr<InFlight> owned(f);
-            const auto& t = plan.tensors[f->index];
-            shard_records.emplace_back(f->index, f->record);
-            records[f->index] = std::move(f->record);
-            progress.bytes_done += t.in_bytes();
-            ++progress.tensors_done;
-            if (options.on_progress) options.on_progress(progress);
-          }));
-  // The temp file is complete; fsync it before its hash goes to the journal.
-  {
-    const int fd = ::open(writer.temp_path().c_str(), O_RDONLY);
-    if (fd < 0 || ::fsync(fd) != 0) {
-      if (fd >= 0) ::close(fd);
-      throw_io("cannot fsync the new shard", {writer.temp_path()});
+  const auto read_next = [&](tbb::flow_control& fc) -> InFlight* {
+    if (next == shard.tensors.size()) {
+      fc.stop();
+      return nullptr;
     }
-    ::close(fd);
-  }
-  journal.record_intent(shard.name, hash_file(writer.temp_path()), shard_records);
+    auto* f = new InFlight;
+    f->index = shard.tensors[next++];
+    return f;
+  };
+  const auto quantize = [&](InFlight* f) {
+    std::unique_ptr<InFlight> guard(f);
+    produce(source, plan.tensors[f->index], options, group_amax, pool, *f);
+    return guard.release();
+  };
+  // One writer at a time, in whatever order tensors finish (every tensor has
+  // a fixed offset, so the bytes do not depend on it). The kernel serializes
+  // writes to one file on its inode lock anyway, and writers waiting there
+  // spin: with several pwrites at once, a seventh of the run was spent
+  // spinning. Here a waiting tensor is queued and its thread quantizes the
+  // next one instead.
+  const auto write = [&](InFlight* f) {
+    std::unique_ptr<InFlight> guard(f);
+    const auto& t = plan.tensors[f->index];
+    for (std::size_t k = 0; k < t.outputs.size(); ++k)
+      write_output(writer, t.outputs[k].info, f->views[k], f->record.output_hashes[k]);
+    // Written: only the record waits for its turn.
+    f->views.clear();
+    for (auto& b : f->buffers) pool.release(std::move(b));
+    f->buffers.clear();
+    f->source = {};
+    return guard.release();
+  };
+  const auto record = [&](InFlight* f) {
+    std::unique_ptr<InFlight> owned(f);
+    const auto& t = plan.tensors[f->index];
+    shard_records.emplace_back(f->index, f->record);
+    records[f->index] = std::move(f->record);
+    progress.bytes_done += t.in_bytes();
+    ++progress.tensors_done;
+    if (options.on_progress) options.on_progress(progress);
+  };
+  tbb::parallel_pipeline(tokens, tbb::make_filter<void, InFlight*>(tbb::filter_mode::serial_in_order, read_next) &
+                                     tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel, quantize) &
+                                     tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::serial_out_of_order, write) &
+                                     tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, record));
+  // The intent carries the hash of the file's content, combined from the
+  // tensor hashes already taken (no read-back). It may be journaled before
+  // the data is durable: commit() fsyncs the file before the rename, and
+  // until the rename the final name does not exist, so a crash in between
+  // only means the shard is written again.
+  journal.record_intent(shard.name, writer.content_hash(), shard_records);
   writer.commit();
 }
 

@@ -9,6 +9,7 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "io/checkpoint.h"
+#include "pipeline/buffer_pool.h"
 #include "pipeline/journal.h"
 #include "pipeline/quantize.h"
 
@@ -20,7 +21,7 @@ using TensorSource = std::function<io::FetchedTensor(const std::string& shard, c
 
 void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
                  const QuantizeOptions& options, const std::map<std::string, float>& group_amax,
-                 Journal& journal, std::vector<TensorRecord>& records, Progress& progress);
+                 Journal& journal, std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool);
 void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const Journal& journal,
                            std::vector<TensorRecord>& records, Progress& progress, const QuantizeOptions& options);
 // NVFP4 fused-group amax: computed once and kept in the journal.

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>
-#include <xxhash.h>
+#include "io/xxh3.h"
 
 #include "core/codecs.h"
 #include "export/dialect.h"

@@ -11,7 +11,7 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <xxhash.h>
+#include "io/xxh3.h"
 
 #include "core/codecs.h"
 #include "core/error.h"

@@ -1,0 +1,100 @@
+#include "pipeline/buffer_pool.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace selq::pipeline::detail {
+
+namespace {
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// An anonymous mapping of `capacity` bytes (a multiple of 2 MiB) aligned to
+// 2 MiB, so that every 2 MiB of it can be one transparent huge page.
+std::uint8_t* map_aligned(std::size_t capacity) {
+  const std::size_t span = capacity + kHugePage;
+  void* m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  auto* base = static_cast<std::uint8_t*>(m);
+  auto* aligned = reinterpret_cast<std::uint8_t*>(round_up(reinterpret_cast<std::uintptr_t>(base), kHugePage));
+  const std::size_t head = static_cast<std::size_t>(aligned - base);
+  if (head) ::munmap(base, head);
+  if (span - head - capacity) ::munmap(aligned + capacity, span - head - capacity);
+  // Advice only: without THP the buffer is ordinary pages, just as correct.
+  (void)::madvise(aligned, capacity, MADV_HUGEPAGE);
+  return aligned;
+}
+}  // namespace
+
+Buffer::Buffer(std::size_t capacity) : capacity_(round_up(capacity == 0 ? 1 : capacity, kHugePage)) {
+  data_ = map_aligned(capacity_);
+}
+
+Buffer::~Buffer() {
+  if (data_) ::munmap(data_, capacity_);
+}
+
+Buffer::Buffer(Buffer&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)),
+      capacity_(std::exchange(o.capacity_, 0)),
+      size_(std::exchange(o.size_, 0)),
+      fresh_(std::exchange(o.fresh_, true)) {}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(data_, capacity_);
+    data_ = std::exchange(o.data_, nullptr);
+    capacity_ = std::exchange(o.capacity_, 0);
+    size_ = std::exchange(o.size_, 0);
+    fresh_ = std::exchange(o.fresh_, true);
+  }
+  return *this;
+}
+
+void Buffer::reset(std::size_t size) {
+  size_ = size;
+  if (!fresh_) std::memset(data_, 0, size);
+  fresh_ = false;
+}
+
+Buffer BufferPool::acquire(std::size_t size) {
+  Buffer out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The smallest free buffer that fits; if none fits, drop the largest one
+    // and map a bigger one, so the pool never holds more buffers than the
+    // peak in use.
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      const bool fits = it->capacity() >= size;
+      if (best == free_.end() || (fits && (best->capacity() < size || it->capacity() < best->capacity())) ||
+          (!fits && best->capacity() < size && it->capacity() > best->capacity()))
+        best = it;
+    }
+    if (best != free_.end()) {
+      out = std::move(*best);
+      free_.erase(best);
+    }
+  }
+  if (out.capacity() < size) out = Buffer(size);
+  out.reset(size);
+  return out;
+}
+
+void BufferPool::release(Buffer buffer) {
+  if (buffer.capacity() == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(std::move(buffer));
+}
+
+std::size_t BufferPool::free_buffers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return free_.size();
+}
+
+}  // namespace selq::pipeline::detail

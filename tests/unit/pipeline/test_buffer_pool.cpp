@@ -1,0 +1,76 @@
+// The quantize output buffers: reused (same memory), always handed out
+// zeroed, and never more of them than were in use at once.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "pipeline/buffer_pool.h"
+
+namespace selq::pipeline::detail {
+namespace {
+
+bool all_zero(std::span<const std::uint8_t> b) {
+  return std::all_of(b.begin(), b.end(), [](std::uint8_t v) { return v == 0; });
+}
+
+TEST(BufferPool, ReusedBufferIsTheSameMemoryAndComesBackZeroed) {
+  BufferPool pool;
+  Buffer a = pool.acquire(5 << 20);
+  ASSERT_EQ(a.bytes().size(), std::size_t{5} << 20);
+  EXPECT_TRUE(all_zero(a.bytes()));
+  std::memset(a.bytes().data(), 0xAB, a.bytes().size());
+  const std::uint8_t* where = a.bytes().data();
+  pool.release(std::move(a));
+  EXPECT_EQ(pool.free_buffers(), 1u);
+
+  Buffer b = pool.acquire(1 << 20);
+  EXPECT_EQ(b.bytes().data(), where);  // reused, not mapped again
+  EXPECT_EQ(b.bytes().size(), std::size_t{1} << 20);
+  EXPECT_TRUE(all_zero(b.bytes()));
+  EXPECT_EQ(pool.free_buffers(), 0u);
+}
+
+TEST(BufferPool, PicksTheSmallestThatFits) {
+  BufferPool pool;
+  Buffer big = pool.acquire(9 << 20), mid = pool.acquire(5 << 20), small = pool.acquire(1 << 20);
+  const std::uint8_t* mid_at = mid.bytes().data();
+  pool.release(std::move(big));
+  pool.release(std::move(small));
+  pool.release(std::move(mid));
+  Buffer got = pool.acquire(4 << 20);
+  EXPECT_EQ(got.bytes().data(), mid_at);
+}
+
+TEST(BufferPool, NeverHoldsMoreBuffersThanThePeakInUse) {
+  BufferPool pool;
+  {
+    Buffer a = pool.acquire(1 << 20), b = pool.acquire(2 << 20), c = pool.acquire(3 << 20);
+    pool.release(std::move(a));
+    pool.release(std::move(b));
+    pool.release(std::move(c));
+  }
+  ASSERT_EQ(pool.free_buffers(), 3u);
+  // Requests larger than every free buffer replace one rather than add one.
+  for (std::size_t mib : {8, 16, 24}) {
+    Buffer x = pool.acquire(mib << 20);
+    EXPECT_EQ(x.bytes().size(), mib << 20);
+    EXPECT_TRUE(all_zero(x.bytes()));
+    EXPECT_EQ(pool.free_buffers(), 2u);
+    pool.release(std::move(x));
+    EXPECT_EQ(pool.free_buffers(), 3u);
+  }
+}
+
+TEST(BufferPool, EmptyRequestsWork) {
+  BufferPool pool;
+  Buffer z = pool.acquire(0);
+  EXPECT_TRUE(z.bytes().empty());
+  pool.release(std::move(z));
+  Buffer y = pool.acquire(100);
+  EXPECT_EQ(y.bytes().size(), 100u);
+  EXPECT_TRUE(all_zero(y.bytes()));
+}
+
+}  // namespace
+}  // namespace selq::pipeline::detail
