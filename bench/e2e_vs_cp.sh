@@ -1,26 +1,57 @@
 #!/usr/bin/env bash
 # End-to-end throughput of `selq quantize` on page-cached input, as a ratio to
-# `cp` of the same files in the same run (output on tmpfs so the disk is not
-# the limit). Usage: [RECIPES="r1 r2"] bench/e2e_vs_cp.sh [selq-binary] [synth args...]
+# `cp -r` of the same files in the same run (output on tmpfs so the disk is not
+# the limit).
+#
+# Usage: [RECIPES="r1 r2"] [REPEATS=5] bench/e2e_vs_cp.sh [selq-binary] [synth args...]
+#
+# Method: one untimed warm-up of cp and of every recipe, then REPEATS rounds,
+# each timing cp and every recipe once (interleaved, so drift hits them all
+# alike). Prints min and median per command and the speed ratio cp/selq of
+# the minima and of the medians. The warm-up matters on a VM: the first pass
+# over memory the guest has not touched yet runs at a third of the speed of
+# later ones, whatever the program (cp included).
 set -euo pipefail
 SELQ="${1:-build/release/src/selq}"; shift || true
 SYNTH_ARGS=("${@:---arch dspark --layers 2 --vocab 32000}")
+REPEATS="${REPEATS:-5}"
 WORK="$(mktemp -d /dev/shm/selq-bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 # shellcheck disable=SC2068
 "$SELQ" synth ${SYNTH_ARGS[@]} "$WORK/src" >/dev/null
-cat "$WORK"/src/* > /dev/null  # page cache (it is tmpfs anyway)
 bytes=$(du -sb "$WORK/src" | cut -f1)
-t0=$(date +%s.%N); cp -r "$WORK/src" "$WORK/cp"; t1=$(date +%s.%N)
-for recipe in ${RECIPES:-dspark-oproj-mxfp4}; do
+
+run() {  # run NAME: one timed execution, output removed afterwards; prints ms
+  local name=$1 t0 t1
   rm -rf "$WORK/out"
-  s0=$(date +%s.%N)
-  "$SELQ" quantize "$WORK/src" "$WORK/out" --recipe "recipes/$recipe.yaml" --quiet
-  s1=$(date +%s.%N)
-  python3 - "$bytes" "$t0" "$t1" "$s0" "$s1" "$recipe" <<'PY'
-import sys
-b, t0, t1, s0, s1, name = int(sys.argv[1]), *map(float, sys.argv[2:6]), sys.argv[6]
-cp, q = t1 - t0, s1 - s0
-print(f"{name:24s} {b/1e9:6.2f} GB  cp {cp:6.2f}s ({b/cp/1e9:5.2f} GB/s)  selq {q:6.2f}s ({b/q/1e9:5.2f} GB/s)  selq/cp speed {cp/q:5.2f}")
-PY
+  t0=$(date +%s%N)
+  if [[ $name == cp ]]; then
+    cp -r "$WORK/src" "$WORK/out"
+  else
+    "$SELQ" quantize "$WORK/src" "$WORK/out" --recipe "recipes/$name.yaml" --quiet
+  fi
+  t1=$(date +%s%N)
+  rm -rf "$WORK/out"
+  echo $(((t1 - t0) / 1000000))
+}
+
+names=(cp ${RECIPES:-dspark-oproj-mxfp4})
+for n in "${names[@]}"; do run "$n" >/dev/null; done  # warm-up
+declare -A times
+for ((i = 0; i < REPEATS; i++)); do
+  for n in "${names[@]}"; do times[$n]+="$(run "$n") "; done
 done
+{
+  echo "$bytes"
+  for n in "${names[@]}"; do echo "$n ${times[$n]}"; done
+} | python3 -c '
+import statistics, sys
+lines = sys.stdin.read().splitlines()
+b = int(lines[0])
+t = {l.split()[0]: [int(x) / 1000 for x in l.split()[1:]] for l in lines[1:]}
+cp = t.pop("cp")
+print(f"{b/1e9:.2f} GB, {len(cp)} rounds after a warm-up; cp min {min(cp):.2f} s, median {statistics.median(cp):.2f} s")
+for name, v in t.items():
+    print(f"{name:24s} min {min(v):5.2f} s  median {statistics.median(v):5.2f} s  "
+          f"speed/cp: of minima {min(cp)/min(v):4.2f}, of medians {statistics.median(cp)/statistics.median(v):4.2f}")
+'

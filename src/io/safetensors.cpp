@@ -295,7 +295,8 @@ int reserve_space(int fd, std::uint64_t size) {
   struct statfs sf {};
   if (::fstatfs(fd, &sf) == 0 && sf.f_type == kTmpfsMagic) {
     struct statvfs sv {};
-    if (::fstatvfs(fd, &sv) == 0 && static_cast<std::uint64_t>(sv.f_bavail) * sv.f_frsize < size) {
+    // f_blocks == 0: a tmpfs mounted without a size limit (nothing to check).
+    if (::fstatvfs(fd, &sv) == 0 && sv.f_blocks > 0 && static_cast<std::uint64_t>(sv.f_bavail) * sv.f_frsize < size) {
       errno = ENOSPC;
       return -1;
     }

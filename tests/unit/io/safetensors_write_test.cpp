@@ -136,11 +136,12 @@ TEST(SafetensorsWrite, ParallelOutOfOrderWritesGiveIdenticalBytes) {
 }
 
 // A 64 KiB tmpfs: the only portable way to get a real ENOSPC. Needs root.
+// (size=0 mounts a tmpfs without a limit.)
 class TinyFs {
  public:
-  explicit TinyFs(const TempDir& dir) : path_(dir.file("tiny")) {
+  explicit TinyFs(const TempDir& dir, const char* options = "size=64k") : path_(dir.file("tiny")) {
     fs::create_directory(path_);
-    mounted_ = ::mount("tmpfs", path_.c_str(), "tmpfs", 0, "size=64k") == 0;
+    mounted_ = ::mount("tmpfs", path_.c_str(), "tmpfs", 0, options) == 0;
   }
   ~TinyFs() {
     if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
@@ -186,6 +187,19 @@ TEST(SafetensorsWrite, DiskFullIsAnIoErrorAndLeavesNothing) {
   EXPECT_EQ(catch_error([&] { write_file_atomic(fresh, huge); }).kind(), ErrorKind::Io);
   EXPECT_FALSE(fs::exists(fresh));
   EXPECT_FALSE(fs::exists(fresh + ".selq-tmp"));
+}
+
+// On tmpfs the writer checks free space instead of fallocate (which would
+// zero every page up front); a tmpfs without a size limit reports no blocks
+// at all and must not look full.
+TEST(SafetensorsWrite, TmpfsWithoutASizeLimitIsNotFull) {
+  TempDir dir;
+  TinyFs unlimited(dir, "size=0");
+  if (!unlimited.mounted()) GTEST_SKIP() << "cannot mount tmpfs (not root)";
+  const std::string path = unlimited.file("t.safetensors");
+  const auto tensors = sample_tensors(5, 11);
+  save_safetensors(path, tensors);
+  EXPECT_EQ(testing::read_bytes(path), serialize_safetensors(tensors));
 }
 
 }  // namespace
