@@ -110,6 +110,10 @@ nlohmann::json scheme_config_json(Dialect d, const SchemeSpec& spec) {
   return nullptr;
 }
 
+nlohmann::json comparable_scheme_config(Dialect d, const nlohmann::json& scheme_json) {
+  return d == Dialect::CompressedTensors ? detail::ct_comparable(scheme_json) : scheme_json;
+}
+
 ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in) {
   for (const auto& m : in.linear_modules) {
     if (m.scheme) check_dialect_supports(d, *m.scheme);

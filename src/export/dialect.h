@@ -62,6 +62,15 @@ ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in);
 // compare a resolved layer against the decided scheme with ==.
 nlohmann::json scheme_config_json(Dialect d, const quant::SchemeSpec& spec);
 
+// `scheme_json` reduced to what decides the stored format and the engine's
+// kernels, for comparing a config read from a checkpoint with
+// scheme_config_json. compressed-tensors: its library serializes every
+// QuantizationArgs field, defaults included (what llm-compressor writes):
+// null for options not in use, and the observer used at calibration; those
+// are dropped, every other field (an actorder, a zero-point dtype) is kept.
+// Other dialects: unchanged.
+nlohmann::json comparable_scheme_config(Dialect d, const nlohmann::json& scheme_json);
+
 // Human-readable scheme description for messages ("fp8-channel, input fp8
 // per-token dynamic"); does not depend on quant's implementation.
 std::string scheme_label(const quant::SchemeSpec& spec);

@@ -220,6 +220,24 @@ json ct_scheme_json(const SchemeSpec& s) {
           {"format", ct_format(s)}};
 }
 
+nlohmann::json ct_comparable(const nlohmann::json& scheme) {
+  if (!scheme.is_object()) return scheme;
+  json out = json::object();
+  for (const char* key : {"weights", "input_activations", "output_activations", "format"}) {
+    const auto it = scheme.find(key);
+    if (it == scheme.end() || it->is_null()) continue;
+    if (!it->is_object()) {
+      out[key] = *it;
+      continue;
+    }
+    json args = json::object();
+    for (const auto& [k, v] : it->items())
+      if (!v.is_null() && k != "observer" && k != "observer_kwargs") args[k] = v;
+    out[key] = std::move(args);
+  }
+  return out;
+}
+
 namespace {
 
 // compressed-tensors and vLLM match "re:" targets with Python's re.match:

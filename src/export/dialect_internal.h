@@ -37,6 +37,7 @@ void ct_check(const quant::SchemeSpec& s);
 quant::SchemeSpec ct_adapt(quant::SchemeSpec s, DType model_dtype);
 std::string ct_suffix(const quant::SchemeSpec& s, quant::OutRole role);
 nlohmann::json ct_scheme_json(const quant::SchemeSpec& s);
+nlohmann::json ct_comparable(const nlohmann::json& scheme);
 ConfigOutput ct_build(const ConfigInput& in);
 
 void quark_check(const quant::SchemeSpec& s);

@@ -3,6 +3,7 @@
 // enumerated and written with the dialect's own writer; a config object (or
 // a manifest name) is recognized when it equals one of them.
 #include <map>
+#include <mutex>
 #include <vector>
 
 #include "core/error.h"
@@ -57,7 +58,9 @@ std::vector<SchemeSpec> base_candidates() {
 
 // Adapted candidates for one dialect and model dtype (cached: ~300 specs).
 const std::vector<SchemeSpec>& candidates(exporter::Dialect d, DType model_dtype) {
+  static std::mutex mu;
   static std::map<std::pair<int, int>, std::vector<SchemeSpec>> cache;
+  std::lock_guard<std::mutex> lock(mu);
   auto key = std::make_pair(static_cast<int>(d), static_cast<int>(model_dtype));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
@@ -77,12 +80,29 @@ const std::vector<SchemeSpec>& candidates(exporter::Dialect d, DType model_dtype
 
 std::optional<SchemeSpec> scheme_from_config_json(exporter::Dialect d, const nlohmann::json& scheme_json,
                                                   DType model_dtype) {
-  for (const auto& s : candidates(d, model_dtype)) {
-    try {
-      if (exporter::scheme_config_json(d, s) == scheme_json) return s;
-    } catch (const Error&) {
+  // The candidates' config objects, in comparable form, built once per
+  // dialect and dtype (verify asks once per module).
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, std::vector<nlohmann::json>> cache;
+  const auto key = std::make_pair(static_cast<int>(d), static_cast<int>(model_dtype));
+  const auto& specs = candidates(d, model_dtype);  // before the lock: it takes its own
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    std::vector<nlohmann::json> jsons;
+    for (const auto& s : specs) {
+      try {
+        const nlohmann::json c = exporter::scheme_config_json(d, s);
+        jsons.push_back(exporter::comparable_scheme_config(d, c));
+      } catch (const Error&) {
+        jsons.emplace_back();  // not expressible: matches no config object
+      }
     }
+    it = cache.emplace(key, std::move(jsons)).first;
   }
+  const nlohmann::json wanted = exporter::comparable_scheme_config(d, scheme_json);
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (!it->second[i].is_null() && it->second[i] == wanted) return specs[i];
   return std::nullopt;
 }
 

@@ -107,12 +107,13 @@ SchemeSpec scheme_from_config_json(const std::string& dialect, const nlohmann::j
   auto d = exporter::dialect_from_name(dialect);
   if (!d) throw_unsupported(fmt::format("unknown quantization dialect '{}'", dialect));
   static const std::vector<SchemeSpec> candidates = candidate_schemes();
+  const nlohmann::json wanted = exporter::comparable_scheme_config(*d, scheme_json);
   for (DType model_dtype : {DType::BF16, DType::F16, DType::F32})
     for (const SchemeSpec& c : candidates) {
       try {
         SchemeSpec a = exporter::adapt_scheme_for_dialect(*d, c, model_dtype);
         exporter::check_dialect_supports(*d, a);
-        if (exporter::scheme_config_json(*d, a) == scheme_json) return a;
+        if (exporter::comparable_scheme_config(*d, exporter::scheme_config_json(*d, a)) == wanted) return a;
       } catch (const Error&) {
         // the dialect cannot express this candidate
       }

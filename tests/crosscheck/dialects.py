@@ -4,6 +4,13 @@ own matching (match_named_modules over a module tree with the checkpoint's
 names, match_name with vLLM's fused mapping) must assign every module the
 scheme selq decided, and leave float modules unmatched or ignored.
 
+Then the other way: the scheme objects of those configs, in selq's own form,
+as the library serializes them (model_dump) and in the verbose form that
+published llm-compressor checkpoints carry (every QuantizationArgs field:
+actorder/block_structure/scale_dtype/zp_dtype null, an observer and its
+kwargs), must each be recognized as the same selq scheme by verify/requantize
+and by the runtime; a changed num_bits or a non-null actorder must not be.
+
 usage: dialects.py PATH_TO_selq_dialects_driver
 Exit 77 (skip) when the reference is missing, except under CI=true (fail).
 """
@@ -114,6 +121,56 @@ def check(doc):
     return errors
 
 
+def verbose_args(args):
+    """QuantizationArgs as published llm-compressor checkpoints write them."""
+    if args is None:
+        return None
+    out = {"actorder": None, "block_structure": None, "group_size": None, "observer": "memoryless_minmax",
+           "observer_kwargs": {}, "scale_dtype": None, "zp_dtype": None}
+    out.update(args)
+    if "observer" not in args:
+        out["observer"] = "memoryless_minmax"
+    QuantizationArgs.model_validate(out)  # the library accepts this form
+    return out
+
+
+def check_recognition(driver, docs, tmp):
+    """Every form of every group's scheme is recognized as selq's scheme."""
+    groups = [g for doc in docs for g in doc["quantization_config"]["config_groups"].values()]
+    items, expect = [], []
+    for g in groups:
+        own = {k: g.get(k) for k in ("weights", "input_activations", "output_activations", "format")}
+        library = QuantizationScheme.model_validate(g).model_dump(mode="json")
+        library["format"] = g.get("format")  # the group's format, as a writer sets it
+        verbose = dict(own, weights=verbose_args(own["weights"]),
+                       input_activations=verbose_args(own["input_activations"]))
+        actorder = dict(verbose, weights=dict(verbose["weights"], actorder="static"))
+        bits = dict(own, weights=dict(own["weights"], num_bits=own["weights"]["num_bits"] * 2))
+        for form, scheme, same in (("own", own, True), ("library", library, True), ("verbose", verbose, True),
+                                   ("actorder", actorder, False), ("num_bits", bits, False)):
+            items.append({"dialect": "compressed-tensors", "scheme": scheme})
+            expect.append((form, same))
+    path = os.path.join(tmp, "recognize.json")
+    with open(path, "w") as f:
+        json.dump(items, f)
+    got = json.loads(subprocess.run([driver, "--recognize", path], check=True, capture_output=True,
+                                    text=True).stdout)
+    errors = []
+    for i in range(0, len(items), 5):
+        own_name = got[i][0]
+        if own_name is None or got[i][1] != own_name:
+            errors.append(f"selq's own scheme object not recognized: {items[i]['scheme']} -> {got[i]}")
+            continue
+        for j in range(1, 5):
+            form, same = expect[i + j]
+            names = got[i + j]
+            if same and names != [own_name, own_name]:
+                errors.append(f"{own_name}: the {form} form gives {names}")
+            if not same and names != [None, None]:
+                errors.append(f"{own_name}: the {form} form should not be recognized, got {names}")
+    return len(groups), errors
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -148,6 +205,16 @@ def main():
             for e in errors:
                 print("   ", e)
             failed |= bool(errors)
+        docs = []
+        for path in files:
+            with open(path) as f:
+                docs.append(json.load(f))
+        n, errors = check_recognition(sys.argv[1], docs, out)
+        print(f"{'ok' if not errors else 'FAIL'}: {n} scheme objects recognized in selq's, the library's "
+              f"and the published verbose form; actorder/num_bits changes rejected")
+        for e in errors:
+            print("   ", e)
+        failed |= bool(errors)
     return 1 if failed else 0
 
 
