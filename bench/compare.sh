@@ -129,4 +129,4 @@ done
 echo "# $(uptime | sed 's/.*load/load/')" >&2
 [[ -n "$JSON" ]] && cp "$RESULTS" "$JSON"
 python3 bench/peers/table.py --flat "$RESULTS"
-[[ $PEERS == 1 ]] && python3 bench/peers/table.py "$RESULTS"
+if [[ $PEERS == 1 ]]; then python3 bench/peers/table.py "$RESULTS"; fi
