@@ -361,22 +361,12 @@ void SafetensorsWriter::write(const std::string& name, std::span<const std::uint
 void SafetensorsWriter::write(const std::string& name, std::span<const std::uint8_t> bytes, std::uint64_t xxh3) {
   assert(xxh3 == XXH3_64bits(bytes.data(), bytes.size()));
   const auto it = entries_.find(name);
-  if (it != entries_.end() && bytes.size() != it->second.end - it->second.begin)
-    throw_bad_input(fmt::format("got {} bytes, declared {} {} needs {}", bytes.size(), dtype_name(it->second.info.dtype),
-                                shape_to_string(it->second.info.shape), it->second.end - it->second.begin),
-                    {final_path_, name, data_start_ + it->second.begin});
-  write_part(name, 0, bytes);
-  mark_written(name, xxh3);
-}
-
-void SafetensorsWriter::write_part(const std::string& name, std::uint64_t offset, std::span<const std::uint8_t> bytes) {
-  const auto it = entries_.find(name);
   if (it == entries_.end()) throw_bad_input("tensor was not declared to the writer", {final_path_, name, {}});
   const SafetensorsEntry& e = it->second;
-  const std::uint64_t off = data_start_ + e.begin + offset;
-  if (offset > e.end - e.begin || bytes.size() > e.end - e.begin - offset)
-    throw_bad_input(fmt::format("{} bytes at tensor offset {} overrun the {} bytes of {} {}", bytes.size(), offset,
-                                e.end - e.begin, dtype_name(e.info.dtype), shape_to_string(e.info.shape)),
+  const std::uint64_t off = data_start_ + e.begin;
+  if (bytes.size() != e.end - e.begin)
+    throw_bad_input(fmt::format("got {} bytes, declared {} {} needs {}", bytes.size(), dtype_name(e.info.dtype),
+                                shape_to_string(e.info.shape), e.end - e.begin),
                     {final_path_, name, off});
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -387,13 +377,8 @@ void SafetensorsWriter::write_part(const std::string& name, std::uint64_t offset
   } catch (const Error& err) {
     throw_io(err.message(), {final_path_, name, err.where().offset});
   }
-}
-
-void SafetensorsWriter::mark_written(const std::string& name, std::uint64_t xxh3) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto it = written_.find(name);
-  if (it == written_.end()) throw_bad_input("tensor was not declared to the writer", {final_path_, name, {}});
-  it->second = xxh3;
+  written_[name] = xxh3;
 }
 
 std::uint64_t SafetensorsWriter::content_hash() {

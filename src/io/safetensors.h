@@ -99,11 +99,6 @@ class SafetensorsWriter {
   std::uint64_t total_size() const { return total_size_; }
 
  private:
-  // Bytes at `offset` within tensor `name`; then the tensor is complete once
-  // mark_written records the hash of the whole.
-  void write_part(const std::string& name, std::uint64_t offset, std::span<const std::uint8_t> bytes);
-  void mark_written(const std::string& name, std::uint64_t xxh3);
-
   std::string final_path_;
   std::string temp_path_;
   int fd_{-1};

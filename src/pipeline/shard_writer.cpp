@@ -55,15 +55,6 @@ void populate(std::span<const std::uint8_t> bytes) {
   for_each_piece(bytes, [](std::span<const std::uint8_t> piece) { io::populate_pages(piece); });
 }
 
-void write_output(io::SafetensorsWriter& writer, const TensorInfo& info, std::span<const std::uint8_t> bytes,
-                  std::uint64_t hash) {
-  if (bytes.size() != info.nbytes())
-    throw Error(ErrorKind::Internal,
-                fmt::format("{} bytes for {} {}", bytes.size(), dtype_name(info.dtype), shape_to_string(info.shape)),
-                {writer.temp_path(), info.name});
-  writer.write(info.name, bytes, hash);
-}
-
 // The float weight a planned tensor quantizes: the source tensor itself, or,
 // for a re-quantized module, its stored tensors dequantized to F32 (the
 // fingerprint then covers every stored tensor read).
@@ -212,7 +203,7 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
     std::unique_ptr<InFlight> guard(f);
     const auto& t = plan.tensors[f->index];
     for (std::size_t k = 0; k < t.outputs.size(); ++k)
-      write_output(writer, t.outputs[k].info, f->views[k], f->record.output_hashes[k]);
+      writer.write(t.outputs[k].info.name, f->views[k], f->record.output_hashes[k]);
     // Written: only the record waits for its turn.
     f->views.clear();
     for (auto& b : f->buffers) pool.release(std::move(b));
