@@ -16,12 +16,12 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include "io/xxh3.h"
 
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_hash.h"
 #include "io/strict_json.h"
+#include "io/xxh3.h"
 
 namespace selq::io {
 namespace {

@@ -1,9 +1,8 @@
 #include "io/safetensors_hash.h"
 
-#include "io/xxh3.h"
-
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "io/xxh3.h"
 
 namespace selq::io {
 

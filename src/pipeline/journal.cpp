@@ -5,11 +5,11 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include "io/xxh3.h"
 
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_hash.h"
+#include "io/xxh3.h"
 
 namespace fs = std::filesystem;
 

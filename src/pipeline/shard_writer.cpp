@@ -5,15 +5,14 @@
 #include <cstring>
 #include <filesystem>
 
-
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
-#include "io/xxh3.h"
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "io/xxh3.h"
 #include "pipeline/buffer_pool.h"
 
 namespace fs = std::filesystem;
@@ -260,6 +259,5 @@ std::map<std::string, float> journaled_group_amax(Journal& journal, const Tensor
   if (!journal.has_group_amax()) journal.set_group_amax(fused_global_amax(source, plan));
   return journal.group_amax();
 }
-
 
 }  // namespace selq::pipeline::detail

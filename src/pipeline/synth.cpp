@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>
-#include "io/xxh3.h"
 
 #include "core/codecs.h"
 #include "export/dialect.h"
@@ -18,6 +17,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "io/xxh3.h"
 #include "pipeline/synth.h"
 #include "quant/scheme.h"
 

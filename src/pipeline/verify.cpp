@@ -11,12 +11,12 @@
 #include <set>
 
 #include <fmt/format.h>
-#include "io/xxh3.h"
 
 #include "core/codecs.h"
 #include "core/error.h"
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
+#include "io/xxh3.h"
 #include "pipeline/manifest.h"
 #include "recipe/names.h"
 
