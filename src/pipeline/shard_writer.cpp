@@ -65,11 +65,18 @@ struct FloatWeight {
   TensorView view() const { return fetched.view.info ? fetched.view : TensorView{&info, owned}; }
 };
 
-void load_float_weight(const TensorSource& source, const PlannedTensor& t, FloatWeight& w) {
+// `fingerprint`: whether to hash the source bytes (w.hash); the fused-group
+// amax pre-pass only needs the values, and hashing every member there was a
+// second full pass over their bytes.
+enum class Fingerprint { Take, Skip };
+
+void load_float_weight(const TensorSource& source, const PlannedTensor& t, FloatWeight& w,
+                       Fingerprint fingerprint = Fingerprint::Take) {
+  const bool take = fingerprint == Fingerprint::Take;
   if (!t.stored) {
     w.fetched = source(t.source_shard, t.source);
     populate(w.fetched.view.bytes);
-    w.hash = xxh3(w.fetched.view.bytes);
+    if (take) w.hash = xxh3(w.fetched.view.bytes);
     return;
   }
   std::vector<io::FetchedTensor> inputs;
@@ -80,7 +87,7 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
     inputs.push_back(source(t.source_shard, name));
     spans.push_back(inputs.back().view.bytes);
     populate(spans.back());
-    XXH3_64bits_update(st, spans.back().data(), spans.back().size());
+    if (take) XXH3_64bits_update(st, spans.back().data(), spans.back().size());
   }
   w.hash = XXH3_64bits_digest(st);
   XXH3_freeState(st);
@@ -106,7 +113,7 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
   std::vector<float> amax(members.size());
   tbb::parallel_for(std::size_t{0}, members.size(), [&](std::size_t k) {
     FloatWeight w;
-    load_float_weight(source, plan.tensors[members[k]], w);
+    load_float_weight(source, plan.tensors[members[k]], w, Fingerprint::Skip);
     amax[k] = quant::tensor_amax(w.view());
   });
   std::map<std::string, float> out;
