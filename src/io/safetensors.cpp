@@ -161,6 +161,12 @@ void put_le64(std::uint8_t* p, std::uint64_t v) {
 
 }  // namespace
 
+bool in_data_order(const SafetensorsEntry& a, const SafetensorsEntry& b) {
+  if (a.begin != b.begin) return a.begin < b.begin;
+  if (a.end != b.end) return a.end < b.end;
+  return a.info.name < b.info.name;
+}
+
 ParsedHeader parse_safetensors_header(std::string_view header_json, std::uint64_t data_size,
                                       const std::string& file) {
   constexpr std::uint64_t kHeaderBase = 8;
@@ -189,11 +195,7 @@ ParsedHeader parse_safetensors_header(std::string_view header_json, std::uint64_
     out.entries.push_back(parse_tensor(name, v, where));
   }
 
-  std::sort(out.entries.begin(), out.entries.end(), [](const auto& a, const auto& b) {
-    if (a.begin != b.begin) return a.begin < b.begin;
-    if (a.end != b.end) return a.end < b.end;
-    return a.info.name < b.info.name;
-  });
+  std::sort(out.entries.begin(), out.entries.end(), in_data_order);
   std::uint64_t expected = 0;
   for (const auto& e : out.entries) {
     const ErrorWhere where{file, e.info.name, sat_add(data_start, e.begin)};
@@ -385,12 +387,8 @@ std::uint64_t SafetensorsWriter::content_hash() {
   std::vector<const SafetensorsEntry*> order;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, e] : entries_) order.push_back(&e);
-  // The reader's order (io::parse_safetensors_header): offset, then end, then name.
-  std::sort(order.begin(), order.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
-    if (a->begin != b->begin) return a->begin < b->begin;
-    if (a->end != b->end) return a->end < b->end;
-    return a->info.name < b->info.name;
-  });
+  std::sort(order.begin(), order.end(),
+            [](const SafetensorsEntry* a, const SafetensorsEntry* b) { return in_data_order(*a, *b); });
   std::vector<std::uint64_t> hashes;
   for (const SafetensorsEntry* e : order) {
     const auto& h = written_.at(e->info.name);

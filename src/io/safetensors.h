@@ -23,6 +23,11 @@ struct SafetensorsEntry {
   std::uint64_t end{0};
 };
 
+// The order of entries in a file: by offset, then end (an empty tensor before
+// the one it shares an offset with), then name. The reader returns entries in
+// it; the writer's content hash follows it.
+bool in_data_order(const SafetensorsEntry& a, const SafetensorsEntry& b);
+
 // Parses and validates a header (the JSON after the 8-byte length) against a
 // data section of `data_size` bytes. `file` is used in error messages only.
 // Entries come back in data-offset order. Throws selq::Error (BadInput).

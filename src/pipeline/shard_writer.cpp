@@ -32,26 +32,14 @@ struct InFlight {
 
 std::uint64_t xxh3(std::span<const std::uint8_t> b) { return XXH3_64bits(b.data(), b.size()); }
 
-// Populating the source pages of a large tensor is split across all cores:
-// as one call on the worker holding the tensor, a shard ending in a few huge
+// Maps a source tensor's pages before use, in 8 MiB pieces on all cores: as
+// one call on the worker holding the tensor, a shard ending in a few huge
 // tensors (an lm_head, an embedding) left the other cores idle.
-constexpr std::size_t kPieceBytes = std::size_t{8} << 20;
-
-template <class Fn>
-void for_each_piece(std::span<const std::uint8_t> bytes, Fn&& fn) {
-  const std::size_t pieces = (bytes.size() + kPieceBytes - 1) / kPieceBytes;
-  if (pieces <= 1) {
-    fn(bytes);
-    return;
-  }
-  tbb::parallel_for(std::size_t{0}, pieces, [&](std::size_t i) {
-    const std::size_t off = i * kPieceBytes;
-    fn(bytes.subspan(off, std::min(kPieceBytes, bytes.size() - off)));
-  });
-}
-
 void populate(std::span<const std::uint8_t> bytes) {
-  for_each_piece(bytes, [](std::span<const std::uint8_t> piece) { io::populate_pages(piece); });
+  constexpr std::size_t kPiece = std::size_t{8} << 20;
+  tbb::parallel_for(std::size_t{0}, (bytes.size() + kPiece - 1) / kPiece, [&](std::size_t i) {
+    io::populate_pages(bytes.subspan(i * kPiece, std::min(kPiece, bytes.size() - i * kPiece)));
+  });
 }
 
 // The float weight a planned tensor quantizes: the source tensor itself, or,
