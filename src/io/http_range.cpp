@@ -5,13 +5,12 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "io/curl_api.h"
 
 namespace selq::io {
 namespace {
@@ -19,13 +18,9 @@ namespace {
 std::atomic<std::uint64_t> g_bytes_received{0};
 
 struct EasyHandle {
-  EasyHandle() {
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-    h = curl_easy_init();
-  }
+  EasyHandle() : h(curl_api().easy_init()) {}
   ~EasyHandle() {
-    if (h) curl_easy_cleanup(h);
+    if (h) curl_api().easy_cleanup(h);
   }
   CURL* h{nullptr};
 };
@@ -35,7 +30,7 @@ struct EasyHandle {
 CURL* thread_handle(const std::string& url) {
   thread_local EasyHandle t;
   if (!t.h) throw_io("cannot initialise libcurl", {url});
-  curl_easy_reset(t.h);
+  curl_api().easy_reset(t.h);
   return t.h;
 }
 
@@ -99,34 +94,35 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
 }
 
 Response perform(const std::string& url, bool head, const std::string& range, std::uint64_t cap) {
+  const CurlApi& curl = curl_api();
   CURL* h = thread_handle(url);
   Response r;
   r.cap = cap;
   r.range_request = !range.empty();
   char errbuf[CURL_ERROR_SIZE] = {0};
   const HttpPolicy& p = http_policy();
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, p.connect_timeout_s);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, p.stall_timeout_s);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "selq/" SELQ_VERSION);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-  if (head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-  if (!range.empty()) curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
-  r.code = curl_easy_perform(h);
+  curl.easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl.easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+  curl.easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+  curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT, p.connect_timeout_s);
+  curl.easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl.easy_setopt(h, CURLOPT_LOW_SPEED_TIME, p.stall_timeout_s);
+  curl.easy_setopt(h, CURLOPT_USERAGENT, "selq/" SELQ_VERSION);
+  curl.easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl.easy_setopt(h, CURLOPT_HEADERDATA, &r);
+  curl.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl.easy_setopt(h, CURLOPT_WRITEDATA, &r);
+  if (head) curl.easy_setopt(h, CURLOPT_NOBODY, 1L);
+  if (!range.empty()) curl.easy_setopt(h, CURLOPT_RANGE, range.c_str());
+  r.code = curl.easy_perform(h);
   long status = 0;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
   if (status) r.status = status;
-  r.curl_error = errbuf[0] ? errbuf : curl_easy_strerror(r.code);
+  r.curl_error = errbuf[0] ? errbuf : curl.easy_strerror(r.code);
   return r;
 }
 

@@ -1,8 +1,6 @@
 // Engine-style loading of linear layers and their forward pass.
 #include "runtime/linear.h"
 
-#include <cblas.h>
-
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -13,6 +11,7 @@
 #include "core/error.h"
 #include "export/dialect.h"
 #include "export/engine_resolve.h"
+#include "runtime/blas.h"
 
 namespace selq::runtime {
 
@@ -33,10 +32,10 @@ void Linear::forward(const float* x, std::int64_t rows, float* y) const {
     a = q.data();
   }
   if (rows == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(out), static_cast<int>(in), 1.0f,
+    blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(out), static_cast<int>(in), 1.0f,
                 weight.data(), static_cast<int>(in), a, 1, 0.0f, y, 1);
   } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
+    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
                 static_cast<int>(in), 1.0f, a, static_cast<int>(in), weight.data(), static_cast<int>(in),
                 0.0f, y, static_cast<int>(out));
   }

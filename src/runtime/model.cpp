@@ -2,8 +2,6 @@
 // RMSNorm in FP32, rotate-half RoPE, GQA with causal mask, SwiGLU.
 #include "runtime/model.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -12,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "runtime/blas.h"
 
 namespace selq::runtime {
 
@@ -209,10 +208,10 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
       // scores[T, total] = Q_h K_h^T * scale. One decode token: gemv, which
       // OpenBLAS 0.3.21's sgemm with M=1 does not forward to (it packs K).
       if (T == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(hd), scale, kc + kh * hd,
+        blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(hd), scale, kc + kh * hd,
                     static_cast<int>(kvd), q.data() + hh * hd, 1, 0.0f, scores.data(), 1);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
+        blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
                     static_cast<int>(hd), scale, q.data() + hh * hd, static_cast<int>(qd), kc + kh * hd,
                     static_cast<int>(kvd), 0.0f, scores.data(), static_cast<int>(total));
       for (std::int64_t t = 0; t < T; ++t) {
@@ -230,10 +229,10 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
         std::fill(row + visible, row + total, 0.0f);
       }
       if (T == 1)
-        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(hd), 1.0f, vc + kh * hd,
+        blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(hd), 1.0f, vc + kh * hd,
                     static_cast<int>(kvd), scores.data(), 1, 0.0f, attn.data() + hh * hd, 1);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
+        blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
                     static_cast<int>(total), 1.0f, scores.data(), static_cast<int>(total), vc + kh * hd,
                     static_cast<int>(kvd), 0.0f, attn.data() + hh * hd, static_cast<int>(qd));
     }
@@ -260,10 +259,10 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
   // One row (decode, last-token logits): gemv reads the [vocab, hidden] head
   // once; sgemm with M=1 would first copy all of it into packed panels.
   if (rows == 1)
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(c.vocab), static_cast<int>(H), 1.0f, W,
+    blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(c.vocab), static_cast<int>(H), 1.0f, W,
                 static_cast<int>(H), h.data(), 1, 0.0f, logits.data(), 1);
   else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(c.vocab),
+    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(c.vocab),
                 static_cast<int>(H), 1.0f, h.data(), static_cast<int>(H), W, static_cast<int>(H), 0.0f,
                 logits.data(), static_cast<int>(c.vocab));
   return logits;
