@@ -276,6 +276,16 @@ void populate_pages(std::span<const std::uint8_t> bytes) {
 #endif
 }
 
+void release_file_pages(std::span<const std::uint8_t> bytes) {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // Whole pages only: the partial pages at either end may hold a neighbour.
+  const auto begin = (reinterpret_cast<std::uintptr_t>(bytes.data()) + page - 1) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size()) & ~(page - 1);
+  if (end <= begin) return;
+  // Failure only means the pages stay mapped until the file is closed.
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 TensorView SafetensorsFile::view(const std::string& name) const {
   const SafetensorsEntry* e = find(name);
   if (!e) throw_bad_input("no such tensor", {path_, name, {}});

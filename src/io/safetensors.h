@@ -77,6 +77,15 @@ class SafetensorsFile {
 // page-cached input. A no-op elsewhere.
 void populate_pages(std::span<const std::uint8_t> bytes);
 
+// Drops this process's mappings of the whole pages inside `bytes`, which must
+// lie in a read-only file mapping (SafetensorsFile::view) whose content is no
+// longer needed here; the page cache keeps the data, and a later access just
+// faults it in again. Done per tensor as soon as it is consumed, the unmapping
+// runs on all cores during the run instead of in one serial munmap at the end,
+// and the resident set stays bounded by the tensors in flight rather than
+// growing with the shard. Never call it on anonymous memory: that is zeroed.
+void release_file_pages(std::span<const std::uint8_t> bytes);
+
 // Streaming writer. All tensor infos are declared up front so the header (and
 // every offset) is fixed before any data is written; tensors may then be
 // written in any order and from several threads (pwrite at fixed offsets).

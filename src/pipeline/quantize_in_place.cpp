@@ -139,6 +139,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     if (it == live.end()) throw Error(ErrorKind::Internal, "shard not opened", {shard, tensor});
     io::FetchedTensor f;
     f.view = it->second->view(tensor);
+    f.file_mapped = true;
     return f;
   };
 

@@ -32,6 +32,11 @@ struct InFlight {
 
 std::uint64_t xxh3(std::span<const std::uint8_t> b) { return XXH3_64bits(b.data(), b.size()); }
 
+// Called once a source tensor's bytes have been used for the last time here.
+void release(const io::FetchedTensor& t) {
+  if (t.file_mapped) io::release_file_pages(t.view.bytes);
+}
+
 // Maps a source tensor's pages before use, in 8 MiB pieces on all cores: as
 // one call on the worker holding the tensor, a shard ending in a few huge
 // tensors (an lm_head, an embedding) left the other cores idle.
@@ -85,6 +90,8 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
   } catch (const Error& e) {
     throw Error(e.kind(), e.message(), {t.source_shard, t.source});
   }
+  if (take)  // the fused-group pre-pass (Skip) leaves them mapped for the main pass
+    for (const auto& input : inputs) release(input);
   w.info = TensorInfo{t.module + ".weight", DType::F32, t.stored->shape};
   w.owned.resize(dq.size() * sizeof(float));
   std::memcpy(w.owned.data(), dq.data(), w.owned.size());
@@ -147,7 +154,8 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   }
   quant::ErrorMetrics metrics;
   quant::quantize_weight(*t.scheme, in, weight_outs, metrics, qo);
-  f.source = {};  // the source bytes are no longer needed
+  release(f.source);  // the source bytes are no longer needed
+  f.source = {};
   f.record.metrics = metrics;
   for (auto& b : f.buffers) {
     f.views.push_back(b.bytes());
@@ -200,6 +208,7 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
       writer.write(t.outputs[k].info.name, f->views[k], f->record.output_hashes[k]);
     // Written: only the record waits for its turn.
     f->views.clear();
+    release(f->source);  // a passed-through tensor's source
     for (auto& b : f->buffers) pool.release(std::move(b));
     f->buffers.clear();
     f->source = {};
