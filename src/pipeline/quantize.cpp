@@ -31,7 +31,8 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   if (ec) throw_io(fmt::format("cannot create staging directory: {}", ec.message()), {staging});
 
   ThreadLimit limit(options.threads);
-  const TensorSource source = [&src](const std::string&, const std::string& tensor) { return src.fetch(tensor); };
+  const TensorSource source{[&src](const std::string&, const std::string& tensor) { return src.fetch(tensor); },
+                            !src.is_remote()};
   QuantizeResult result;
   Journal journal(journal_path, plan_fingerprint(plan, recipe));
   if (journal.has_existing_with_other_fingerprint()) {

@@ -134,14 +134,14 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
 
   // Live shard files are opened lazily, only for shards still to be done.
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> live;
-  const TensorSource source = [&](const std::string& shard, const std::string& tensor) {
+  const TensorSource source{[&](const std::string& shard, const std::string& tensor) {
     auto it = live.find(shard);
     if (it == live.end()) throw Error(ErrorKind::Internal, "shard not opened", {shard, tensor});
     io::FetchedTensor f;
     f.view = it->second->view(tensor);
     f.file_mapped = true;
     return f;
-  };
+  }, /*views_of_files=*/true};
 
   // Check the space for one shard before anything is written.
   const std::uint64_t need = plan.largest_output_shard_bytes();

@@ -17,7 +17,15 @@ namespace selq::pipeline::detail {
 
 // Where the bytes of a planned source tensor come from: a view of a local
 // mapping, or downloaded bytes the result owns (remote sources).
-using TensorSource = std::function<io::FetchedTensor(const std::string& shard, const std::string& tensor)>;
+struct TensorSource {
+  std::function<io::FetchedTensor(const std::string& shard, const std::string& tensor)> fetch;
+  // Fetched bytes are views of file mappings: a passed-through tensor in
+  // flight then holds no memory of its own (sizes the pipeline's tokens).
+  bool views_of_files{false};
+  io::FetchedTensor operator()(const std::string& shard, const std::string& tensor) const {
+    return fetch(shard, tensor);
+  }
+};
 
 void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
                  const QuantizeOptions& options, const std::map<std::string, float>& group_amax,
