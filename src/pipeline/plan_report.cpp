@@ -62,8 +62,8 @@ nlohmann::json Plan::to_json() const {
     nlohmann::json outs = nlohmann::json::array();
     for (const auto& o : t.outputs)
       outs.push_back({{"name", o.info.name}, {"dtype", dtype_name(o.info.dtype)}, {"shape", o.info.shape}});
-    e["outputs"] = outs;
-    ts.push_back(e);
+    e["outputs"] = std::move(outs);
+    ts.push_back(std::move(e));
     const std::string label = tensor_label(t);
     auto& s = per_scheme[label];
     if (s.is_null()) s = nlohmann::json::object();
@@ -71,15 +71,15 @@ nlohmann::json Plan::to_json() const {
     s["source_bytes"] = s.value("source_bytes", std::uint64_t{0}) + t.in_bytes();
     s["output_bytes"] = s.value("output_bytes", std::uint64_t{0}) + t.out_bytes();
   }
-  j["per_scheme"] = per_scheme;
-  j["tensors"] = ts;
+  j["per_scheme"] = std::move(per_scheme);
+  j["tensors"] = std::move(ts);
   nlohmann::json sh = nlohmann::json::array();
   for (const auto& s : shards) {
     std::vector<std::string> names;
     for (auto i : s.tensors) names.push_back(tensors[i].source);
-    sh.push_back({{"name", s.name}, {"sources", names}});
+    sh.push_back({{"name", s.name}, {"sources", std::move(names)}});
   }
-  j["shards"] = sh;
+  j["shards"] = std::move(sh);
   nlohmann::json mods = nlohmann::json::array();
   for (const auto& m : linear_modules)
     mods.push_back({{"module", m.module},

@@ -435,3 +435,17 @@ TEST(Amax, TensorAmaxOverDtypes) {
     EXPECT_EQ(tensor_amax(TensorView{&info, b}), 3.25f);
   }
 }
+
+TEST(Amax, TensorAmaxReportsInfAndNaN) {
+  // The pre-pass result decides a global scale: a non-finite value must show.
+  for (DType dt : {DType::F32, DType::BF16}) {
+    auto w = gaussian(300001, 5);
+    w[123456] = -std::numeric_limits<float>::infinity();
+    TensorInfo info{"w", dt, Shape{300001}};
+    auto b = to_bytes(w, dt);
+    EXPECT_EQ(tensor_amax(TensorView{&info, b}), std::numeric_limits<float>::infinity());
+    w[299999] = std::numeric_limits<float>::quiet_NaN();
+    b = to_bytes(w, dt);
+    EXPECT_TRUE(std::isnan(tensor_amax(TensorView{&info, b})));
+  }
+}
