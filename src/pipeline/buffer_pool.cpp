@@ -14,9 +14,24 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
-// An anonymous mapping of `capacity` bytes (a multiple of 2 MiB) aligned to
-// 2 MiB, so that every 2 MiB of it can be one transparent huge page.
+constexpr std::size_t kPage = 4096;
+
+// Capacity for a request: whole huge pages from 2 MiB up; below that whole
+// pages, since a huge page for a small output would be zeroed and held in full
+// (a shard of small tensors keeps dozens of them in flight).
+std::size_t capacity_for(std::size_t size) {
+  if (size == 0) size = 1;
+  return size < kHugePage ? round_up(size, kPage) : round_up(size, kHugePage);
+}
+
+// An anonymous mapping of `capacity` bytes; from 2 MiB up aligned to 2 MiB,
+// so that every 2 MiB of it can be one transparent huge page.
 std::uint8_t* map_aligned(std::size_t capacity) {
+  if (capacity < kHugePage) {
+    void* m = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<std::uint8_t*>(m);
+  }
   const std::size_t span = capacity + kHugePage;
   void* m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) throw std::bad_alloc();
@@ -31,7 +46,7 @@ std::uint8_t* map_aligned(std::size_t capacity) {
 }
 }  // namespace
 
-Buffer::Buffer(std::size_t capacity) : capacity_(round_up(capacity == 0 ? 1 : capacity, kHugePage)) {
+Buffer::Buffer(std::size_t capacity) : capacity_(capacity_for(capacity)) {
   data_ = map_aligned(capacity_);
 }
 

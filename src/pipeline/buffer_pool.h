@@ -5,8 +5,9 @@
 // a seventh of a page-cached quantize run. Buffers here are anonymous
 // mappings on transparent huge pages (one fault per 2 MiB) and go back to the
 // pool, not to the kernel, so a run of thousands of tensors faults them once.
-// Bounded: the pool never holds more buffers than were in use at once, and
-// none larger than the largest request (rounded up to 2 MiB).
+// Buffers under 2 MiB are ordinary pages. Bounded: the pool never holds more
+// buffers than were in use at once, and none larger than the largest request
+// (rounded up to 2 MiB, or to 4 KiB below that).
 #include <cstdint>
 #include <mutex>
 #include <span>

@@ -62,6 +62,17 @@ TEST(BufferPool, NeverHoldsMoreBuffersThanThePeakInUse) {
   }
 }
 
+TEST(BufferPool, SmallBuffersAreNotRoundedUpToAHugePage) {
+  BufferPool pool;
+  Buffer s = pool.acquire(100 << 10);
+  EXPECT_EQ(s.capacity(), std::size_t{100} << 10);  // whole 4 KiB pages
+  Buffer t = pool.acquire((100 << 10) + 1);
+  EXPECT_EQ(t.capacity(), (std::size_t{100} << 10) + 4096);
+  Buffer h = pool.acquire((2 << 20) + 1);
+  EXPECT_EQ(h.capacity(), std::size_t{4} << 20);  // huge pages from 2 MiB up
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(h.bytes().data()) % (2 << 20), 0u);
+}
+
 TEST(BufferPool, EmptyRequestsWork) {
   BufferPool pool;
   Buffer z = pool.acquire(0);
