@@ -3,7 +3,10 @@
 # `cp -r` of the same files in the same run (output on tmpfs so the disk is not
 # the limit).
 #
-# Usage: [RECIPES="r1 r2"] [REPEATS=5] bench/e2e_vs_cp.sh [selq-binary] [synth args...]
+# Usage: [RECIPES="r1 r2"] [REPEATS=5] [SRC=dir] [DIALECT=d] bench/e2e_vs_cp.sh [selq-binary] [synth args...]
+#   RECIPES  names under recipes/ or paths to recipe files (default dspark-oproj-mxfp4)
+#   SRC      an existing checkpoint instead of a synthetic one (e.g. the imported real model)
+#   DIALECT  passed as --dialect (default: each recipe's own)
 #
 # Method: one untimed warm-up of cp and of every recipe, then REPEATS rounds,
 # each timing cp and every recipe once (interleaved, so drift hits them all
@@ -18,17 +21,23 @@ REPEATS="${REPEATS:-5}"
 WORK="$(mktemp -d /dev/shm/selq-bench.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 # shellcheck disable=SC2068
-"$SELQ" synth ${SYNTH_ARGS[@]} "$WORK/src" >/dev/null
-bytes=$(du -sb "$WORK/src" | cut -f1)
+if [[ -n "${SRC:-}" ]]; then
+  ln -s "$(realpath "$SRC")" "$WORK/src"
+else
+  "$SELQ" synth ${SYNTH_ARGS[@]} "$WORK/src" >/dev/null
+fi
+bytes=$(du -sbL "$WORK/src" | cut -f1)
+DIALECT_ARGS=(); [[ -n "${DIALECT:-}" ]] && DIALECT_ARGS=(--dialect "$DIALECT")
 
 run() {  # run NAME: one timed execution, output removed afterwards; prints ms
   local name=$1 t0 t1
   rm -rf "$WORK/out"
   t0=$(date +%s%N)
   if [[ $name == cp ]]; then
-    cp -r "$WORK/src" "$WORK/out"
+    cp -rL "$WORK/src" "$WORK/out"
   else
-    "$SELQ" quantize "$WORK/src" "$WORK/out" --recipe "recipes/$name.yaml" --quiet
+    local recipe="$name"; [[ -f "$recipe" ]] || recipe="recipes/$name.yaml"
+    "$SELQ" quantize "$WORK/src" "$WORK/out" --recipe "$recipe" "${DIALECT_ARGS[@]}" --quiet
   fi
   t1=$(date +%s%N)
   rm -rf "$WORK/out"
@@ -52,6 +61,6 @@ t = {l.split()[0]: [int(x) / 1000 for x in l.split()[1:]] for l in lines[1:]}
 cp = t.pop("cp")
 print(f"{b/1e9:.2f} GB, {len(cp)} rounds after a warm-up; cp min {min(cp):.2f} s, median {statistics.median(cp):.2f} s")
 for name, v in t.items():
-    print(f"{name:24s} min {min(v):5.2f} s  median {statistics.median(v):5.2f} s  "
+    print(f"{name:40s} min {min(v):5.2f} s  median {statistics.median(v):5.2f} s  "
           f"speed/cp: of minima {min(cp)/min(v):4.2f}, of medians {statistics.median(cp)/statistics.median(v):4.2f}")
 '
