@@ -137,7 +137,13 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
   for_row_chunks(nbr, 1, unused, [&](std::int64_t s0, std::int64_t s1, ErrorMetrics& m) {
     for (std::int64_t sr = s0; sr < s1; ++sr) {
       const std::int64_t r0 = sr * br, r1 = std::min(out, r0 + br), nr = r1 - r0;
-      std::vector<float> stripe(static_cast<std::size_t>(nr * in));
+      // One stripe is 128 rows x `in` floats, far above malloc's mmap
+      // threshold: a fresh vector per stripe was an mmap, a zero fill and an
+      // munmap each time (a tenth of an fp8-block run). Kept per thread.
+      thread_local std::vector<float> scratch;
+      const auto n = static_cast<std::size_t>(nr * in);
+      if (scratch.size() < n) scratch.resize(n);
+      const std::span<float> stripe(scratch.data(), n);
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r0 * in);
       load_row(t, src, base, static_cast<std::uint64_t>(nr * in), stripe.data());
       const bool finite = row_is_finite(stripe.data(), stripe.size());
