@@ -91,8 +91,7 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
   } catch (const Error& e) {
     throw Error(e.kind(), e.message(), {t.source_shard, t.source});
   }
-  if (take)  // the fused-group pre-pass (Skip) leaves them mapped for the main pass
-    for (const auto& input : inputs) release(input);
+  for (const auto& input : inputs) release(input);
   w.info = TensorInfo{t.module + ".weight", DType::F32, t.stored->shape};
   w.owned.resize(dq.size() * sizeof(float));
   std::memcpy(w.owned.data(), dq.data(), w.owned.size());
@@ -111,6 +110,9 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
     FloatWeight w;
     load_float_weight(source, plan.tensors[members[k]], w, Fingerprint::Skip);
     amax[k] = quant::tensor_amax(w.view());
+    // Unmapped again: kept until the main pass, the pre-pass's pages made the
+    // resident set grow with the checkpoint (2.7 GB on a 4.2 GB one).
+    release(w.fetched);
   });
   std::map<std::string, float> out;
   for (std::size_t k = 0; k < members.size(); ++k) {
