@@ -321,7 +321,7 @@ int reserve_space(int fd, std::uint64_t size) {
 
 SafetensorsWriter::SafetensorsWriter(std::string final_path, std::vector<TensorInfo> tensors,
                                      std::map<std::string, std::string> metadata)
-    : final_path_(std::move(final_path)), temp_path_(final_path_ + ".selq-tmp") {
+    : final_path_(std::move(final_path)), temp_path_(temp_path_for(final_path_)) {
   Layout l;
   try {
     l = layout(tensors, metadata);

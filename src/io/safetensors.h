@@ -110,6 +110,8 @@ class SafetensorsWriter {
   // fsync + rename to the final path + fsync of the directory.
   void commit();
   const std::string& temp_path() const { return temp_path_; }
+  // Where a writer for `final_path` puts its data until commit().
+  static std::string temp_path_for(const std::string& final_path) { return final_path + ".selq-tmp"; }
   std::uint64_t total_size() const { return total_size_; }
 
  private:

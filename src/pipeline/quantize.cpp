@@ -49,7 +49,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   for (const auto& shard : plan.shards) {
     const std::string path = (fs::path(staging) / shard.name).string();
     if (journal.resumed() && journal.is_committed(shard.name, path)) {
-      adopt_committed_shard(plan, shard, journal, records, progress, options);
+      adopt_committed_shard(plan, shard, path, journal, records, progress, options);
       continue;
     }
     write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);

@@ -164,7 +164,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   for (const auto& shard : plan.shards) {
     const std::string path = (fs::path(dir) / shard.name).string();
     if (journal.resumed() && journal.is_committed(shard.name, path)) {
-      adopt_committed_shard(plan, shard, journal, records, progress, options);
+      adopt_committed_shard(plan, shard, path, journal, records, progress, options);
       continue;
     }
     auto file = io::SafetensorsFile::open(path);

@@ -267,9 +267,16 @@ void remove_all_quietly(const std::string& path) {
 }
 
 // Account for a shard committed by an earlier run: its records come from the journal.
-void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const Journal& journal,
-                           std::vector<TensorRecord>& records, Progress& progress,
+void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const std::string& path,
+                           const Journal& journal, std::vector<TensorRecord>& records, Progress& progress,
                            const QuantizeOptions& options) {
+  // A run killed between the journal intent and the rename leaves the
+  // finished temporary file behind. Usually the shard is then rewritten and
+  // the rename consumes it; but a shard whose rewrite equals the original
+  // (only passed-through tensors, in place) counts as committed as it
+  // stands, and its temporary file would stay in the checkpoint for good.
+  std::error_code ec;
+  fs::remove(io::SafetensorsWriter::temp_path_for(path), ec);
   for (auto& [i, r] : journal.records(shard.name)) {
     records.at(i) = std::move(r);
     progress.bytes_done += plan.tensors[i].in_bytes();

@@ -30,8 +30,9 @@ struct TensorSource {
 void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
                  const QuantizeOptions& options, const std::map<std::string, float>& group_amax,
                  Journal& journal, std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool);
-void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const Journal& journal,
-                           std::vector<TensorRecord>& records, Progress& progress, const QuantizeOptions& options);
+void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const std::string& path,
+                           const Journal& journal, std::vector<TensorRecord>& records, Progress& progress,
+                           const QuantizeOptions& options);
 // NVFP4 fused-group amax: computed once and kept in the journal.
 std::map<std::string, float> journaled_group_amax(Journal& journal, const TensorSource& source, const Plan& plan);
 void remove_all_quietly(const std::string& path);

@@ -1,5 +1,6 @@
 """Crash safety: kill -9 at random points of in-place and file-to-file runs,
 resume, and compare with an uninterrupted run byte for byte; disk full."""
+import json
 import os
 import random
 import shutil
@@ -112,6 +113,44 @@ class Resume(unittest.TestCase):
         for k in final:
             self.assertEqual(got[k], final[k], k)
         self.assertEqual(u.tree_bytes(self.src), self.src_bytes, "source modified")
+
+    def test_in_place_killed_between_intent_and_rename_of_an_unchanged_shard(self):
+        """The kill lands after a shard's journal intent, before its rename, on
+        a shard whose rewrite equals the original (only passed-through tensors):
+        the original then already counts as committed, and the finished temp
+        file must not stay behind (the random kills above hit this rarely)."""
+        path = os.path.join(self.tmp.name, "inplace-window")
+        final, _ = self.reference(path, in_place=True)
+        unchanged = [f for f in shard_files(self.src) if final.get(f) == self.src_bytes[f]]
+        self.assertTrue(unchanged, "precondition: the recipe leaves some shard as it is")
+        shard = unchanged[0]
+        journal = os.path.join(path, ".selq-inplace", "journal.json")
+        cmd = [u.ARGS.selq, "quantize", "--in-place", path, "--recipe", self.recipe, "--quiet"]
+        for _attempt in range(50):
+            shutil.copytree(self.src, path)
+            with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as p:
+                while p.poll() is None:  # kill once the shard's intent is journaled
+                    try:
+                        with open(journal) as f:
+                            if shard in json.load(f).get("shards", {}):
+                                p.send_signal(signal.SIGKILL)
+                                break
+                    except (OSError, ValueError):
+                        pass
+                    time.sleep(0.0005)
+                p.wait()
+            if p.returncode == -signal.SIGKILL:
+                break
+            shutil.rmtree(path)  # finished before the kill: try again
+        else:
+            self.fail("the run always finished before its first shard was journaled")
+        # The state of a kill inside the window: the finished temp file exists.
+        shutil.copyfile(os.path.join(path, shard), os.path.join(path, shard + ".selq-tmp"))
+        self.assertIsNotNone(run_with_kill(cmd, 600))
+        got = u.tree_bytes(path)
+        self.assertEqual(sorted(got), sorted(final), "stray or missing files after resume")
+        for k in final:
+            self.assertEqual(got[k], final[k], k)
 
 
 @unittest.skipIf(os.geteuid() != 0 and os.environ.get("CI") != "true", "mounting a tmpfs needs root")
