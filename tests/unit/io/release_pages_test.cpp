@@ -5,7 +5,9 @@
 
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "io_test_util.h"
@@ -32,48 +34,52 @@ long resident_kb_of(const std::string& path) {
   return kb;
 }
 
-TEST(ReleaseFilePages, DropsTheWholePagesOfATensorAndKeepsEveryByte) {
-  // Two tensors: an 8 MiB one and an odd-sized neighbour that shares its last page.
-  TensorInfo big{"big", DType::U8, {8 << 20}};
-  TensorInfo small{"small", DType::U8, {1001}};
-  const auto big_bytes = testing::random_bytes(big.nbytes(), 7);
-  const auto small_bytes = testing::random_bytes(small.nbytes(), 8);
+// A file holding tensors `a` then `b` (U8, the given sizes, random bytes).
+struct TwoTensorFile {
+  TwoTensorFile(std::size_t a_size, std::size_t b_size)
+      : a{"a", DType::U8, {static_cast<std::int64_t>(a_size)}},
+        b{"b", DType::U8, {static_cast<std::int64_t>(b_size)}},
+        a_bytes(testing::random_bytes(a_size, 7)),
+        b_bytes(testing::random_bytes(b_size, 8)),
+        path(dir.file("x.safetensors")) {
+    testing::write_bytes(path, serialize_safetensors({{a, a_bytes}, {b, b_bytes}}, {}));
+    file = SafetensorsFile::open(path);
+  }
   TempDir dir;
-  const std::string path = dir.file("x.safetensors");
-  testing::write_bytes(path, serialize_safetensors({{big, big_bytes}, {small, small_bytes}}, {}));
-  const auto f = SafetensorsFile::open(path);
-  const TensorView vb = f->view("big");
-  const TensorView vs = f->view("small");
+  TensorInfo a, b;
+  std::vector<std::uint8_t> a_bytes, b_bytes;
+  std::string path;
+  std::unique_ptr<SafetensorsFile> file;
+};
+
+TEST(ReleaseFilePages, DropsTheWholePagesOfATensorAndKeepsEveryByte) {
+  // An 8 MiB tensor and an odd-sized neighbour that shares its last page.
+  TwoTensorFile t(8 << 20, 1001);
+  const TensorView vb = t.file->view("a");
+  const TensorView vs = t.file->view("b");
 
   populate_pages(vb.bytes);
   populate_pages(vs.bytes);
-  const long before = resident_kb_of(path);
+  const long before = resident_kb_of(t.path);
   ASSERT_GE(before, 8 * 1024) << "populate did not map the tensor";
 
   release_file_pages(vb.bytes);
-  const long after = resident_kb_of(path);
+  const long after = resident_kb_of(t.path);
   // All but the partial pages at either end are gone from the resident set.
   EXPECT_LE(after, before - 8 * 1024 + 8) << "before " << before << " kB, after " << after << " kB";
 
   // The data is the file's, read again from the page cache; the neighbour too.
-  EXPECT_EQ(0, std::memcmp(vb.bytes.data(), big_bytes.data(), big_bytes.size()));
-  EXPECT_EQ(0, std::memcmp(vs.bytes.data(), small_bytes.data(), small_bytes.size()));
+  EXPECT_EQ(0, std::memcmp(vb.bytes.data(), t.a_bytes.data(), t.a_bytes.size()));
+  EXPECT_EQ(0, std::memcmp(vs.bytes.data(), t.b_bytes.data(), t.b_bytes.size()));
 }
 
 TEST(ReleaseFilePages, ATensorWithinOnePageReleasesNothing) {
-  TensorInfo a{"a", DType::U8, {100}};
-  TensorInfo b{"b", DType::U8, {100}};
-  const auto ab = testing::random_bytes(a.nbytes(), 1);
-  const auto bb = testing::random_bytes(b.nbytes(), 2);
-  TempDir dir;
-  const std::string path = dir.file("x.safetensors");
-  testing::write_bytes(path, serialize_safetensors({{a, ab}, {b, bb}}, {}));
-  const auto f = SafetensorsFile::open(path);
-  populate_pages(f->view("a").bytes);
-  const long before = resident_kb_of(path);
-  release_file_pages(f->view("a").bytes);
-  EXPECT_EQ(resident_kb_of(path), before);
-  EXPECT_EQ(0, std::memcmp(f->view("b").bytes.data(), bb.data(), bb.size()));
+  TwoTensorFile t(100, 100);
+  populate_pages(t.file->view("a").bytes);
+  const long before = resident_kb_of(t.path);
+  release_file_pages(t.file->view("a").bytes);
+  EXPECT_EQ(resident_kb_of(t.path), before);
+  EXPECT_EQ(0, std::memcmp(t.file->view("b").bytes.data(), t.b_bytes.data(), t.b_bytes.size()));
 }
 
 }  // namespace
