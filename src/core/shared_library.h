@@ -29,8 +29,6 @@ class SharedLibrary {
     return reinterpret_cast<Fn>(symbol(name));
   }
 
-  const std::string& soname() const { return soname_; }
-
  private:
   std::string soname_;
   std::string needed_for_;

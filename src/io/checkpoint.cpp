@@ -293,7 +293,6 @@ FetchedTensor Checkpoint::fetch(const std::string& name) const {
   FetchedTensor out;
   if (!remote_) {
     out.view = view(name);
-    out.file_mapped = true;
     return out;
   }
   const CheckpointTensor* t = find(name);

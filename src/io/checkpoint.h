@@ -32,8 +32,6 @@ struct FetchedTensor {
   FetchedTensor& operator=(const FetchedTensor&) = delete;
   TensorView view;
   std::vector<std::uint8_t> storage;
-  // `view` lies in a read-only file mapping (io::release_file_pages may drop it).
-  bool file_mapped{false};
 };
 
 // A shard read over HTTP: only its header is kept.

@@ -139,7 +139,6 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     if (it == live.end()) throw Error(ErrorKind::Internal, "shard not opened", {shard, tensor});
     io::FetchedTensor f;
     f.view = it->second->view(tensor);
-    f.file_mapped = true;
     return f;
   }, /*views_of_files=*/true};
 

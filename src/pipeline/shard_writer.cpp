@@ -34,8 +34,8 @@ struct InFlight {
 std::uint64_t xxh3(std::span<const std::uint8_t> b) { return XXH3_64bits(b.data(), b.size()); }
 
 // Called once a source tensor's bytes have been used for the last time here.
-void release(const io::FetchedTensor& t) {
-  if (t.file_mapped) io::release_file_pages(t.view.bytes);
+void release(const TensorSource& source, const io::FetchedTensor& t) {
+  if (source.views_of_files) io::release_file_pages(t.view.bytes);
 }
 
 // Maps a source tensor's pages before use, in 8 MiB pieces on all cores: as
@@ -91,7 +91,7 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
   } catch (const Error& e) {
     throw Error(e.kind(), e.message(), {t.source_shard, t.source});
   }
-  for (const auto& input : inputs) release(input);
+  for (const auto& input : inputs) release(source, input);
   w.info = TensorInfo{t.module + ".weight", DType::F32, t.stored->shape};
   w.owned.resize(dq.size() * sizeof(float));
   std::memcpy(w.owned.data(), dq.data(), w.owned.size());
@@ -112,7 +112,7 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
     amax[k] = quant::tensor_amax(w.view());
     // Unmapped again: kept until the main pass, the pre-pass's pages made the
     // resident set grow with the checkpoint (2.7 GB on a 4.2 GB one).
-    release(w.fetched);
+    release(source, w.fetched);
   });
   std::map<std::string, float> out;
   for (std::size_t k = 0; k < members.size(); ++k) {
@@ -157,7 +157,7 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   }
   quant::ErrorMetrics metrics;
   quant::quantize_weight(*t.scheme, in, weight_outs, metrics, qo);
-  release(f.source);  // the source bytes are no longer needed
+  release(source, f.source);  // the source bytes are no longer needed
   f.source = {};
   f.record.metrics = metrics;
   for (auto& b : f.buffers) {
@@ -233,7 +233,7 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
       writer.write(t.outputs[k].info.name, f->views[k], f->record.output_hashes[k]);
     // Written: only the record waits for its turn.
     f->views.clear();
-    release(f->source);  // a passed-through tensor's source
+    release(source, f->source);  // a passed-through tensor's source
     for (auto& b : f->buffers) pool.release(std::move(b));
     f->buffers.clear();
     f->source = {};

@@ -19,8 +19,9 @@ namespace selq::pipeline::detail {
 // mapping, or downloaded bytes the result owns (remote sources).
 struct TensorSource {
   std::function<io::FetchedTensor(const std::string& shard, const std::string& tensor)> fetch;
-  // Fetched bytes are views of file mappings: a passed-through tensor in
-  // flight then holds no memory of its own (sizes the pipeline's tokens).
+  // Fetched bytes are views of read-only file mappings: a passed-through
+  // tensor in flight then holds no memory of its own (sizes the pipeline's
+  // tokens), and a consumed tensor's pages may be unmapped.
   bool views_of_files{false};
   io::FetchedTensor operator()(const std::string& shard, const std::string& tensor) const {
     return fetch(shard, tensor);

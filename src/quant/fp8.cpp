@@ -139,52 +139,44 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::int64_t nbr = ceil_div(out, br), nbc = ceil_div(in, bc);
   ErrorMetrics unused;
   for_row_chunks(nbr, 1, unused, [&](std::int64_t s0, std::int64_t s1, ErrorMetrics& m) {
-    thread_local std::vector<float> scratch;  // one block: its row segments back to back
-    std::vector<const float*> rows(static_cast<std::size_t>(br));
+    // One block as F32, its row segments back to back, and its codes.
+    thread_local std::vector<float> block;
+    thread_local std::vector<std::uint8_t> codes;
     for (std::int64_t sr = s0; sr < s1; ++sr) {
       const std::int64_t r0 = sr * br, r1 = std::min(out, r0 + br), nr = r1 - r0;
       for (std::int64_t bj = 0; bj < nbc; ++bj) {
         const std::int64_t c0 = bj * bc, c1 = std::min(in, c0 + bc);
         const auto nc = static_cast<std::size_t>(c1 - c0);
-        if (scratch.size() < static_cast<std::size_t>(nr) * nc) scratch.resize(static_cast<std::size_t>(nr) * nc);
+        const std::size_t n = static_cast<std::size_t>(nr) * nc;
+        if (block.size() < n) block.resize(n);
+        if (codes.size() < n) codes.resize(n);
         float amax = 0.0f;
         bool finite = true;
         for (std::int64_t r = 0; r < nr; ++r) {
           const std::uint64_t base = base0 + static_cast<std::uint64_t>((r0 + r) * in + c0);
+          float* seg = block.data() + r * static_cast<std::int64_t>(nc);
           float seg_amax = 0.0f;
-          const float* row = load_row_block_amax(t, src, base, nc, nc, scratch.data() + r * nc, &seg_amax);
-          rows[static_cast<std::size_t>(r)] = row;
+          const float* row = load_row_block_amax(t, src, base, nc, nc, seg, &seg_amax);
+          if (row != seg) std::memcpy(seg, row, nc * sizeof(float));  // aligned F32, read in place
           if (!all_finite(&seg_amax, 1)) {
             finite = false;
-            check_finite(row, nc, base, *job.src, *job.options);
+            check_finite(seg, nc, base, *job.src, *job.options);
           }
           amax = std::max(amax, seg_amax);
         }
         if (!finite) {  // NaN ignored, Inf kept (as the scalar definition)
           amax = 0.0f;
-          for (std::int64_t r = 0; r < nr; ++r)
-            for (std::size_t c = 0; c < nc; ++c) amax = std::max(amax, std::fabs(rows[static_cast<std::size_t>(r)][c]));
+          for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(block[i]));
         }
         const float s = fp8_scale(p, amax);
         store_float(p.sd, sout, static_cast<std::uint64_t>((job.e * nbr + sr) * nbc + bj), s);
+        // One kernel call for the whole block (a call per 128-element row
+        // segment paid the dispatch and the metrics flush 128 times), then
+        // the codes go to their rows.
         ErrorMetrics bm;
-        const std::size_t block_n = static_cast<std::size_t>(nr) * nc;
-        const bool contiguous = rows[0] == scratch.data() && rows[static_cast<std::size_t>(nr - 1)] ==
-                                                                 scratch.data() + (nr - 1) * static_cast<std::int64_t>(nc);
-        if (contiguous) {
-          // The block's rows lie back to back in `scratch`: one kernel call
-          // for all of them (a call per 128-element row segment paid the
-          // dispatch and the metrics flush 128 times per block), then the
-          // codes go to their rows.
-          thread_local std::vector<std::uint8_t> codes;
-          if (codes.size() < block_n) codes.resize(block_n);
-          fp8_run(p, scratch.data(), block_n, s, codes.data(), bm, finite);
-          for (std::int64_t r = 0; r < nr; ++r)
-            std::memcpy(wout + (r0 + r) * in + c0, codes.data() + r * static_cast<std::int64_t>(nc), nc);
-        } else {  // aligned F32 rows read in place
-          for (std::int64_t r = 0; r < nr; ++r)
-            fp8_run(p, rows[static_cast<std::size_t>(r)], nc, s, wout + (r0 + r) * in + c0, bm, finite);
-        }
+        fp8_run(p, block.data(), n, s, codes.data(), bm, finite);
+        for (std::int64_t r = 0; r < nr; ++r)
+          std::memcpy(wout + (r0 + r) * in + c0, codes.data() + r * static_cast<std::int64_t>(nc), nc);
         bm.clipped_blocks = bm.clipped_elements != 0;
         bm.blocks = 1;
         m.merge(bm);

@@ -12,10 +12,10 @@ struct Api {
 
 const Api& api() {
   static const Api loaded = [] {
-    // Leaked on purpose: OpenBLAS's threads must outlive static destruction.
-    const auto* lib = new SharedLibrary(SELQ_BLAS_SONAME, "the reference runtime's matrix products");
-    return Api{lib->function<decltype(&cblas_sgemm)>("cblas_sgemm"),
-               lib->function<decltype(&cblas_sgemv)>("cblas_sgemv")};
+    // Never closed (see ~SharedLibrary): OpenBLAS's threads outlive static destruction.
+    static const SharedLibrary lib(SELQ_BLAS_SONAME, "the reference runtime's matrix products");
+    return Api{lib.function<decltype(&cblas_sgemm)>("cblas_sgemm"),
+               lib.function<decltype(&cblas_sgemv)>("cblas_sgemv")};
   }();
   return loaded;
 }
