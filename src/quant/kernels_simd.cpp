@@ -100,6 +100,26 @@ HWY_INLINE void StorePackedNibbles(VI codes, std::uint8_t* out) {
 }
 #endif
 
+#if HWY_TARGET == HWY_AVX2
+// 32 E2M1 codes (4 vectors of 8 i32 lanes, in element order) -> 16 bytes, low
+// nibble first: 9 instructions instead of 4 x 8 for StorePackedNibbles. Raw
+// AVX2 because Highway 1.0's only pairwise ops here are the lane-reordering
+// ones, whose order is this target's: packs_epi32 interleaves 128-bit halves
+// and madd_epi16 by (1, 16) joins each pair p = even + 16 * odd.
+HWY_INLINE void StorePacked32(VI c0, VI c1, VI c2, VI c3, std::uint8_t* out) {
+  const __m256i k = _mm256_set1_epi32(0x00100001);
+  // i32 pairs: [p0 p1 p4 p5 | p2 p3 p6 p7] and [p8 p9 p12 p13 | p10 p11 p14 p15]
+  const __m256i a = _mm256_madd_epi16(_mm256_packs_epi32(c0.raw, c1.raw), k);
+  const __m256i b = _mm256_madd_epi16(_mm256_packs_epi32(c2.raw, c3.raw), k);
+  // bytes per half: [p0 p1 p4 p5 p8 p9 p12 p13] | [p2 p3 p6 p7 p10 p11 p14 p15]
+  const __m256i w = _mm256_packs_epi32(a, b);
+  const __m256i bytes = _mm256_packus_epi16(w, w);
+  // 16-bit interleave of the halves puts the pairs in order.
+  const __m128i r = _mm_unpacklo_epi16(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), r);
+}
+#endif
+
 // ---------------------------------------------------------------- metrics
 
 struct Acc {
@@ -340,56 +360,78 @@ HWY_INLINE void E2m1BlocksT(const float* x, std::size_t n, std::size_t bw, const
                             const float* dqs, float clip_at, std::uint8_t* packed, ErrorMetrics& m) {
   const DF df;
   const DI di;
-  const D8 d8;
-  // Code pairs as u16 (little-endian: even element in the low byte).
-  const hn::CappedTag<std::uint16_t, 8> d16;
-  const hn::RebindToSigned<decltype(d16)> di16;
-  const hn::Rebind<std::uint8_t, decltype(d16)> d8h;
-  const std::size_t N = hn::Lanes(df), N16 = hn::Lanes(d16);
+  [[maybe_unused]] const std::size_t N = hn::Lanes(df);
   const VF clip = hn::Set(df, clip_at);
-  Acc acc;
-  AccZero(acc);
-  std::size_t since_flush = 0;
-  HWY_ALIGN std::uint16_t pairs[16];  // one block's codes, one byte each
-  auto* cbytes = reinterpret_cast<std::uint8_t*>(pairs);
-  for (std::size_t b = 0; b * bw < n; ++b) {
-    const float* p = x + b * bw;
-    const VF dv = hn::Set(df, d[b]);
-    const VF sv = hn::Set(df, dqs[b]);
-    VI clipped = hn::Zero(di);
-    for (std::size_t j = 0; j < bw; j += N) {
-      const VF xv = hn::LoadU(df, p + j);
-      // -0.0 -> +0.0 (the scalar path's `+ 0.0f`, see e2m1_code). A select,
-      // not an add: the compiler may fuse x * d + 0 into an FMA, which keeps
-      // the sign of a product that underflows to zero.
-      const VF q = kDivide ? hn::Div(xv, dv) : hn::Mul(xv, dv);
-      const VF v = hn::IfThenZeroElse(hn::Eq(q, hn::Zero(df)), q);
-      VF val;
-      const VI code = E2m1(v, val);
-      AccAdd(acc, xv, hn::Mul(val, sv));
-      clipped = hn::Sub(clipped, hn::VecFromMask(di, hn::RebindMask(di, hn::Ge(hn::Abs(v), clip))));
+  const std::size_t nblk = n / bw;  // whole blocks: the schemes require in % bw == 0
+  const std::size_t run = std::max<std::size_t>(1, kFlushEvery / bw);
+  // One vector of block b: its codes (one per i32 lane), its error sums into
+  // acc and its clipped lanes into block_clipped.
+  const auto quantize = [&](const float* p, VF dv, VF sv, Acc& acc, VI& block_clipped) {
+    const VF xv = hn::LoadU(df, p);
+    // -0.0 -> +0.0 (the scalar path's `+ 0.0f`, see e2m1_code). A select,
+    // not an add: the compiler may fuse x * d + 0 into an FMA, which keeps
+    // the sign of a product that underflows to zero.
+    const VF q = kDivide ? hn::Div(xv, dv) : hn::Mul(xv, dv);
+    const VF v = hn::IfThenZeroElse(hn::Eq(q, hn::Zero(df)), q);
+    VF val;
+    const VI code = E2m1(v, val);
+    AccAdd(acc, xv, hn::Mul(val, sv));
+    block_clipped = hn::Sub(block_clipped, hn::VecFromMask(di, hn::RebindMask(di, hn::Ge(hn::Abs(v), clip))));
+    return code;
+  };
+  // Runs of blocks whose sums stay in float lanes. The accumulators and
+  // clip counts are locals of the run, flushed after it: flushing from inside
+  // the block loop (through a reference) kept them on the stack, loaded and
+  // stored around every 16-element block.
+  for (std::size_t b0 = 0; b0 < nblk; b0 += run) {
+    const std::size_t b1 = std::min(nblk, b0 + run);
+    Acc acc;
+    AccZero(acc);
+    VI clipped = hn::Zero(di);  // clipped elements of the run, per lane
+    std::uint64_t clipped_blocks = 0;
+    const auto close_block = [&](VI block_clipped) {
+      clipped = hn::Add(clipped, block_clipped);
+      clipped_blocks += !hn::AllTrue(di, hn::Eq(block_clipped, hn::Zero(di)));
+    };
+    std::size_t b = b0;
+#if HWY_TARGET == HWY_AVX2
+    // 32 elements at a time (two 16-blocks or one 32-block), packed together.
+    if (bw == 16 || bw == 32) {
+      const std::size_t per = 32 / bw;  // blocks per 32 elements
+      for (; b + per <= b1; b += per) {
+        const float* p = x + b * bw;
+        VI c[4];
+        for (std::size_t k = 0; k < per; ++k) {
+          const VF dv = hn::Set(df, d[b + k]), sv = hn::Set(df, dqs[b + k]);
+          VI block_clipped = hn::Zero(di);
+          for (std::size_t j = 0; j < bw / N; ++j)
+            c[k * (bw / N) + j] = quantize(p + k * bw + j * N, dv, sv, acc, block_clipped);
+          close_block(block_clipped);
+        }
+        StorePacked32(c[0], c[1], c[2], c[3], packed + b * bw / 2);
+      }
+    }
+#endif
+    for (; b < b1; ++b) {
+      const float* p = x + b * bw;
+      const VF dv = hn::Set(df, d[b]), sv = hn::Set(df, dqs[b]);
+      VI block_clipped = hn::Zero(di);
 #if HWY_TARGET != HWY_SCALAR
-      StorePackedNibbles(code, packed + (b * bw + j) / 2);
-#else
-      hn::StoreU(hn::DemoteTo(d8, code), d8, cbytes + j);
+      for (std::size_t j = 0; j < bw; j += N)
+        StorePackedNibbles(quantize(p + j, dv, sv, acc, block_clipped), packed + (b * bw + j) / 2);
+#else  // one code per vector
+      for (std::size_t j = 0; j < bw; j += 2) {
+        const auto lo = hn::GetLane(quantize(p + j, dv, sv, acc, block_clipped));
+        const auto hi = hn::GetLane(quantize(p + j + 1, dv, sv, acc, block_clipped));
+        packed[(b * bw + j) / 2] = static_cast<std::uint8_t>(lo | hi << 4);
+      }
 #endif
+      close_block(block_clipped);
     }
-#if HWY_TARGET == HWY_SCALAR  // one code per vector: pair them up in memory
-    std::uint8_t* out = packed + b * bw / 2;
-    for (std::size_t j = 0; j < bw / 2; j += N16) {
-      const auto pr = hn::Load(d16, pairs + j);
-      const auto folded = hn::And(hn::Or(pr, hn::ShiftRight<4>(pr)), hn::Set(d16, std::uint16_t{0xFF}));
-      hn::StoreU(hn::DemoteTo(d8h, hn::BitCast(di16, folded)), d8h, out + j);
-    }
-#endif
-    CloseBlock(clipped, m);
-    since_flush += bw;
-    if (since_flush >= kFlushEvery) {
-      AccFlush(acc, m);
-      since_flush = 0;
-    }
+    AccFlush(acc, m);
+    m.clipped_elements += ClipCount(clipped);
+    m.clipped_blocks += clipped_blocks;
   }
-  AccFlush(acc, m);
   m.elements += n;
 }
 

@@ -68,6 +68,18 @@ void expect_metrics_match(const ErrorMetrics& a, const ErrorMetrics& b, const st
   EXPECT_TRUE(near(a.max_abs_err, b.max_abs_err)) << what << " " << a.max_abs_err << " " << b.max_abs_err;
 }
 
+// Runs f once per SIMD target compiled in and supported by this CPU (the
+// kernels dispatch at run time, so each target needs its own check).
+template <class F>
+void for_each_target(F&& f) {
+  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    f();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 // Every finite BF16 bit pattern, in an order that puts many magnitudes into
 // each block.
 std::vector<float> all_finite_bf16() {
@@ -82,7 +94,7 @@ std::vector<float> all_finite_bf16() {
 
 }  // namespace
 
-TEST(KernelsSimd, MxRowsMatchScalarForEveryRule) {
+TEST(KernelsSimd, MxRowsMatchScalarForEveryRule) { for_each_target([] {
   for (bool fp4 : {true, false}) {
     for (ScaleRule rule : {ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::Even, ScaleRule::RCeil}) {
       SchemeSpec spec;
@@ -103,9 +115,9 @@ TEST(KernelsSimd, MxRowsMatchScalarForEveryRule) {
       }
     }
   }
-}
+}); }
 
-TEST(KernelsSimd, Nvfp4RowsMatchScalarInBothConventions) {
+TEST(KernelsSimd, Nvfp4RowsMatchScalarInBothConventions) { for_each_target([] {
   for (bool ct : {true, false}) {
     for (DType t : {DType::F32, DType::BF16, DType::F16}) {
       for (float amax : {1.0f, 1e-3f, 3e4f, 1e9f}) {
@@ -129,9 +141,9 @@ TEST(KernelsSimd, Nvfp4RowsMatchScalarInBothConventions) {
       }
     }
   }
-}
+}); }
 
-TEST(KernelsSimd, Fp8RowsMatchScalarForAnyLengthAndQuotientDtype) {
+TEST(KernelsSimd, Fp8RowsMatchScalarForAnyLengthAndQuotientDtype) { for_each_target([] {
   for (DType ct : {DType::F32, DType::BF16, DType::F16}) {
     for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{31},
                           std::size_t{257}, std::size_t{4096}}) {
@@ -155,21 +167,9 @@ TEST(KernelsSimd, Fp8RowsMatchScalarForAnyLengthAndQuotientDtype) {
   fp8_row(DType::BF16, x.data(), x.size(), 1.0f, wb.data(), mb, false);
   EXPECT_EQ(wa, wb);
   EXPECT_EQ(ma.clipped_elements, mb.clipped_elements);
-}
+}); }
 
 namespace {
-// Runs f once per SIMD target compiled in and supported by this CPU (the
-// kernels dispatch at run time, so each target needs its own check).
-template <class F>
-void for_each_target(F&& f) {
-  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    f();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
 // Groups whose scale comes out a power of two (amax 7.5 * 2^e for int4 sym,
 // 127.5 * 2^e for int8 sym) holding values on .5 ties, mixed with nasty rows.
 std::vector<float> int_row_input(std::size_t n, std::size_t gw, int bits, unsigned seed) {
