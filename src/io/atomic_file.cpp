@@ -80,6 +80,11 @@ void fsync_fd(int fd, const std::string& file) {
   if (::fsync(fd) != 0) throw_io(fmt::format("fsync failed: {}", errno_text(errno)), {file, "", {}});
 }
 
+void start_writeback(int fd) {
+  // Linux-specific; on tmpfs (no writeback) it returns at once.
+  (void)::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 void fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw_io(fmt::format("cannot open directory: {}", errno_text(errno)), {dir, "", {}});

@@ -20,6 +20,11 @@ void copy_file_atomic(const std::string& src, const std::string& dst);
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset,
                 const std::string& file);
 void fsync_fd(int fd, const std::string& file);
+// Asks the kernel to start writing `fd`'s dirty pages back now, without
+// waiting (sync_file_range SYNC_FILE_RANGE_WRITE), so that the disk works
+// while the caller goes on and a later fsync has less left to wait for.
+// Best effort: errors are ignored here, fsync reports what did not reach the disk.
+void start_writeback(int fd);
 // Directory part of `path` ("." when it has none).
 std::string parent_dir(const std::string& path);
 

@@ -77,6 +77,11 @@ class SafetensorsFile {
 // page-cached input. A no-op elsewhere.
 void populate_pages(std::span<const std::uint8_t> bytes);
 
+// Asks the kernel to read the pages under `bytes` (part of a file mapping)
+// into the page cache in the background (MADV_WILLNEED), so that a later
+// access does not wait on the disk; cheap when they are cached already.
+void prefetch_file_pages(std::span<const std::uint8_t> bytes);
+
 // Drops this process's mappings of the whole pages inside `bytes`, which must
 // lie in a read-only file mapping (SafetensorsFile::view) whose content is no
 // longer needed here; the page cache keeps the data, and a later access just
@@ -125,6 +130,7 @@ class SafetensorsWriter {
   std::string head_;  // the file's first data_start_ bytes
   std::mutex mu_;
   std::map<std::string, std::optional<std::uint64_t>> written_;  // name -> XXH3 of what was written
+  std::uint64_t written_since_writeback_{0};
 };
 
 // The padded header JSON (without the 8-byte length) the writer uses for

@@ -140,7 +140,9 @@ HWY_INLINE void AccAdd(Acc& a, VF x, VF dq) {
   a.mx = hn::Max(a.mx, hn::Abs(e));
 }
 
-HWY_NOINLINE void AccFlush(Acc& a, ErrorMetrics& m) {
+// `a` by value: a reference would take the accumulators' address, and the
+// kernels would keep them in memory instead of registers across the loop.
+HWY_NOINLINE void AccFlush(const Acc a, ErrorMetrics& m) {
   const DF df;
   const std::size_t N = hn::Lanes(df);
   HWY_ALIGN float l[5][kMaxLanes];
@@ -160,7 +162,6 @@ HWY_NOINLINE void AccFlush(Acc& a, ErrorMetrics& m) {
   m.sum_dot += s[2];
   m.sum_sq_dq += s[3];
   if (mx > m.max_abs_err) m.max_abs_err = mx;
-  AccZero(a);
 }
 
 // Sum of the lanes of a clip-count vector (lanes count up: x - (-1)).
@@ -466,6 +467,7 @@ HWY_INLINE void E4m3BlocksT(const float* x, std::size_t n, std::size_t bw, const
     hn::StoreU(hn::DemoteTo(d8, code), d8, q);
     if ((since_flush += N) >= kFlushEvery) {
       AccFlush(acc, m);
+      AccZero(acc);
       since_flush = 0;
     }
   };
@@ -567,6 +569,7 @@ HWY_INLINE void IntGroupsT(const float* x, std::size_t n, std::size_t gw, const 
                  reinterpret_cast<std::int8_t*>(out));
     if ((since_flush += N) >= kFlushEvery) {
       AccFlush(acc, m);
+      AccZero(acc);
       since_flush = 0;
     }
   };

@@ -1,10 +1,18 @@
 // io::release_file_pages: a consumed source tensor's pages leave the resident
 // set, and nothing about the mapped bytes changes (the pipeline calls it as
 // soon as a tensor is used; a neighbour sharing a page must stay readable).
+// io::prefetch_file_pages: a tensor not in the page cache is read into it in
+// the background.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +88,50 @@ TEST(ReleaseFilePages, ATensorWithinOnePageReleasesNothing) {
   release_file_pages(t.file->view("a").bytes);
   EXPECT_EQ(resident_kb_of(t.path), before);
   EXPECT_EQ(0, std::memcmp(t.file->view("b").bytes.data(), t.b_bytes.data(), t.b_bytes.size()));
+}
+
+// Fraction of the pages under `bytes` that are in the page cache (mincore).
+double cached_fraction(std::span<const std::uint8_t> bytes) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size());
+  std::vector<unsigned char> in((end - begin + page - 1) / page);
+  if (::mincore(reinterpret_cast<void*>(begin), end - begin, in.data()) != 0) return -1.0;
+  std::size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return static_cast<double>(n) / static_cast<double>(in.size());
+}
+
+TEST(PrefetchFilePages, ReadsAnEvictedTensorIntoThePageCache) {
+  // In the working directory (the build tree, on disk): tmpfs pages cannot be
+  // evicted, so there the starting state below cannot be made.
+  const std::string path = (std::filesystem::current_path() / "selq-prefetch-test.safetensors").string();
+  struct Remove {
+    std::string p;
+    ~Remove() { std::filesystem::remove(p); }
+  } remove{path};
+  const TensorInfo a{"a", DType::U8, {16 << 20}};
+  const auto a_bytes = testing::random_bytes(16 << 20, 9);
+  testing::write_bytes(path, serialize_safetensors({{a, a_bytes}}, {}));
+  const auto file = SafetensorsFile::open(path);
+  const TensorView v = file->view("a");
+
+  // Evict the file's clean pages from the page cache.
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fdatasync(fd), 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  ::close(fd);
+  const double evicted = cached_fraction(v.bytes);
+  ASSERT_GE(evicted, 0.0) << "mincore failed";
+  if (evicted > 0.5) GTEST_SKIP() << "this filesystem keeps the pages cached (" << evicted << " after eviction)";
+
+  prefetch_file_pages(v.bytes);
+  double cached = 0;
+  for (int i = 0; i < 1000 && (cached = cached_fraction(v.bytes)) < 1.0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(cached, 1.0) << "cached after eviction " << evicted << ", 10 s after the prefetch " << cached;
+  EXPECT_EQ(0, std::memcmp(v.bytes.data(), a_bytes.data(), a_bytes.size()));
 }
 
 }  // namespace
