@@ -42,8 +42,10 @@ constexpr std::size_t kFlushEvery = 512;
 template <class D, class T>
 HWY_INLINE hn::Vec<D> Opaque(D d, T k) {
   auto v = hn::Set(d, static_cast<hn::TFromD<D>>(k));
-#if HWY_TARGET != HWY_SCALAR
-  asm("" : "+v"(v.raw));
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  asm("" : "+v"(v.raw));  // zmm
+#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_SSSE3
+  asm("" : "+x"(v.raw));  // xmm/ymm
 #endif
   return v;
 }
