@@ -107,6 +107,15 @@ void BufferPool::release(Buffer buffer) {
   free_.push_back(std::move(buffer));
 }
 
+std::jthread BufferPool::unmap_in_background() {
+  std::vector<Buffer> buffers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffers.swap(free_);
+  }
+  return std::jthread([b = std::move(buffers)]() mutable { b.clear(); });
+}
+
 std::size_t BufferPool::free_buffers() const {
   std::lock_guard<std::mutex> lock(mu_);
   return free_.size();

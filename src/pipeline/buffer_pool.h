@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 namespace selq::pipeline::detail {
@@ -46,6 +47,12 @@ class BufferPool {
   void release(Buffer buffer);
   // Buffers waiting for reuse (for tests of the bound).
   std::size_t free_buffers() const;
+  // Hands every buffer waiting for reuse to a new thread that unmaps them;
+  // the thread is joined when the returned handle is destroyed. At the end
+  // of a run the pool holds up to tens of MB of touched pages, whose unmapping
+  // took ~10 ms on one core after the last shard of a 0.3 s run; this way it
+  // overlaps the writing of the config and manifest.
+  std::jthread unmap_in_background();
 
  private:
   mutable std::mutex mu_;

@@ -54,6 +54,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
     }
     write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);
   }
+  const std::jthread unmapping = pool.unmap_in_background();
   result.manifest = finalize_checkpoint(src, plan, recipe, records, staging);
   fs::remove(journal_path, ec);
 

@@ -189,6 +189,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   remove_all_quietly(final_dir);
   fs::create_directories(final_dir);
   QuantizeResult result;
+  const std::jthread unmapping = pool.unmap_in_background();
   result.manifest = finalize_checkpoint(*original, plan, recipe, records, final_dir, RunMode::InPlace);
   for (const auto& e : fs::directory_iterator(final_dir)) {
     fs::rename(e.path(), fs::path(dir) / e.path().filename());

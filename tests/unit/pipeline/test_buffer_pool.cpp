@@ -1,5 +1,7 @@
 // The quantize output buffers: reused (same memory), always handed out
-// zeroed, and never more of them than were in use at once.
+// zeroed, never more of them than were in use at once, and unmapped off the
+// calling thread at the end of a run.
+#include <sys/mman.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +73,32 @@ TEST(BufferPool, SmallBuffersAreNotRoundedUpToAHugePage) {
   Buffer h = pool.acquire((2 << 20) + 1);
   EXPECT_EQ(h.capacity(), std::size_t{4} << 20);  // huge pages from 2 MiB up
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(h.bytes().data()) % (2 << 20), 0u);
+}
+
+// Whether `p` lies in a mapping of this process (msync fails with ENOMEM on
+// an unmapped page).
+bool mapped(const void* p) {
+  const auto page = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{4095};
+  return ::msync(reinterpret_cast<void*>(page), 4096, MS_ASYNC) == 0;
+}
+
+TEST(BufferPool, UnmapsItsBuffersOnAnotherThread) {
+  BufferPool pool;
+  Buffer a = pool.acquire(3 << 20), b = pool.acquire(1 << 20), kept = pool.acquire(1 << 20);
+  const std::uint8_t *a_at = a.bytes().data(), *b_at = b.bytes().data();
+  pool.release(std::move(a));
+  pool.release(std::move(b));
+  ASSERT_TRUE(mapped(a_at) && mapped(b_at));
+  {
+    const std::jthread unmapping = pool.unmap_in_background();
+    EXPECT_EQ(pool.free_buffers(), 0u);  // taken at once
+  }  // joined here
+  EXPECT_FALSE(mapped(a_at));
+  EXPECT_FALSE(mapped(b_at));
+  // A buffer in use is not the pool's and stays; the pool works on.
+  EXPECT_TRUE(mapped(kept.bytes().data()));
+  Buffer c = pool.acquire(2 << 20);
+  EXPECT_TRUE(all_zero(c.bytes()));
 }
 
 TEST(BufferPool, EmptyRequestsWork) {
