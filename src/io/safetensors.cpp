@@ -263,14 +263,34 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &header_.entries[it->second];
 }
 
+namespace {
+// Address range of the pages under `bytes`, for madvise. Covering: from the
+// page holding the first byte to the last byte (madvise rounds the length
+// up). Inner: only the pages wholly inside `bytes`, empty when there are none.
+struct PageRange {
+  std::uintptr_t begin, end;
+};
+std::uintptr_t page_size() {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+PageRange covering_pages(std::span<const std::uint8_t> bytes) {
+  const auto first = reinterpret_cast<std::uintptr_t>(bytes.data());
+  return {first & ~(page_size() - 1), first + bytes.size()};
+}
+PageRange inner_pages(std::span<const std::uint8_t> bytes) {
+  const auto first = reinterpret_cast<std::uintptr_t>(bytes.data());
+  const PageRange r{(first + page_size() - 1) & ~(page_size() - 1), (first + bytes.size()) & ~(page_size() - 1)};
+  return r.end > r.begin ? r : PageRange{r.begin, r.begin};
+}
+}  // namespace
+
 void populate_pages(std::span<const std::uint8_t> bytes) {
 #ifdef MADV_POPULATE_READ
   if (bytes.empty()) return;
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
-  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size());
+  const PageRange r = covering_pages(bytes);
   // Failure (an old kernel, EINTR) only means the pages fault in as usual.
-  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+  (void)::madvise(reinterpret_cast<void*>(r.begin), r.end - r.begin, MADV_POPULATE_READ);
 #else
   (void)bytes;
 #endif
@@ -278,25 +298,21 @@ void populate_pages(std::span<const std::uint8_t> bytes) {
 
 void prefetch_file_pages(std::span<const std::uint8_t> bytes) {
   if (bytes.empty()) return;
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
-  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size());
+  const PageRange r = covering_pages(bytes);
   // In pieces: the kernel reads at most the device's optimal I/O size or the
   // readahead window per call (8 MiB of a 16 MiB tensor on the VM disk here).
   // Failure only means the pages are read when they are touched.
   constexpr std::uintptr_t kPiece = std::uintptr_t{2} << 20;
-  for (auto a = begin; a < end; a += kPiece)
-    (void)::madvise(reinterpret_cast<void*>(a), std::min(kPiece, end - a), MADV_WILLNEED);
+  for (auto a = r.begin; a < r.end; a += kPiece)
+    (void)::madvise(reinterpret_cast<void*>(a), std::min(kPiece, r.end - a), MADV_WILLNEED);
 }
 
 void release_file_pages(std::span<const std::uint8_t> bytes) {
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   // Whole pages only: the partial pages at either end may hold a neighbour.
-  const auto begin = (reinterpret_cast<std::uintptr_t>(bytes.data()) + page - 1) & ~(page - 1);
-  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size()) & ~(page - 1);
-  if (end <= begin) return;
+  const PageRange r = inner_pages(bytes);
+  if (r.end == r.begin) return;
   // Failure only means the pages stay mapped until the file is closed.
-  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  (void)::madvise(reinterpret_cast<void*>(r.begin), r.end - r.begin, MADV_DONTNEED);
 }
 
 TensorView SafetensorsFile::view(const std::string& name) const {
