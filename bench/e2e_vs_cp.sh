@@ -7,6 +7,8 @@
 #   RECIPES  names under recipes/ or paths to recipe files (default dspark-oproj-mxfp4)
 #   SRC      an existing checkpoint instead of a synthetic one (e.g. the imported real model)
 #   DIALECT  passed as --dialect (default: each recipe's own)
+#   BASELINE another selq binary (e.g. an older build) timed on every recipe in
+#            the same rounds, reported as "<recipe>@baseline"
 #
 # Method: one untimed warm-up of cp and of every recipe, then REPEATS rounds,
 # each timing cp and every recipe once (interleaved, so drift hits them all
@@ -36,15 +38,21 @@ run() {  # run NAME: one timed execution, output removed afterwards; prints ms
   if [[ $name == cp ]]; then
     cp -rL "$WORK/src" "$WORK/out"
   else
-    local recipe="$name"; [[ -f "$recipe" ]] || recipe="recipes/$name.yaml"
-    "$SELQ" quantize "$WORK/src" "$WORK/out" --recipe "$recipe" "${DIALECT_ARGS[@]}" --quiet
+    local bin="$SELQ" recipe="${name%@baseline}"
+    [[ $name == *@baseline ]] && bin="$BASELINE"
+    [[ -f "$recipe" ]] || recipe="recipes/$recipe.yaml"
+    "$bin" quantize "$WORK/src" "$WORK/out" --recipe "$recipe" "${DIALECT_ARGS[@]}" --quiet
   fi
   t1=$(date +%s%N)
   rm -rf "$WORK/out"
   echo $(((t1 - t0) / 1000000))
 }
 
-names=(cp ${RECIPES:-dspark-oproj-mxfp4})
+names=(cp)
+for r in ${RECIPES:-dspark-oproj-mxfp4}; do
+  names+=("$r")
+  [[ -n "${BASELINE:-}" ]] && names+=("$r@baseline")
+done
 for n in "${names[@]}"; do run "$n" >/dev/null; done  # warm-up
 declare -A times
 for ((i = 0; i < REPEATS; i++)); do
