@@ -44,7 +44,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   BufferPool pool;  // output buffers, reused across shards
   progress.bytes_total = plan.source_bytes();
   progress.tensors_total = plan.tensors.size();
-  const auto group_amax = journaled_group_amax(journal, source, plan);
+  GroupAmax group_amax(source, plan);
   std::vector<TensorRecord> records(plan.tensors.size());
   for (const auto& shard : plan.shards) {
     const std::string path = (fs::path(staging) / shard.name).string();

@@ -176,7 +176,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     todo.push_back(&shard);
   }
   // Fused-group amax is fixed by the first run, while every shard is original.
-  const std::map<std::string, float> group_amax = journaled_group_amax(journal, source, plan);
+  GroupAmax group_amax(journaled_group_amax(journal, source, plan));
 
   for (const PlannedShard* shard : todo) {
     const std::string path = (fs::path(dir) / shard->name).string();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -130,8 +131,70 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
   return out;
 }
 
+}  // namespace
+
+GroupAmax::GroupAmax(std::map<std::string, float> known) : source_(nullptr), plan_(nullptr) {
+  for (const auto& [g, a] : known) {
+    std::promise<float> p;
+    p.set_value(a);
+    amax_.emplace(g, p.get_future().share());
+  }
+}
+
+GroupAmax::GroupAmax(const TensorSource& source, const Plan& plan) : source_(&source), plan_(&plan) {
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+    if (!plan.tensors[i].fused_group.empty()) members_[plan.tensors[i].fused_group].push_back(i);
+}
+
+float GroupAmax::of(const std::string& group, std::size_t index, const TensorView& weight) {
+  std::promise<float> promise;
+  std::shared_future<float> amax;
+  bool compute_here = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = amax_.find(group);
+    if (it == amax_.end()) {
+      if (!plan_) throw std::logic_error("fused group '" + group + "' has no amax");
+      it = amax_.emplace(group, promise.get_future().share()).first;
+      compute_here = true;
+    }
+    amax = it->second;
+  }
+  if (compute_here) {
+    try {
+      // Isolated: while its nested parallel loops wait, this thread must not
+      // take another member's pipeline task, which would wait on this future.
+      promise.set_value(tbb::this_task_arena::isolate([&] { return compute(index, weight); }));
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+    }
+  }
+  return amax.get();
+}
+
+float GroupAmax::compute(std::size_t index, const TensorView& weight) const {
+  const PlannedTensor& t = plan_->tensors[index];
+  float amax = 0.0f;
+  for (std::size_t k : members_.at(t.fused_group)) {
+    if (k == index) {
+      amax = std::max(amax, quant::tensor_amax(weight));
+      continue;
+    }
+    FloatWeight w;
+    load_float_weight(*source_, plan_->tensors[k], w, Fingerprint::Skip);
+    amax = std::max(amax, quant::tensor_amax(w.view()));
+    // A member in this shard is quantized a few tensors later: its pages stay
+    // mapped for it (and its bytes are still in the cache). One in another
+    // shard is not needed again until that shard.
+    if (plan_->tensors[k].source_shard != t.source_shard) release(*source_, w.fetched);
+  }
+  return amax;
+}
+
+namespace {
+
 void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeOptions& options,
-             const std::map<std::string, float>& group_amax, BufferPool& pool, InFlight& f) {
+             GroupAmax& group_amax, BufferPool& pool, InFlight& f) {
   FloatWeight w;
   load_float_weight(source, t, w);
   f.source = std::move(w.fetched);
@@ -151,7 +214,7 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   }
   quant::QuantizeOptions qo;
   qo.reject_non_finite = !options.allow_non_finite;
-  if (!t.fused_group.empty()) qo.global_amax = group_amax.at(t.fused_group);
+  if (!t.fused_group.empty()) qo.global_amax = group_amax.of(t.fused_group, f.index, in);
   // A static activation scale is the last output; it comes from the
   // calibration, not from the weight.
   std::span<std::span<std::uint8_t>> weight_outs(outs);
@@ -239,7 +302,7 @@ class ReadAhead {
 // intent with the new file's hash and the tensor records, then renames it
 // into place. Memory: the pipeline's tokens bound the tensors in flight.
 void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
-                 const QuantizeOptions& options, const std::map<std::string, float>& group_amax,
+                 const QuantizeOptions& options, GroupAmax& group_amax,
                  Journal& journal, std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool) {
   std::vector<TensorInfo> infos;
   for (auto i : shard.tensors)

@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shutil
 import tempfile
 import unittest
 
@@ -95,6 +96,58 @@ class DsparkOprojMxfp4(unittest.TestCase):
                 self.assertGreater(t["metrics"]["snr_db"], 10.0)
                 self.assertLess(t["metrics"]["rel_frobenius"], 0.3)
                 self.assertGreater(t["metrics"]["cosine"], 0.95)
+
+
+class FusedGroupGlobalScale(unittest.TestCase):
+    """NVFP4 members of a fused group (q/k/v, gate/up) share one global scale,
+    from the max of their amax. File to file it is computed when the group's
+    first member is quantized, reading the others then; in place, before any
+    shard is rewritten. A group split across source shards must come out as
+    it does from one shard, both ways."""
+
+    def test_group_split_across_source_shards(self):
+        from safetensors.torch import save_file
+        with tempfile.TemporaryDirectory() as tmp:
+            one = os.path.join(tmp, "one")
+            u.selq("synth", "--arch", "llama", "--scale", "16", "--layers", "2", "--vocab", "256", one)
+            headers = u.safetensors_headers(one)
+            tensors = {k: u.load_tensor(one, k, headers) for k in headers}
+            # Shard 2 takes q_proj and up_proj; their groups' other members stay in shard 1.
+            split = os.path.join(tmp, "split")
+            shutil.copytree(one, split, ignore=shutil.ignore_patterns("*.safetensors*"))
+            second = {k for k in tensors if k.endswith(("q_proj.weight", "up_proj.weight"))}
+            names = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+            save_file({k: v for k, v in tensors.items() if k not in second}, os.path.join(split, names[0]))
+            save_file({k: v for k, v in tensors.items() if k in second}, os.path.join(split, names[1]))
+            with open(os.path.join(split, "model.safetensors.index.json"), "w") as f:
+                json.dump({"metadata": {}, "weight_map": {k: names[k in second] for k in tensors}}, f)
+            outs = {}
+            for name, src in (("one", one), ("split", split)):
+                outs[name] = os.path.join(tmp, "q-" + name)
+                u.selq("quantize", src, outs[name], "--recipe", u.recipe("llama-nvfp4"), "--quiet")
+            outs["in-place"] = os.path.join(tmp, "in-place")
+            shutil.copytree(split, outs["in-place"])
+            u.selq("quantize", outs["in-place"], "--in-place", "--recipe", u.recipe("llama-nvfp4"), "--quiet")
+
+            got = {n: u.safetensors_headers(d) for n, d in outs.items()}
+            self.assertEqual(set(got["one"]), set(got["split"]))
+            self.assertEqual(set(got["one"]), set(got["in-place"]))
+            for k in got["one"]:
+                want = u.load_tensor(outs["one"], k, got["one"])
+                for n in ("split", "in-place"):
+                    self.assertTrue(torch.equal(u.load_tensor(outs[n], k, got[n]).view(torch.uint8),
+                                                want.view(torch.uint8)), f"{n}: {k}")
+            groups = [("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj", "up_proj"))]
+            for layer in range(2):
+                for block, members in groups:
+                    mods = [f"model.layers.{layer}.{block}.{m}" for m in members]
+                    gs = {u.load_tensor(outs["split"], m + ".weight_global_scale", got["split"]).item() for m in mods}
+                    self.assertEqual(len(gs), 1, mods)
+                    amax = max(tensors[m + ".weight"].float().abs().max().item() for m in mods)
+                    # compressed-tensors' convention, in the weight's dtype (BF16):
+                    # the reciprocal of the amax rounded, then times 448 * 6 rounded.
+                    want = (1.0 / torch.tensor(amax, dtype=torch.bfloat16)) * (448.0 * 6.0)
+                    self.assertEqual(gs.pop(), want.float().item(), mods)
 
 
 class Determinism(unittest.TestCase):
