@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -40,6 +41,13 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
     for (const auto& e : fs::directory_iterator(staging))
       if (e.path().filename() != ".selq-journal.json") fs::remove_all(e.path(), ec);
   }
+  // config.json, the index and the source's other files depend on the plan
+  // alone: written on another thread while the shards are, rather than after
+  // the last one (8 ms of a 0.3 s run, with the engine-resolution self-check).
+  // On an error in the shards the future's destructor waits for it.
+  std::future<void> checkpoint_files = std::async(std::launch::async, [&] {
+    write_checkpoint_files(src, plan, staging, RunMode::FileToFile);
+  });
   Progress progress;
   BufferPool pool;  // output buffers, reused across shards
   progress.bytes_total = plan.source_bytes();
@@ -55,7 +63,8 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
     write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);
   }
   const std::jthread unmapping = pool.unmap_in_background();
-  result.manifest = finalize_checkpoint(src, plan, recipe, records, staging);
+  checkpoint_files.get();
+  result.manifest = write_manifest_and_report(plan, recipe, records, staging, RunMode::FileToFile);
   fs::remove(journal_path, ec);
 
   // Publish: the staged directory becomes `dst` in one rename. An existing
