@@ -92,7 +92,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                           {"bytes_written", result.bytes_written},
                           {"bits_per_weight", plan.bits_per_weight()},
                           {"warnings", plan.warnings},
-                          {"manifest", result.manifest}};
+                          {"manifest", nlohmann::json::parse(result.manifest)}};
       fmt::print("{}\n", j.dump(2));
     } else if (!args->quiet) {
       fmt::print("{}", pipeline::format_plan(plan));

@@ -26,26 +26,26 @@ struct TensorRecord {
 // leaves them where they are. The manifest records which it was.
 enum class RunMode { FileToFile, InPlace };
 
-// Writes everything but the shards into `dir` and returns the manifest: the
-// two functions below, in parallel.
-nlohmann::json finalize_checkpoint(const io::Checkpoint& source, const Plan& plan,
-                                   const recipe::Recipe& recipe,
-                                   const std::vector<TensorRecord>& records, const std::string& dir,
-                                   RunMode mode = RunMode::FileToFile);
+// Writes everything but the shards into `dir` and returns the manifest (JSON
+// text): the two functions below, in parallel.
+std::string finalize_checkpoint(const io::Checkpoint& source, const Plan& plan, const recipe::Recipe& recipe,
+                                const std::vector<TensorRecord>& records, const std::string& dir,
+                                RunMode mode = RunMode::FileToFile);
 
 // config.json with the dialect's quantization_config, the index, and (file
 // to file) the source's non-tensor files. They depend on the plan alone.
 void write_checkpoint_files(const io::Checkpoint& source, const Plan& plan, const std::string& dir, RunMode mode);
 
 // The manifest and the report, which need the shards' tensor records.
-// Returns the manifest.
-nlohmann::json write_manifest_and_report(const Plan& plan, const recipe::Recipe& recipe,
-                                         const std::vector<TensorRecord>& records, const std::string& dir,
-                                         RunMode mode);
+// Returns the manifest (JSON text).
+std::string write_manifest_and_report(const Plan& plan, const recipe::Recipe& recipe,
+                                      const std::vector<TensorRecord>& records, const std::string& dir,
+                                      RunMode mode);
 
-// Builds the manifest value (also used by verify to compare against files).
-nlohmann::json build_manifest(const Plan& plan, const recipe::Recipe& recipe,
-                              const std::vector<TensorRecord>& records, RunMode mode);
+// The manifest as JSON text: the exact tensor list per format, and per tensor
+// its source, outputs (shard, dtype, shape), XXH3-64 hashes and error metrics.
+std::string manifest_json(const Plan& plan, const recipe::Recipe& recipe, const std::vector<TensorRecord>& records,
+                          RunMode mode);
 
 std::string hash_hex(std::uint64_t h);
 

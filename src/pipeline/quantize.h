@@ -29,7 +29,7 @@ struct QuantizeOptions {
 };
 
 struct QuantizeResult {
-  nlohmann::json manifest;
+  std::string manifest;  // selq-manifest.json (JSON text)
   double seconds{0};
   std::uint64_t bytes_read{0};
   std::uint64_t bytes_written{0};

@@ -82,13 +82,14 @@ std::uint64_t free_bytes(const std::string& dir) {
 // The manifest of a completed in-place run of this same recipe in `dir`, if
 // any: re-running the command after it finished (or after it was killed
 // during its final cleanup) has nothing left to do.
-std::optional<nlohmann::json> finished_run_manifest(const std::string& dir, const recipe::Recipe& recipe) {
+std::optional<std::string> finished_run_manifest(const std::string& dir, const recipe::Recipe& recipe) {
   const fs::path p = fs::path(dir) / kManifestName;
   if (!fs::exists(p)) return std::nullopt;
-  nlohmann::json m = nlohmann::json::parse(io::read_file(p.string()), nullptr, /*allow_exceptions=*/false);
+  std::string text = io::read_file(p.string());
+  nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (m.is_discarded() || !m.value("in_place", false) || !m.contains("recipe")) return std::nullopt;
   if (m["recipe"].value("text", "") != recipe.text || m.value("selq_version", "") != SELQ_VERSION) return std::nullopt;
-  return m;
+  return text;
 }
 
 }  // namespace

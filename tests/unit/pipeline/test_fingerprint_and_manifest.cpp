@@ -1,7 +1,8 @@
-// The plan fingerprint decides whether a quantize run may resume from a
-// journal: "two runs with equal fingerprints write equal bytes". It is built
-// field by field (not from the plan's JSON), so every field that decides the
-// output must be checked to reach it.
+// What a quantize run writes about its plan and results without building a
+// JSON tree: the plan fingerprint (it decides whether a run may resume from a
+// journal: "two runs with equal fingerprints write equal bytes"; built field
+// by field, so every field that decides the output must be checked to reach
+// it) and the manifest text.
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -15,6 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "pipeline/journal.h"
+#include "pipeline/manifest.h"
 #include "pipeline/plan.h"
 #include "recipe/recipe.h"
 
@@ -115,6 +117,71 @@ TEST(PlanFingerprint, EveryFieldThatDecidesTheBytesChangesIt) {
   recipe::Recipe edited = recipe;
   edited.text += "# an option's default spelled out\n";
   EXPECT_NE(pipeline::plan_fingerprint(plan, edited), base) << "recipe text";
+}
+
+}  // namespace
+
+namespace {
+
+// The manifest is written as text (not a printed JSON tree): it must parse,
+// escape what needs escaping, and turn non-finite metrics into null.
+TEST(Manifest, TextParsesWithEveryTensorHashAndMetric) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("selq-manifest-{}", ::getpid());
+  fs::remove_all(dir);
+  auto ck = io::Checkpoint::open(write_checkpoint(dir / "ckpt"));
+  auto recipe = recipe::parse_recipe(
+      "name: t\narch: llama\ndialect: compressed-tensors\ndefault:\n  scheme: nvfp4\n"
+      "  options: {activations: none}\n# a \"quoted\" comment \\ with a backslash\n",
+      "dir with \"quotes\"/test.yaml");
+  const pipeline::Plan plan = pipeline::make_plan(*ck, recipe);
+  fs::remove_all(dir);
+  std::vector<pipeline::TensorRecord> records(plan.tensors.size());
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    records[i].source = plan.tensors[i].source;
+    records[i].source_hash = 0x0123456789abcdefULL + i;
+    records[i].output_hashes.assign(plan.tensors[i].outputs.size(), 0xfedcba9876543210ULL - i);
+    if (plan.tensors[i].scheme) {
+      quant::ErrorMetrics m;  // a perfect quantization: SNR is +Inf
+      m.sum_sq_ref = m.sum_dot = m.sum_sq_dq = 4.0;
+      m.elements = 2048;
+      m.blocks = 128;
+      records[i].metrics = m;
+    }
+  }
+  const auto m = nlohmann::json::parse(pipeline::manifest_json(plan, recipe, records, pipeline::RunMode::FileToFile));
+  EXPECT_EQ(m["recipe"]["text"], recipe.text);
+  EXPECT_EQ(m["recipe"]["path"], recipe.path);
+  EXPECT_EQ(m["selq_version"], SELQ_VERSION);
+  EXPECT_FALSE(m["in_place"].get<bool>());
+  ASSERT_EQ(m["tensors"].size(), plan.tensors.size());
+  std::size_t quantized = 0;
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+    const auto& t = plan.tensors[i];
+    const auto& e = m["tensors"][i];
+    EXPECT_EQ(e["source"], t.source);
+    EXPECT_EQ(e["source_shape"].get<Shape>(), t.source_info.shape);
+    EXPECT_EQ(e["source_xxh3"], pipeline::hash_hex(records[i].source_hash));
+    ASSERT_EQ(e["outputs"].size(), t.outputs.size());
+    for (std::size_t k = 0; k < t.outputs.size(); ++k) {
+      EXPECT_EQ(e["outputs"][k]["name"], t.outputs[k].info.name);
+      EXPECT_EQ(e["outputs"][k]["shape"].get<Shape>(), t.outputs[k].info.shape);
+      EXPECT_EQ(e["outputs"][k]["xxh3"], pipeline::hash_hex(records[i].output_hashes[k]));
+      EXPECT_EQ(e["outputs"][k]["shard"], plan.shards[0].name);
+    }
+    if (t.scheme) {
+      ++quantized;
+      EXPECT_EQ(e["format"], "nvfp4");
+      EXPECT_EQ(e["module"], t.module);
+      EXPECT_TRUE(e["metrics"]["snr_db"].is_null());
+      EXPECT_EQ(e["metrics"]["cosine"], 1.0);
+      EXPECT_EQ(e["metrics"]["elements"], 2048);
+    } else {
+      EXPECT_FALSE(e.contains("metrics"));
+      EXPECT_EQ(e["format"], "unquantized");
+    }
+  }
+  EXPECT_EQ(m["formats"]["nvfp4"].size(), quantized);
+  EXPECT_EQ(m["formats"]["unquantized"].size(), plan.tensors.size() - quantized);
 }
 
 }  // namespace
