@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -99,6 +100,26 @@ Buffer BufferPool::acquire(std::size_t size) {
   if (out.capacity() < size) out = Buffer(size);
   out.reset(size);
   return out;
+}
+
+void BufferPool::prepare(std::vector<std::size_t> sizes) {
+  // Largest first, each to the smallest free buffer that fits and is not
+  // spoken for yet; the rest get new buffers.
+  std::sort(sizes.rbegin(), sizes.rend());
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<bool> taken(free_.size(), false);
+  std::vector<Buffer> added;
+  for (const std::size_t size : sizes) {
+    std::size_t best = free_.size();
+    for (std::size_t i = 0; i < free_.size(); ++i)
+      if (!taken[i] && free_[i].capacity() >= size && (best == free_.size() || free_[i].capacity() < free_[best].capacity()))
+        best = i;
+    if (best < free_.size())
+      taken[best] = true;
+    else
+      added.emplace_back(size);
+  }
+  for (auto& b : added) free_.push_back(std::move(b));
 }
 
 void BufferPool::release(Buffer buffer) {

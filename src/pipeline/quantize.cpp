@@ -32,6 +32,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   if (ec) throw_io(fmt::format("cannot create staging directory: {}", ec.message()), {staging});
 
   ThreadLimit limit(options.threads);
+  start_workers_early();
   const TensorSource source{[&src](const std::string&, const std::string& tensor) { return src.fetch(tensor); },
                             !src.is_remote()};
   QuantizeResult result;

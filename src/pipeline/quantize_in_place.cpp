@@ -153,6 +153,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
              {dir});
 
   ThreadLimit limit(options.threads);
+  start_workers_early();
   Progress progress;
   BufferPool pool;  // output buffers, reused across shards
   progress.bytes_total = plan.source_bytes();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_scheduler_observer.h>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -310,6 +312,13 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
   io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
 
   const std::size_t tokens = tensors_in_flight(plan, shard, source);
+  std::vector<std::size_t> first_outputs;
+  for (std::size_t k = 0; k < std::min(tokens, shard.tensors.size()); ++k) {
+    const auto& t = plan.tensors[shard.tensors[k]];
+    if (t.scheme)
+      for (const auto& o : t.outputs) first_outputs.push_back(o.info.nbytes());
+  }
+  pool.prepare(std::move(first_outputs));
   std::size_t next = 0;
   ReadAhead read_ahead(source, plan, shard);
   std::vector<std::pair<std::size_t, TensorRecord>> shard_records;
@@ -391,6 +400,22 @@ void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const st
     ++progress.tensors_done;
   }
   if (options.on_progress) options.on_progress(progress);
+}
+
+void start_workers_early() {
+  // Each worker entering the arena makes its first allocation there.
+  struct FirstAllocation : tbb::task_scheduler_observer {
+    FirstAllocation() { observe(true); }
+    void on_scheduler_entry(bool is_worker) override {
+      if (!is_worker) return;
+      void* p = std::malloc(64);
+      asm volatile("" : : "r"(p) : "memory");  // a malloc/free pair may otherwise be elided
+      std::free(p);
+    }
+  };
+  static auto* const observer = new FirstAllocation;  // never destroyed: TBB may outlive static destructors
+  (void)observer;
+  for (int i = 1; i < tbb::this_task_arena::max_concurrency(); ++i) tbb::this_task_arena::enqueue([] {});
 }
 
 ThreadLimit::ThreadLimit(int threads) {

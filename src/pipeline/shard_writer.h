@@ -68,6 +68,14 @@ void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const st
 std::map<std::string, float> journaled_group_amax(Journal& journal, const TensorSource& source, const Plan& plan);
 void remove_all_quietly(const std::string& path);
 
+// TBB starts its worker threads at the first parallel loop, and a worker's
+// first allocation maps a glibc arena for it. Mapping takes the address
+// space's lock for writing: at the first tensor it queued behind the
+// populating of the embedding (the lock held for reading) for up to 30 ms with
+// the worker's core idle. Called before the first shard, while the main
+// thread still plans and journals, the workers start and map it then.
+void start_workers_early();
+
 struct ThreadLimit {
   explicit ThreadLimit(int threads);
   std::unique_ptr<tbb::global_control> limit;

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
+#include <vector>
 
 #include "pipeline/buffer_pool.h"
 
@@ -99,6 +101,26 @@ TEST(BufferPool, UnmapsItsBuffersOnAnotherThread) {
   EXPECT_TRUE(mapped(kept.bytes().data()));
   Buffer c = pool.acquire(2 << 20);
   EXPECT_TRUE(all_zero(c.bytes()));
+}
+
+TEST(BufferPool, PreparedBuffersServeTheFirstRequestsWithoutMappingMore) {
+  BufferPool pool;
+  Buffer kept = pool.acquire(8192);
+  pool.release(std::move(kept));  // one free buffer already fits the 5000-byte request
+  pool.prepare({100, 5000, 3 * 4096});
+  EXPECT_EQ(pool.free_buffers(), 3u);  // two mapped, one reused
+  pool.prepare({3 * 4096, 100});       // covered already: nothing new
+  EXPECT_EQ(pool.free_buffers(), 3u);
+  std::vector<Buffer> in_use;
+  std::set<const std::uint8_t*> where;
+  for (std::size_t size : {std::size_t{3 * 4096}, std::size_t{5000}, std::size_t{100}}) {
+    in_use.push_back(pool.acquire(size));
+    EXPECT_EQ(in_use.back().bytes().size(), size);
+    EXPECT_TRUE(all_zero(in_use.back().bytes()));
+    where.insert(in_use.back().bytes().data());
+  }
+  EXPECT_EQ(pool.free_buffers(), 0u);  // all three came from the pool
+  EXPECT_EQ(where.size(), 3u);
 }
 
 TEST(BufferPool, EmptyRequestsWork) {
