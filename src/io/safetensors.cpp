@@ -15,9 +15,11 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_hash.h"
 #include "io/strict_json.h"
@@ -135,10 +137,12 @@ Layout layout(const std::vector<TensorInfo>& tensors, const std::map<std::string
       if (pos > kU64Max - n) throw_bad_input("data section size overflows 64 bits", where);
       SafetensorsEntry e{t, pos, pos + n};
       pos += n;
-      json shape = json::array();
-      for (auto d : t.shape) shape.push_back(d);
-      h += fmt::format("{}{}:{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}", first ? "" : ",",
-                       json(t.name).dump(), dtype_name(t.dtype), shape.dump(), e.begin, e.end);
+      // Written as text: a json value and dump() per name and shape was most
+      // of the 2.8 ms this took for the ~550 outputs of a 0.27 GB model.
+      if (!first) h += ',';
+      append_json_string(h, t.name);
+      fmt::format_to(std::back_inserter(h), ":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                     dtype_name(t.dtype), fmt::join(t.shape, ","), e.begin, e.end);
       first = false;
       out.entries.push_back(std::move(e));
     }

@@ -1,6 +1,5 @@
 #include "pipeline/manifest.h"
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -10,6 +9,7 @@
 #include <oneapi/tbb/parallel_invoke.h>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 
@@ -69,9 +69,9 @@ namespace {
 // JSON tree and printed, it took 8-13 ms after the last shard of a
 // 272-tensor model (allocating, sorting and freeing ~6,000 nodes).
 // Numbers are printed by fmt (shortest round trip; non-finite values become
-// null, as nlohmann::json prints them); strings that need escaping go through
-// nlohmann::json (one dump() per value costs ~1 us, 7 ms for every string and
-// number of that model, so plain ones are copied as they are).
+// null, as nlohmann::json prints them), strings by append_json_string (one
+// nlohmann dump() per value cost 7 ms for every string and number of that
+// model).
 class ManifestText {
  public:
   explicit ManifestText(std::size_t tensors) { out_.reserve(1024 + 512 * tensors); }
@@ -80,13 +80,7 @@ class ManifestText {
     return *this;
   }
   ManifestText& str(std::string_view s) {
-    const bool plain = std::none_of(s.begin(), s.end(), [](char c) {
-      return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
-    });
-    if (!plain) return raw(nlohmann::json(s).dump());
-    out_ += '"';
-    out_ += s;
-    out_ += '"';
+    append_json_string(out_, s);
     return *this;
   }
   ManifestText& num(double v) {

@@ -65,6 +65,24 @@ TEST(SafetensorsWrite, RoundTripKeepsOrderMetadataAndBytes) {
   }
 }
 
+TEST(SafetensorsWrite, NamesThatNeedEscapingRoundTrip) {
+  // The header is written as text; names with quotes, backslashes or control
+  // characters must still come back as they were.
+  TempDir dir;
+  const std::string path = dir.file("odd.safetensors");
+  auto tensors = sample_tensors(3, 5);
+  tensors[0].info.name = "a \"quoted\" name";
+  tensors[1].info.name = "back\\slash\ttab\nnewline";
+  tensors[2].info.name = "model.layers.0.plain.weight";
+  save_safetensors(path, tensors, {});
+  const auto f = SafetensorsFile::open(path);
+  for (const auto& t : tensors) {
+    const TensorView v = f->view(t.info.name);
+    EXPECT_EQ(v.info->shape, t.info.shape) << t.info.name;
+    EXPECT_TRUE(std::equal(v.bytes.begin(), v.bytes.end(), t.bytes.begin())) << t.info.name;
+  }
+}
+
 TEST(SafetensorsWrite, UncommittedWriterLeavesNoFile) {
   TempDir dir;
   const std::string path = dir.file("out.safetensors");

@@ -1,0 +1,17 @@
+#pragma once
+// Pieces of JSON text written straight into a string, for the few large JSON
+// documents selq writes (safetensors headers, the manifest): building them as
+// nlohmann::json trees and printing them, or printing one value at a time with
+// dump() (~1 us each), cost milliseconds per thousand tensors on the critical
+// path of a run.
+#include <string>
+#include <string_view>
+
+namespace selq {
+
+// `s` as a JSON string literal, quoted. Strings with nothing to escape (the
+// usual tensor names) are copied as they are; the others are escaped by
+// nlohmann::json, as before.
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace selq
