@@ -148,7 +148,8 @@ GroupAmax::GroupAmax(const TensorSource& source, const Plan& plan) : source_(&so
     if (!plan.tensors[i].fused_group.empty()) members_[plan.tensors[i].fused_group].push_back(i);
 }
 
-float GroupAmax::of(const std::string& group, std::size_t index, const TensorView& weight) {
+float GroupAmax::of(const PlannedTensor& member) {
+  const std::string& group = member.fused_group;
   std::promise<float> promise;
   std::shared_future<float> amax;
   bool compute_here = false;
@@ -166,7 +167,7 @@ float GroupAmax::of(const std::string& group, std::size_t index, const TensorVie
     try {
       // Isolated: while its nested parallel loops wait, this thread must not
       // take another member's pipeline task, which would wait on this future.
-      promise.set_value(tbb::this_task_arena::isolate([&] { return compute(index, weight); }));
+      promise.set_value(tbb::this_task_arena::isolate([&] { return compute(group, member.source_shard); }));
     } catch (...) {
       promise.set_exception(std::current_exception());
     }
@@ -174,21 +175,16 @@ float GroupAmax::of(const std::string& group, std::size_t index, const TensorVie
   return amax.get();
 }
 
-float GroupAmax::compute(std::size_t index, const TensorView& weight) const {
-  const PlannedTensor& t = plan_->tensors[index];
+float GroupAmax::compute(const std::string& group, const std::string& shard) const {
   float amax = 0.0f;
-  for (std::size_t k : members_.at(t.fused_group)) {
-    if (k == index) {
-      amax = std::max(amax, quant::tensor_amax(weight));
-      continue;
-    }
+  for (std::size_t k : members_.at(group)) {
     FloatWeight w;
     load_float_weight(*source_, plan_->tensors[k], w, Fingerprint::Skip);
     amax = std::max(amax, quant::tensor_amax(w.view()));
-    // A member in this shard is quantized a few tensors later: its pages stay
-    // mapped for it (and its bytes are still in the cache). One in another
-    // shard is not needed again until that shard.
-    if (plan_->tensors[k].source_shard != t.source_shard) release(*source_, w.fetched);
+    // The members in this shard are quantized within a few tensors: their
+    // pages stay mapped for them (and their bytes are still in the cache). A
+    // member in another source shard is not needed again until that shard.
+    if (plan_->tensors[k].source_shard != shard) release(*source_, w.fetched);
   }
   return amax;
 }
@@ -197,6 +193,11 @@ namespace {
 
 void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeOptions& options,
              GroupAmax& group_amax, BufferPool& pool, InFlight& f) {
+  // The group's amax first: the member computing it maps the others, and a
+  // member mapping its own pages at the same time contended for them page by
+  // page (waits of up to 0.2 s on a page lock were traced).
+  std::optional<float> global_amax;
+  if (!t.fused_group.empty()) global_amax = group_amax.of(t);
   FloatWeight w;
   load_float_weight(source, t, w);
   f.source = std::move(w.fetched);
@@ -216,7 +217,7 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   }
   quant::QuantizeOptions qo;
   qo.reject_non_finite = !options.allow_non_finite;
-  if (!t.fused_group.empty()) qo.global_amax = group_amax.of(t.fused_group, f.index, in);
+  qo.global_amax = global_amax;
   // A static activation scale is the last output; it comes from the
   // calibration, not from the weight.
   std::span<std::span<std::uint8_t>> weight_outs(outs);

@@ -45,11 +45,11 @@ class GroupAmax {
   // them all twice.
   GroupAmax(const TensorSource& source, const Plan& plan);
 
-  // `weight`: the float weight of plan tensor `index`, already loaded.
-  float of(const std::string& group, std::size_t index, const TensorView& weight);
+  // The amax of `member`'s group; waits while another member computes it.
+  float of(const PlannedTensor& member);
 
  private:
-  float compute(std::size_t index, const TensorView& weight) const;
+  float compute(const std::string& group, const std::string& shard) const;
   const TensorSource* source_;
   const Plan* plan_;
   std::map<std::string, std::vector<std::size_t>> members_;
