@@ -44,8 +44,13 @@ const std::shared_future<HwyFunctions>& opening() {
 [[maybe_unused]] const bool kOpeningStarted = (opening(), true);
 
 // Waits for the library if need be; rethrows a failure to open it (an Io
-// error naming the library).
-const HwyFunctions& hwy_functions() { return opening().get(); }
+// error naming the library). Every kernel dispatch asks, so the answer is kept
+// in a static: shared_future::get() goes through std::call_once each time
+// (0.6% of an NVFP4 run).
+const HwyFunctions& hwy_functions() {
+  static const HwyFunctions& functions = opening().get();
+  return functions;
+}
 
 }  // namespace
 }  // namespace selq
