@@ -4,16 +4,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
-#include <oneapi/tbb/task_scheduler_observer.h>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -404,19 +405,21 @@ void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const st
 }
 
 void start_workers_early() {
-  // Each worker entering the arena makes its first allocation there.
-  struct FirstAllocation : tbb::task_scheduler_observer {
-    FirstAllocation() { observe(true); }
-    void on_scheduler_entry(bool is_worker) override {
-      if (!is_worker) return;
+  // One task per worker, each making the worker's first allocation. A task
+  // waits (up to 10 ms, on its worker) for the others to start, so that each
+  // lands on a thread of its own; the calling thread does not wait.
+  static std::atomic<int> started{0};
+  const int workers = tbb::this_task_arena::max_concurrency() - 1;
+  started = 0;
+  for (int i = 0; i < workers; ++i)
+    tbb::this_task_arena::enqueue([workers] {
       void* p = std::malloc(64);
       asm volatile("" : : "r"(p) : "memory");  // a malloc/free pair may otherwise be elided
       std::free(p);
-    }
-  };
-  static auto* const observer = new FirstAllocation;  // never destroyed: TBB may outlive static destructors
-  (void)observer;
-  for (int i = 1; i < tbb::this_task_arena::max_concurrency(); ++i) tbb::this_task_arena::enqueue([] {});
+      ++started;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+      while (started.load() < workers && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    });
 }
 
 ThreadLimit::ThreadLimit(int threads) {
