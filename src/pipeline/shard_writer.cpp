@@ -134,15 +134,18 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
   return out;
 }
 
+// The pooled buffers quantizing a planned tensor takes: one per output. A
+// kept or passed-through tensor takes none (it is written from its source).
+std::vector<std::size_t> output_buffer_sizes(const PlannedTensor& t) {
+  std::vector<std::size_t> sizes;
+  if (t.scheme)
+    for (const auto& o : t.outputs) sizes.push_back(o.info.nbytes());
+  return sizes;
+}
+
 }  // namespace
 
-GroupAmax::GroupAmax(std::map<std::string, float> known) : source_(nullptr), plan_(nullptr) {
-  for (const auto& [g, a] : known) {
-    std::promise<float> p;
-    p.set_value(a);
-    amax_.emplace(g, p.get_future().share());
-  }
-}
+GroupAmax::GroupAmax(std::map<std::string, float> known) : known_(std::move(known)) {}
 
 GroupAmax::GroupAmax(const TensorSource& source, const Plan& plan) : source_(&source), plan_(&plan) {
   for (std::size_t i = 0; i < plan.tensors.size(); ++i)
@@ -151,6 +154,11 @@ GroupAmax::GroupAmax(const TensorSource& source, const Plan& plan) : source_(&so
 
 float GroupAmax::of(const PlannedTensor& member) {
   const std::string& group = member.fused_group;
+  if (!plan_) {
+    const auto known = known_.find(group);
+    if (known == known_.end()) throw std::logic_error("fused group '" + group + "' has no amax");
+    return known->second;
+  }
   std::promise<float> promise;
   std::shared_future<float> amax;
   bool compute_here = false;
@@ -158,7 +166,6 @@ float GroupAmax::of(const PlannedTensor& member) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = amax_.find(group);
     if (it == amax_.end()) {
-      if (!plan_) throw std::logic_error("fused group '" + group + "' has no amax");
       it = amax_.emplace(group, promise.get_future().share()).first;
       compute_here = true;
     }
@@ -212,8 +219,8 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
     return;
   }
   std::vector<std::span<std::uint8_t>> outs;
-  for (std::size_t k = 0; k < t.outputs.size(); ++k) {
-    f.buffers.push_back(pool.acquire(t.outputs[k].info.nbytes()));
+  for (const std::size_t size : output_buffer_sizes(t)) {
+    f.buffers.push_back(pool.acquire(size));
     outs.push_back(f.buffers.back().bytes());
   }
   quant::QuantizeOptions qo;
@@ -314,13 +321,12 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
   io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
 
   const std::size_t tokens = tensors_in_flight(plan, shard, source);
-  std::vector<std::size_t> first_outputs;
+  std::vector<std::size_t> first_buffers;
   for (std::size_t k = 0; k < std::min(tokens, shard.tensors.size()); ++k) {
-    const auto& t = plan.tensors[shard.tensors[k]];
-    if (t.scheme)
-      for (const auto& o : t.outputs) first_outputs.push_back(o.info.nbytes());
+    const auto sizes = output_buffer_sizes(plan.tensors[shard.tensors[k]]);
+    first_buffers.insert(first_buffers.end(), sizes.begin(), sizes.end());
   }
-  pool.prepare(std::move(first_outputs));
+  pool.prepare(std::move(first_buffers));
   std::size_t next = 0;
   ReadAhead read_ahead(source, plan, shard);
   std::vector<std::pair<std::size_t, TensorRecord>> shard_records;

@@ -50,8 +50,9 @@ class GroupAmax {
 
  private:
   float compute(const std::string& group, const std::string& shard) const;
-  const TensorSource* source_;
-  const Plan* plan_;
+  std::map<std::string, float> known_;
+  const TensorSource* source_{nullptr};
+  const Plan* plan_{nullptr};  // null: every amax is known
   std::map<std::string, std::vector<std::size_t>> members_;
   std::mutex mu_;
   std::map<std::string, std::shared_future<float>> amax_;
