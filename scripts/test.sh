@@ -3,9 +3,9 @@
 # cross-checks, end-to-end tests (all through ctest), then a short fuzz run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh test
 JOBS="${JOBS:-$(nproc)}"
-cmake --preset release >/dev/null
+cmake --preset release -DSELQ_BUILD_TESTS=ON -DSELQ_BUILD_BENCH=ON >/dev/null
 cmake --build --preset release -j "$JOBS"
 ctest --test-dir build/release --output-on-failure -j "$JOBS" --timeout 900
 if [ -x scripts/fuzz.sh ]; then

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "runtime/calibrate.h"
+#include "runtime/default_text.h"
 
 namespace selq::cli {
 namespace {
@@ -23,15 +24,24 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
       "calibrate",
       "Run text through SRC with the reference runtime and record each linear's input\n"
       "activation amax (JSON: {\"format\": \"selq-calibration-v1\", \"activation_amax\": {module: amax}}).");
+  cmd->footer(
+      "Examples:\n"
+      "  selq calibrate CKPT -o calib.json                  # default text (Austen)\n"
+      "  selq calibrate CKPT --text my-domain.txt --max-tokens 8192 -o calib.json");
   cmd->add_option("source", a->src, "Checkpoint directory (with tokenizer.json)")->required();
-  cmd->add_option("--text", a->text, "UTF-8 calibration text")->required();
+  cmd->add_option("--text", a->text,
+                  "UTF-8 calibration text (default: Jane Austen's Sense and Sensibility, from Debian's "
+                  "r-cran-janeaustenr; `selq eval` defaults to another novel, so the two never overlap)");
   cmd->add_option("--out,-o", a->out, "Output JSON file (default: stdout)");
   cmd->add_option("--max-tokens", a->max_tokens, "Tokens used (0: all)")->capture_default_str();
   cmd->add_option("--context", a->context, "Tokens per window")->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
     ProgressBar bar("calibrate", !a->quiet && stderr_is_tty());
-    auto r = runtime::calibrate(a->src, io::read_file(a->text), a->text, a->max_tokens, a->context,
+    runtime::DefaultText text;
+    if (a->text.empty()) text = runtime::default_text(runtime::DefaultTextUse::Calibration);
+    else text = {io::read_file(a->text), a->text};
+    auto r = runtime::calibrate(a->src, text.text, text.source, a->max_tokens, a->context,
                                 [&bar](std::uint64_t d, std::uint64_t t) { bar.update(d, t, "windows"); });
     bar.finish();
     const std::string j = r.to_json().dump(2) + "\n";

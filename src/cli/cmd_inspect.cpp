@@ -19,6 +19,11 @@ const CommandRegistration kInspect(10, [](CLI::App& root, int& status) {
   auto* cmd = root.add_subcommand("inspect",
                                   "Show what a checkpoint holds: tensors by dtype, a per-layer map of which\n"
                                   "projection is stored in which format, and its quantization_config.");
+  cmd->footer(
+      "Examples:\n"
+      "  selq inspect /models/Llama-3.1-8B                 # formats, sizes, shards\n"
+      "  selq inspect model.safetensors --tensors --json  # every tensor, for scripts\n"
+      "  selq inspect https://host/ckpt/                  # headers by HTTP range");
   cmd->add_option("path", args->path, "A .safetensors file, a checkpoint directory, or an index.json")->required();
   cmd->add_flag("--json", args->json, "Print JSON for scripts");
   cmd->add_flag("--tensors", args->tensors, "List every tensor with dtype, shape and bytes");

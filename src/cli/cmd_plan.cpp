@@ -14,6 +14,11 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
   auto* cmd = root.add_subcommand("plan",
                                   "Dry run: resolve the recipe for every tensor (reading headers only) and print\n"
                                   "per-format counts and sizes, bits per weight, a per-layer map and warnings.");
+  cmd->footer(
+      "Examples:\n"
+      "  selq recipes                                       # the shipped recipe names\n"
+      "  selq plan /models/Llama-3.1-8B --recipe llama-fp8  # a shipped recipe by name\n"
+      "  selq plan CKPT --recipe my.yaml --dialect modelopt --json");
   add_plan_args(*cmd, *args);
   auto json_flag = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json_flag, "Print the plan as JSON (what quantize executes)");

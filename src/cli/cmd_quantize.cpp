@@ -41,6 +41,12 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "(memory bounded by the tensors in flight), writes shards, index, config.json with\n"
       "the dialect's quantization_config, the non-tensor files, selq-manifest.json and\n"
       "selq-report.txt. Output is staged in DST.selq-partial and renamed when complete.");
+  cmd->footer(
+      "Examples:\n"
+      "  selq quantize /models/Llama-3.1-8B out/llama-fp8 --recipe llama-fp8\n"
+      "  selq quantize CKPT out --recipe llama-nvfp4 --dialect modelopt --max-shard-size 5GB\n"
+      "  selq calibrate CKPT -o calib.json && selq quantize CKPT out --recipe llama-fp8-static --calibration calib.json\n"
+      "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume");
   add_plan_args(*cmd, args->plan);
   cmd->add_option("destination", args->dst, "Output checkpoint directory (not with --in-place)");
   cmd->add_flag("--in-place", args->in_place,

@@ -23,6 +23,10 @@ const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
       "Write a synthetic checkpoint with a real architecture's tensor names and (optionally\n"
       "scaled-down) shapes; weights have per-channel scale spread and heavy-tailed outliers.\n"
       "dspark at --scale 1 has the published shapes (hidden 7168, o_proj 7168x8192).");
+  cmd->footer(
+      "Examples:\n"
+      "  selq synth --arch dspark --scale 8 /tmp/dspark     # a 5-layer draft model, 1/8 scale\n"
+      "  selq synth --arch kimi-k3 --scale 64 /tmp/k3       # MoE names and shapes, scaled down");
   cmd->add_option("--arch", args->options.arch, "dspark, kimi-k3, deepseek-v3 or llama")
       ->check(CLI::IsMember({"dspark", "kimi-k3", "deepseek-v3", "llama"}))
       ->required();

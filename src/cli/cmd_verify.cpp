@@ -22,6 +22,10 @@ const CommandRegistration kVerify(45, [](CLI::App& root, int& status) {
                                   "hashes, every linear resolved by each engine of its dialect, scale values and,\n"
                                   "with --against, the dequantized error against the source.\n"
                                   "Exit status: 0 clean, 1 findings, 2 unreadable input.");
+  cmd->footer(
+      "Examples:\n"
+      "  selq verify out/llama-fp8                          # config vs tensors vs manifest\n"
+      "  selq verify out/llama-fp8 --against /models/Llama-3.1-8B --json");
   cmd->add_option("path", args->path, "Checkpoint directory (or .safetensors / index.json)")->required();
   cmd->add_option("--against", args->against, "Source checkpoint to compare dequantized weights against");
   cmd->add_flag("--json", args->json, "Print all findings, per-engine resolution and errors as JSON");

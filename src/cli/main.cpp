@@ -38,6 +38,14 @@ int main(int argc, char** argv) {
       "the quantized checkpoint with the quantization_config a serving engine reads."};
   app.set_version_flag("--version", std::string("selq ") + SELQ_VERSION);
   app.require_subcommand(1);
+  app.footer(
+      "Start here:\n"
+      "  selq recipes                                   the shipped recipes, by name\n"
+      "  selq plan CKPT --recipe llama-fp8              what each tensor would become (dry run)\n"
+      "  selq quantize CKPT OUT --recipe llama-fp8      quantize, with config, manifest and report\n"
+      "  selq verify OUT --against CKPT                 check it as each engine reads it\n"
+      "  selq demo                                      SmolLM2-135M quantized five ways and evaluated\n"
+      "Each subcommand has --help with examples.");
   int exit_status = 0;
   auto commands = selq::cli::registered_commands();
   std::sort(commands.begin(), commands.end(),

@@ -41,6 +41,9 @@ struct ModuleDecision {
 struct ConfigInput {
   std::vector<ModuleDecision> linear_modules;   // every linear-weight module of the model
   nlohmann::json source_quantization_config;    // null when the source had none
+  // Heads the engines build with no stored weight (unstored_head_modules):
+  // float, and excluded wherever an engine would otherwise quantize them.
+  std::vector<std::string> unstored_heads{};
 };
 
 // The `quantization_config` object for config.json. For ModelOpt, also the

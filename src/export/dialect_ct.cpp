@@ -29,7 +29,8 @@
 // weight_scale, weight_global_scale (NVFP4, 448*6/amax: CT convention),
 // weight_zero_point, weight_shape. FP8 channel/tensor scales and int scales
 // are in the model dtype, channel scales (out,1) (§4 "Per-channel weights");
-// int4 packs into int32 words, int8 stays one I8 per element (int-quantized).
+// int4 and int8 pack into int32 words (pack-quantized: vLLM loads weight-only
+// int only in that format; int-quantized is its W8A8 format).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -69,7 +70,7 @@ std::string ct_format(const SchemeSpec& s) {
     case SchemeKind::FP8Channel:
     case SchemeKind::FP8Block: return "float-quantized";
     case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: return s.bits == 4 ? "pack-quantized" : "int-quantized";
+    case SchemeKind::IntGroup: return "pack-quantized";  // weight-only: what vLLM's WNA16 loads
   }
   return "dense";
 }
@@ -191,7 +192,7 @@ SchemeSpec ct_adapt(SchemeSpec s, DType model_dtype) {
     case SchemeKind::IntGroup:
       s.scale_dtype = model_dtype;
       s.scale_keepdim = true;
-      s.int_pack_int32 = s.bits == 4;
+      s.int_pack_int32 = true;  // weight-only int loads only as pack-quantized
       break;
     case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::CompressedTensors; break;
     default: break;

@@ -23,6 +23,8 @@
 //   entry that is a substring of a quantized module is dropped when the
 //   engine never quantizes it anyway (the MoE router `mlp.gate` would
 //   otherwise exclude `mlp.gate_up_proj`) or rejected otherwise.
+//   Heads with no stored weight (a tied lm_head) are excluded too: vLLM
+//   builds them with quant_config (docs/ENGINE_RULES.md, "Tied heads").
 // Tensor names: weight, weight_scale, weight_scale_2 (NVFP4 amax/(6*448),
 // multiplied in: ModelOpt convention), input_scale. FP8 per-channel scales
 // are F32 [out] as vLLM's ModelOptFp8PcPtLinearMethod allocates them.
@@ -166,7 +168,11 @@ ConfigOutput modelopt_build(const ConfigInput& in) {
   }
   std::vector<std::string> excl;
   std::set<std::string> seen;
-  for (const auto& m : float_modules(in)) {
+  // vLLM builds a tied head as a quantized ParallelLMHead unless excluded, and
+  // then has no scales to load for it (docs/ENGINE_RULES.md, "Tied heads").
+  std::vector<std::string> float_names = float_modules(in);
+  float_names.insert(float_names.end(), in.unstored_heads.begin(), in.unstored_heads.end());
+  for (const auto& m : float_names) {
     auto p = experts_parent(m);
     std::string entry = p ? *p : m;
     if (!seen.insert(entry).second) continue;

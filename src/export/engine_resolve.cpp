@@ -336,8 +336,26 @@ struct EngineResolver::Impl {
       }
     }
     if (cit->second) return ix.list[*cit->second].second;
-    if (sglang) fail(fmt::format("Unable to find matching target for {} in the compressed-tensors config", prefix));
+    // The head is not a LinearBase: no target, no scheme, and SGLang does not ask.
+    if (sglang && cls != "ParallelLMHead")
+      fail(fmt::format("Unable to find matching target for {} in the compressed-tensors config", prefix));
     return std::nullopt;
+  }
+
+  // vLLM's compressed-tensors scheme picker runs int weight-only (W4A16,
+  // W8A16) only from `pack-quantized` (CompressedTensorsWNA16); a weight-only
+  // `int-quantized` group fails at config parsing (docs/ENGINE_RULES.md,
+  // "INT weight-only" in docs/ENGINE_RULES.md).
+  void ct_require_vllm_scheme(const std::string& prefix, const json& scheme) const {
+    const auto w = scheme.find("weights");
+    if (w == scheme.end() || !w->is_object() || w->value("type", json()) != json("int")) return;
+    const auto in = scheme.find("input_activations");
+    if (in != scheme.end() && !in->is_null()) return;
+    json format = scheme.value("format", json());
+    if (!format.is_string()) format = qc.value("format", json());
+    if (format != json("pack-quantized"))
+      fail(fmt::format("{}: int{} weight-only is loaded only from format 'pack-quantized', not {}", prefix,
+                       w->value("num_bits", json()).dump(), format.dump()));
   }
 
   std::optional<json> ct(const EngineModule& em) {
@@ -456,6 +474,9 @@ struct EngineResolver::Impl {
   }
 
   std::optional<json> quark(const EngineModule& em) {
+    // Quark configs reach LinearBase, attention and MoE layers only: a head
+    // (ParallelLMHead) is never quantized (vLLM quark.py, docs/ENGINE_RULES.md "Tied heads").
+    if (class_name_of(em) == "ParallelLMHead") return std::nullopt;
     bool atom = engine == Engine::AtomQuark;
     bool sglang = engine == Engine::SglangQuark;
     const QuarkExclude& excl = quark_exclude();
@@ -617,7 +638,10 @@ struct EngineResolver::Impl {
     if (!engine_never_quantizes(em.name)) {
       switch (engine) {
         case Engine::VllmCompressedTensors:
-        case Engine::SglangCompressedTensors: r = ct(em); break;
+        case Engine::SglangCompressedTensors:
+          r = ct(em);
+          if (r && engine == Engine::VllmCompressedTensors) ct_require_vllm_scheme(em.name, *r);
+          break;
         case Engine::VllmQuark:
         case Engine::SglangQuark:
         case Engine::AtomQuark: r = quark(em); break;
@@ -644,10 +668,29 @@ std::optional<json> resolve_layer(Engine e, const json& quantization_config, con
   return r.resolve(module);
 }
 
+std::optional<std::string> unstored_head_problem(EngineResolver& r, Engine e, const std::string& head) {
+  try {
+    if (const auto& got = r.resolve(head))
+      return fmt::format("{}: {} has no stored weight (it shares the embedding's) but would be built quantized as "
+                         "{}, with no scales to load: it must be excluded",
+                         engine_name(e), head, got->dump());
+  } catch (const Error& err) {
+    return fmt::format("{}: {}: {}", engine_name(e), head, err.message());
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> check_config_resolution(Dialect d, const ConfigInput& in, const json& qc) {
   std::vector<std::string> problems;
   std::vector<std::string> all;
   for (const auto& m : in.linear_modules) all.push_back(m.module);
+  for (Engine e : engines_for(d)) {
+    std::vector<std::string> with_heads = all;
+    with_heads.insert(with_heads.end(), in.unstored_heads.begin(), in.unstored_heads.end());
+    EngineResolver r(e, qc, std::move(with_heads));
+    for (const auto& h : in.unstored_heads)
+      if (auto p = unstored_head_problem(r, e, h)) problems.push_back(*p);
+  }
   const json& src = in.source_quantization_config;
   bool kept_source = d == Dialect::CompressedTensors && src.is_object() && src.contains("config_groups");
   std::optional<std::pair<quant::SchemeSpec, json>> want_cache;  // consecutive modules share schemes

@@ -63,4 +63,8 @@ class EngineResolver {
 std::vector<std::string> check_config_resolution(Dialect d, const ConfigInput& in,
                                                  const nlohmann::json& quantization_config);
 
+// The problem, if any, of a head the engine builds with no stored weight
+// (ConfigInput::unstored_heads): it must resolve as float.
+std::optional<std::string> unstored_head_problem(EngineResolver& resolver, Engine e, const std::string& head);
+
 }  // namespace selq::exporter

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 #include <regex>
+#include <set>
 #include <unordered_map>
 
 namespace selq::exporter {
@@ -134,6 +135,22 @@ std::string regex_escape(const std::string& s) {
   for (char c : s) {
     if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) out += '\\';
     out += c;
+  }
+  return out;
+}
+
+std::vector<std::string> unstored_head_modules(const std::vector<std::string>& tensor_names) {
+  std::set<std::string> names(tensor_names.begin(), tensor_names.end());
+  auto ends_with_embedding = [](const std::string& n) { return n.ends_with("embed_tokens.weight"); };
+  std::vector<std::string> out;
+  const bool has_embedding = std::any_of(names.begin(), names.end(), ends_with_embedding);
+  const bool has_head = std::any_of(names.begin(), names.end(),
+                                    [](const std::string& n) { return n == "lm_head.weight" || n.ends_with(".lm_head.weight"); });
+  if (has_embedding && !has_head) out.push_back("lm_head");
+  for (const auto& n : names) {
+    if (!n.ends_with(".eh_proj.weight")) continue;
+    const std::string layer = n.substr(0, n.size() - std::string_view(".eh_proj.weight").size());
+    if (!names.count(layer + ".shared_head.head.weight")) out.push_back(layer + ".shared_head.head");
   }
   return out;
 }

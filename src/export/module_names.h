@@ -38,6 +38,14 @@ std::optional<std::string> experts_parent(const std::string& module);
 // (ENGINES.md §6: the MoE router `mlp.gate`, indexer wk/weights_proj, MTP eh_proj).
 bool engine_never_quantizes(const std::string& engine_module);
 
+// Heads an engine builds although the checkpoint stores no weight for them,
+// because they share the embedding's (docs/ENGINE_RULES.md, "Tied heads"): `lm_head`
+// when there is no lm_head weight but an embed_tokens one, and the MTP
+// layers' `shared_head.head` when a layer has `eh_proj` but no head of its
+// own. vLLM's ModelOpt config builds such a head quantized unless excluded.
+// `tensor_names`: every tensor of the checkpoint.
+std::vector<std::string> unstored_head_modules(const std::vector<std::string>& tensor_names);
+
 std::string last_component(const std::string& name);
 std::string parent_of(const std::string& name);  // "" for a name without '.'
 

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "export/module_names.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 
@@ -35,6 +36,11 @@ void write_checkpoint_files(const io::Checkpoint& source, const Plan& plan, cons
 
   exporter::ConfigInput ci;
   ci.linear_modules = plan.linear_modules;
+  {
+    std::vector<std::string> names;
+    for (const auto& t : source.tensors()) names.push_back(t.info.name);
+    ci.unstored_heads = exporter::unstored_head_modules(names);
+  }
   const nlohmann::json& src_config = source.config();
   if (src_config.is_object() && src_config.contains("quantization_config"))
     ci.source_quantization_config = src_config["quantization_config"];

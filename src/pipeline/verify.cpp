@@ -420,7 +420,14 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
               "stored quantized but config.json has no quantization_config every engine reads it as float");
   } else {
     report["dialect"] = exporter::dialect_name(*dialect);
-    check_dead_entries(c, *dialect, qc, modules);
+    // Heads the engines build with no stored weight count as modules: an
+    // exclusion naming one is what keeps the engine from quantizing it.
+    std::vector<std::string> tensor_names;
+    for (const auto& t : ckpt.tensors()) tensor_names.push_back(t.info.name);
+    const std::vector<std::string> unstored_heads = exporter::unstored_head_modules(tensor_names);
+    std::vector<std::string> engine_built = modules;
+    engine_built.insert(engine_built.end(), unstored_heads.begin(), unstored_heads.end());
+    check_dead_entries(c, *dialect, qc, engine_built);
 
     // Manifest schemes first, so the tensors are checked against what was written.
     for (const auto& [m, name] : manifest_scheme) {
@@ -436,7 +443,9 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
     auto sigs = stored_signatures(ckpt);
     for (auto e : exporter::engines_for(*dialect)) {
       const std::string en = exporter::engine_name(e);
-      exporter::EngineResolver r(e, qc, modules);
+      exporter::EngineResolver r(e, qc, engine_built);
+      for (const auto& h : unstored_heads)
+        if (auto problem = exporter::unstored_head_problem(r, e, h)) c.add("engine", "config.json", h, *problem);
       std::size_t nq = 0, nf = 0, nerr = 0;
       std::map<std::string, std::size_t> by_scheme;
       std::map<std::string, std::vector<std::string>> groups;  // engine module -> members

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"
+#include "recipe/shipped.h"
 
 namespace selq::recipe {
 namespace {
@@ -325,7 +326,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
   return r;
 }
 
-Recipe load_recipe(const std::string& path) {
+Recipe load_recipe(const std::string& name_or_path) {
+  const std::string path = resolve_recipe_path(name_or_path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_io("cannot open recipe", detail::at(path));
   std::ostringstream ss;

@@ -54,8 +54,9 @@ struct Recipe {
   std::string text;  // the YAML source, for the manifest
 };
 
+// A recipe file, or a shipped recipe by name ("llama-fp8": recipe/shipped.h).
 // Throws selq::Error naming file, line and column on any problem.
-Recipe load_recipe(const std::string& path);
+Recipe load_recipe(const std::string& name_or_path);
 Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_errors);
 
 enum class Action {

@@ -9,7 +9,7 @@ as the library serializes them (model_dump) and in the verbose form that
 published llm-compressor checkpoints carry (every QuantizationArgs field:
 actorder/block_structure/scale_dtype/zp_dtype null, an observer and its
 kwargs), must each be recognized as the same selq scheme by verify/requantize
-and by the runtime; a changed num_bits or a non-null actorder must not be.
+and by the runtime; a changed num_bits or a non-null actorder must not be taken for it.
 
 usage: dialects.py PATH_TO_selq_dialects_driver
 Exit 77 (skip) when the reference is missing, except under CI=true (fail).
@@ -166,8 +166,9 @@ def check_recognition(driver, docs, tmp):
             names = got[i + j]
             if same and names != [own_name, own_name]:
                 errors.append(f"{own_name}: the {form} form gives {names}")
-            if not same and names != [None, None]:
-                errors.append(f"{own_name}: the {form} form should not be recognized, got {names}")
+            # A changed field is another scheme (int4 -> int8 is one) or none, never this one.
+            if not same and own_name in names:
+                errors.append(f"{own_name}: the {form} form should not be recognized as it, got {names}")
     return len(groups), errors
 
 

@@ -76,7 +76,10 @@ TEST(Dialect, AdaptPrescribesScaleConventions) {
   EXPECT_TRUE(adapt_scheme_for_dialect(Dialect::CompressedTensors, int4_g128(), DType::BF16).int_pack_int32);
   auto int8 = int4_g128();
   int8.bits = 8;
-  EXPECT_FALSE(adapt_scheme_for_dialect(Dialect::CompressedTensors, int8, DType::BF16).int_pack_int32);
+  // Weight-only int8 too: vLLM loads W8A16 only as pack-quantized (CompressedTensorsWNA16).
+  const auto int8_ct = adapt_scheme_for_dialect(Dialect::CompressedTensors, int8, DType::BF16);
+  EXPECT_TRUE(int8_ct.int_pack_int32);
+  EXPECT_EQ(scheme_config_json(Dialect::CompressedTensors, int8_ct)["format"], "pack-quantized");
 }
 
 TEST(Dialect, TensorNames) {

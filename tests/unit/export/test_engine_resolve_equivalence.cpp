@@ -167,7 +167,8 @@ struct Oracle {
       if (starts_with(t, "re:")) continue;
       if (contains(lc, lower(t)) || (cls == "RoutedExperts" && t == "Linear")) return s;
     }
-    if (sglang) fail(fmt::format("Unable to find matching target for {} in the compressed-tensors config", prefix));
+    if (sglang && cls != "ParallelLMHead")
+      fail(fmt::format("Unable to find matching target for {} in the compressed-tensors config", prefix));
     return std::nullopt;
   }
 
@@ -221,6 +222,9 @@ struct Oracle {
   }
 
   std::optional<json> quark(const EngineModule& em) {
+    // Quark configs reach LinearBase, attention and MoE layers only: a head
+    // (ParallelLMHead) is never quantized (vLLM quark.py, docs/ENGINE_RULES.md "Tied heads").
+    if (class_name_of(em) == "ParallelLMHead") return std::nullopt;
     bool atom = engine == Engine::AtomQuark;
     bool sglang = engine == Engine::SglangQuark;
     std::vector<std::string> excl = string_list(qc.value("exclude", json::array()));

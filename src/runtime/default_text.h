@@ -1,0 +1,44 @@
+#pragma once
+// selq's default English text when no --text is given: Jane Austen's six
+// novels (public domain), as Debian's r-cran-janeaustenr package ships them
+// (scripts/setup.sh installs it). Each use takes a different novel, so that
+// calibration, evaluation and draft prompts never share a line:
+//   evaluation  Emma
+//   calibration Sense and Sensibility
+//   prompts     openings of paragraphs of Persuasion
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace selq::runtime {
+
+struct DefaultText {
+  std::string text;    // lines joined with '\n'
+  std::string source;  // "Jane Austen, Emma (r-cran-janeaustenr: /usr/lib/R/.../Rdata.rdb)"
+};
+
+enum class DefaultTextUse { Evaluation, Calibration };
+
+// The database file of the installed package, or "" when it is not installed.
+// SELQ_JANEAUSTENR_DIR (the package's directory) overrides the search.
+std::string find_janeaustenr_database();
+
+// Throws BadInput saying how to install the package (or to pass --text) when
+// it is not installed.
+DefaultText default_text(DefaultTextUse use);
+
+// `count` prompts: the first `words` words of successive paragraphs of at
+// least that many words, each asking the model to continue the passage.
+struct DefaultPrompts {
+  std::vector<std::string> prompts;
+  std::string source;
+};
+DefaultPrompts default_prompts(std::size_t count, std::size_t words = 40);
+
+// ---- building blocks (tested on their own) ----
+
+// Paragraphs of a novel stored one line per element, blank elements between
+// paragraphs; each paragraph's lines joined with spaces.
+std::vector<std::string> paragraphs_of(const std::vector<std::string>& lines);
+
+}  // namespace selq::runtime
