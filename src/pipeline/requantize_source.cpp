@@ -25,19 +25,10 @@ struct StoredWeightFinder::Impl {
     const std::string wname = name_of(quant::OutRole::Weight);
     const auto* w = ckpt.find(wname);
     if (!w) throw_bad_input(fmt::format("stored as {} but '{}' is missing", spec.name(), wname), {ckpt.dir(), module});
-    for (std::int64_t k : {1, 2, 8}) {
-      Shape cand = w->info.shape;
-      if (cand.empty()) break;
-      cand.back() *= k;
-      std::vector<quant::OutTensorSpec> outs;
-      try {
-        outs = quant::scheme_outputs(spec, cand);
-      } catch (const Error&) {
-        continue;
-      }
-      StoredWeight sw{spec, cand, {}, 0};
+    if (auto shape = quant::unquantized_weight_shape(spec, w->info.dtype, w->info.shape)) {
+      StoredWeight sw{spec, *shape, {}, 0};
       bool ok = true;
-      for (const auto& o : outs) {
+      for (const auto& o : quant::scheme_outputs(spec, *shape)) {
         const std::string n = name_of(o.role);
         const auto* t = ckpt.find(n);
         if (!t || t->info.dtype != o.dtype || t->info.shape != o.shape) {

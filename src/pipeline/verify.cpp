@@ -163,21 +163,6 @@ void check_manifest(Ctx& c, const json& manifest, json& report) {
 
 // ---------------- tensors a scheme requires ----------------
 
-// The unquantized shape whose scheme outputs match the stored weight.
-std::optional<Shape> infer_source_shape(const SchemeSpec& spec, const TensorInfo& weight) {
-  for (std::int64_t k : {1, 2, 8}) {
-    Shape cand = weight.shape;
-    if (cand.empty()) return std::nullopt;
-    cand.back() *= k;
-    try {
-      for (const auto& o : quant::scheme_outputs(spec, cand))
-        if (o.role == OutRole::Weight && o.shape == weight.shape && o.dtype == weight.dtype) return cand;
-    } catch (const Error&) {
-    }
-  }
-  return std::nullopt;
-}
-
 struct ModuleScheme {
   SchemeSpec spec;
   Shape shape;                           // unquantized weight shape
@@ -198,7 +183,7 @@ std::optional<ModuleScheme> check_scheme_tensors(Ctx& c, exporter::Dialect d, co
                       w ? fmt::format(" (stored weight is {} {})", w->info.name, dtype_name(w->info.dtype)) : ""));
     return std::nullopt;
   }
-  auto shape = infer_source_shape(spec, wt->info);
+  auto shape = quant::unquantized_weight_shape(spec, wt->info.dtype, wt->info.shape);
   if (!shape) {
     c.add("structure", wt->shard, wname,
           fmt::format("{} resolves to {}, which cannot produce a {} {} weight", why, spec.name(),

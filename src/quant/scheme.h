@@ -84,6 +84,11 @@ struct OutTensorSpec {
 // when the shape cannot be quantized (e.g. in % 32 != 0 for MXFP4).
 std::vector<OutTensorSpec> scheme_outputs(const SchemeSpec& spec, const Shape& shape);
 
+// The unquantized weight shape whose scheme_outputs weight has the stored
+// weight's dtype and shape (packing hides the in-features: two FP4 per byte,
+// eight int4 or four int8 per int32 word), or nullopt when none has.
+std::optional<Shape> unquantized_weight_shape(const SchemeSpec& spec, DType stored_dtype, const Shape& stored_shape);
+
 // The tensor a static activation mode stores next to the weight (FP8 static:
 // `input_scale` = amax/448 in the scheme's scale dtype, [1]; NVFP4 activations:
 // the input global scale, 448*6/amax as F32 [1] in the compressed-tensors

@@ -171,4 +171,19 @@ std::vector<OutTensorSpec> scheme_outputs(const SchemeSpec& spec, const Shape& s
   return v;
 }
 
+std::optional<Shape> unquantized_weight_shape(const SchemeSpec& spec, DType stored_dtype, const Shape& stored_shape) {
+  if (stored_shape.empty()) return std::nullopt;
+  for (std::int64_t elements_per_stored : {1, 2, 4, 8}) {
+    Shape cand = stored_shape;
+    cand.back() *= elements_per_stored;
+    try {
+      for (const auto& o : scheme_outputs(spec, cand))
+        if (o.role == OutRole::Weight && o.shape == stored_shape && o.dtype == stored_dtype) return cand;
+    } catch (const Error&) {
+      // this candidate is not a shape the scheme quantizes
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace selq::quant
