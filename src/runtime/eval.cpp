@@ -43,14 +43,6 @@ double expected_accepted(const std::vector<double>& alpha) {
   return e;
 }
 
-double percentile99(std::vector<double>& v) {
-  if (v.empty()) return 0;
-  auto rank = static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(v.size())));
-  rank = std::clamp<std::size_t>(rank, 1, v.size()) - 1;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(rank), v.end());
-  return v[rank];
-}
-
 std::vector<std::int32_t> tokenize_for(const std::string& dir, const std::string& text) {
   auto path = fs::path(dir) / "tokenizer.json";
   if (!fs::exists(path))
@@ -93,12 +85,17 @@ json ModelQuality::to_json() const {
           {"spec_steps", steps},
           {"accepted_greedy", accepted_greedy},
           {"accepted_expected_t1", accepted_expected},
-          {"seconds", seconds}};
+          {"seconds", seconds},
+          {"statistics", stats.to_json()},
+          {"intervals", {{"text", text_ci.to_json()}, {"acceptance", acceptance_ci.to_json()}}}};
 }
 
 json EvalReport::to_json() const {
   json q = json::array();
   for (const auto& m : quantized) q.push_back(m.to_json());
+  json pairs = json::array();
+  for (const auto& p : paired)
+    pairs.push_back({{"a", quantized[p.a].path}, {"b", quantized[p.b].path}, {"b_minus_a", p.diff.to_json()}});
   return {{"text_source", text_source},
           {"text_tokens", text_tokens},
           {"prompts_source", prompts_source},
@@ -106,33 +103,71 @@ json EvalReport::to_json() const {
           {"draft_k", options.draft_k},
           {"gen_tokens", options.gen_tokens},
           {"base", base.to_json()},
-          {"quantized", q}};
+          {"quantized", q},
+          {"paired", pairs},
+          {"uncertainty",
+           {{"level", 0.95},
+            {"method", "percentile bootstrap: text statistics resample whole windows, acceptance whole prompts; "
+                       "paired differences resample both models' windows and prompts together"},
+            {"resamples", bootstrap.resamples},
+            {"seed", bootstrap.seed},
+            {"windows", quantized.empty() ? 0 : quantized.front().window_sums.size()},
+            {"prompts", quantized.empty() ? 0 : quantized.front().prompt_sums.size()},
+            {"se", "statistics.*.se: llama.cpp's standard errors (llama-perplexity --kl-divergence)"}}}};
 }
+
+namespace {
+
+// "0.0267 [0.0231, 0.0305]"; the interval is left out when there is none.
+std::string with_interval(const Interval& i, int precision, double scale = 1) {
+  if (!std::isfinite(i.lo) || !std::isfinite(i.hi)) return fmt::format("{:.{}f}", scale * i.value, precision);
+  return fmt::format("{:.{}f} [{:.{}f}, {:.{}f}]", scale * i.value, precision, scale * i.lo, precision,
+                     scale * i.hi, precision);
+}
+
+std::string model_name(const ModelQuality& m) {
+  std::string name = fs::path(m.path).filename().string();
+  return name.empty() ? m.path : name;
+}
+
+}  // namespace
 
 std::string EvalReport::table() const {
   std::string s = fmt::format("text: {} ({} tokens, context {}); prompts: {} (k={})\n", text_source, text_tokens,
                               options.context, prompts_source.empty() ? "none" : prompts_source, options.draft_k);
-  s += fmt::format("{:<40} {:>9} {:>6} {:>9} {:>9} {:>9} {:>7} {:>8} {:>8}\n", "model", "size", "bits/w",
-                   "ppl", "KL mean", "KL p99", "top-1", "acc gr", "acc T=1");
+  s += fmt::format("{:<34} {:>9} {:>6} {:>8} {:>24} {:>27} {:>8} {:>20} {:>18} {:>18}\n", "model", "size",
+                   "bits/w", "ppl", "ppl/base", "KL mean", "KL p99", "top-1 %", "acc gr", "acc T=1");
   auto row = [&](const ModelQuality& m, bool is_base) {
-    std::string name = fs::path(m.path).filename().string();
-    if (name.empty()) name = m.path;
     auto size = fmt::format("{:.1f} MB", static_cast<double>(m.stored_bytes) / 1e6);
     if (is_base) {
-      s += fmt::format("{:<40} {:>9} {:>6.2f} {:>9.3f} {:>9} {:>9} {:>7} {:>8} {:>8}\n", name + " (base)", size,
-                       m.linear_bits_per_weight, m.perplexity, "-", "-", "-", "-", "-");
-    } else {
-      auto acc = [&](double v) { return m.steps ? fmt::format("{:.2f}", v) : std::string("-"); };
-      s += fmt::format("{:<40} {:>9} {:>6.2f} {:>9.3f} {:>9.4f} {:>9.4f} {:>6.1f}% {:>8} {:>8}\n", name, size,
-                       m.linear_bits_per_weight, m.perplexity, m.kl_mean, m.kl_p99, 100 * m.top1,
-                       acc(m.accepted_greedy), acc(m.accepted_expected));
+      s += fmt::format("{:<34} {:>9} {:>6.2f} {:>8.3f} {:>24} {:>27} {:>8} {:>20} {:>18} {:>18}\n",
+                       model_name(m) + " (base)", size, m.linear_bits_per_weight, m.perplexity, "-", "-", "-", "-",
+                       "-", "-");
+      return;
     }
+    auto acc = [&](const Interval& v) { return m.steps ? with_interval(v, 2) : std::string("-"); };
+    s += fmt::format("{:<34} {:>9} {:>6.2f} {:>8.3f} {:>24} {:>27} {:>8.4f} {:>20} {:>18} {:>18}\n", model_name(m),
+                     size, m.linear_bits_per_weight, m.perplexity, with_interval(m.text_ci.ppl_ratio, 4),
+                     with_interval(m.text_ci.kl_mean, 4), m.kl_p99, with_interval(m.text_ci.same_top, 1, 100),
+                     acc(m.acceptance_ci.greedy), acc(m.acceptance_ci.expected));
   };
   row(base, true);
   for (const auto& m : quantized) row(m, false);
-  s += fmt::format("acc gr: mean draft tokens accepted per verification step (greedy, of {}); acc T=1: "
-                   "expected under rejection sampling at temperature 1 along the greedy draft\n",
-                   options.draft_k);
+  s += fmt::format("[lo, hi]: 95% bootstrap intervals ({} resamples of {} windows; acceptance of {} prompts). "
+                   "acc gr: draft tokens accepted per verification step (greedy, of {}); acc T=1: expected under "
+                   "rejection sampling at temperature 1 along the greedy draft\n",
+                   bootstrap.resamples, quantized.empty() ? 0 : quantized.front().window_sums.size(),
+                   quantized.empty() ? 0 : quantized.front().prompt_sums.size(), options.draft_k);
+  if (!paired.empty()) {
+    s += "paired differences, b - a on the same windows and prompts (95% intervals; an interval without 0 "
+         "separates the two):\n";
+    for (const auto& p : paired) {
+      const auto& d = p.diff;
+      s += fmt::format("  {} - {}: KL mean {}, top-1 {} pts, acc gr {}\n", model_name(quantized[p.b]),
+                       model_name(quantized[p.a]), with_interval(d.kl_mean, 4), with_interval(d.same_top, 1, 100),
+                       quantized[p.a].steps ? with_interval(d.accepted_greedy, 2) : std::string("-"));
+    }
+  }
   return s;
 }
 
@@ -285,6 +320,13 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
   rep.text_tokens = static_cast<std::int64_t>(toks.size());
   if (toks.size() < 2) throw_bad_input(fmt::format("{}: fewer than 2 tokens to evaluate", text_source));
   const Windows w = windows(rep.text_tokens, o.context);
+  // The token each scored row predicts, in text_logprobs' row order, and the rows per window.
+  std::vector<std::int32_t> targets;
+  std::vector<std::int64_t> window_sizes;
+  for (auto [b, e] : w.spans) {
+    window_sizes.push_back(e - b - 1);
+    for (std::int64_t t = b + 1; t < e; ++t) targets.push_back(toks[static_cast<std::size_t>(t)]);
+  }
   std::set<std::int32_t> stop;
   auto ptoks = prompt_tokens(base_path, prompts, o.chat_template, stop);
 
@@ -330,28 +372,34 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
     mq.tokens = w.predicted;
     mq.nll = qnll / static_cast<double>(w.predicted);
     mq.perplexity = std::exp(mq.nll);
-    std::vector<double> kls;
-    kls.reserve(static_cast<std::size_t>(w.predicted));
-    std::int64_t agree = 0;
+    std::vector<PositionScore> scores(static_cast<std::size_t>(w.predicted));
     for (std::int64_t r = 0; r < w.predicted; ++r) {
       const float* p = base_lp.data() + r * V;
       const float* q = lp.data() + r * V;
-      kls.push_back(kl_divergence(p, q, V));
-      agree += argmax(p, V) == argmax(q, V);
+      const std::int32_t t = targets[static_cast<std::size_t>(r)];
+      scores[static_cast<std::size_t>(r)] = {kl_divergence(p, q, V), -static_cast<double>(q[t]),
+                                             -static_cast<double>(p[t]), argmax(p, V) == argmax(q, V)};
     }
-    double sum = 0;
-    for (double v : kls) sum += v;
-    mq.kl_mean = sum / static_cast<double>(kls.size());
-    mq.kl_p99 = percentile99(kls);
-    mq.top1 = static_cast<double>(agree) / static_cast<double>(w.predicted);
+    mq.stats = kl_statistics(scores);
+    mq.kl_mean = mq.stats.kl_mean;
+    mq.kl_p99 = mq.stats.kl_p99;
+    mq.top1 = mq.stats.same_top;
+    mq.window_sums = window_sums(scores, window_sizes);
+    mq.text_ci = text_intervals(mq.window_sums, rep.bootstrap);
     lp.clear();
     lp.shrink_to_fit();
     SpecStats st;
     for (const auto& p : ptoks) {
-      speculate(*base, *m, p, stop, o, st);
+      SpecStats one;
+      speculate(*base, *m, p, stop, o, one);
+      mq.prompt_sums.push_back({one.steps, one.greedy, one.expected});
+      st.steps += one.steps;
+      st.greedy += one.greedy;
+      st.expected += one.expected;
       ++done_units;
       progress(label + " draft");
     }
+    mq.acceptance_ci = acceptance_intervals(mq.prompt_sums, rep.bootstrap);
     mq.steps = st.steps;
     if (st.steps) {
       mq.accepted_greedy = st.greedy / static_cast<double>(st.steps);
@@ -360,6 +408,13 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
     mq.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     rep.quantized.push_back(std::move(mq));
   }
+  for (std::size_t a = 0; a < rep.quantized.size(); ++a)
+    for (std::size_t b = a + 1; b < rep.quantized.size(); ++b) {
+      const auto& qa = rep.quantized[a];
+      const auto& qb = rep.quantized[b];
+      rep.paired.push_back(
+          {a, b, paired_difference(qa.window_sums, qb.window_sums, qa.prompt_sums, qb.prompt_sums, rep.bootstrap)});
+    }
   return rep;
 }
 

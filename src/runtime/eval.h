@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/eval_stats.h"
+
 namespace selq::runtime {
 
 class LlamaModel;
@@ -41,7 +43,20 @@ struct ModelQuality {
   double accepted_greedy{0};       // mean accepted draft tokens, greedy verification
   double accepted_expected{0};     // mean E[accepted] under rejection sampling at T=1
   double seconds{0};
+  // Uncertainty (eval_stats.h): llama.cpp's statistics, bootstrap intervals,
+  // and the per-window and per-prompt sums they resample.
+  KlStatistics stats;
+  TextIntervals text_ci;
+  AcceptanceIntervals acceptance_ci;
+  std::vector<WindowSums> window_sums;
+  std::vector<PromptSums> prompt_sums;
   nlohmann::json to_json() const;
+};
+
+// Quantized model `b` minus `a` on the same windows and prompts.
+struct PairedComparison {
+  std::size_t a{0}, b{0};  // indices into EvalReport::quantized
+  PairedDifference diff;
 };
 
 struct EvalReport {
@@ -51,6 +66,8 @@ struct EvalReport {
   EvalOptions options;
   ModelQuality base;
   std::vector<ModelQuality> quantized;
+  std::vector<PairedComparison> paired;  // every pair of quantized models
+  BootstrapOptions bootstrap;
   nlohmann::json to_json() const;
   std::string table() const;
 };
@@ -78,7 +95,5 @@ double overlap_probability(const float* logp, const float* logq, std::int64_t n)
 // E[accepted tokens] of one verification step given the per-position
 // acceptance probabilities alpha_1..alpha_k: sum_i prod_{j<=i} alpha_j.
 double expected_accepted(const std::vector<double>& alpha);
-// 99th percentile (nearest rank) of `v` (reordered).
-double percentile99(std::vector<double>& v);
 
 }  // namespace selq::runtime

@@ -23,7 +23,7 @@ else echo "FAIL: cannot make a network namespace (unshare -n) to run the demo of
 cd "$T/clone"
 set +e
 SELQ="$SELQ_BIN" SELQ_DEMO_DIR="$T/work" "${isolate[@]}" scripts/demo.sh \
-  --max-tokens 64 --context 32 --max-prompts 2 --gen-tokens 8 --quiet >"$T/out.txt" 2>&1
+  --max-tokens 256 --context 32 --max-prompts 8 --gen-tokens 4 --quiet >"$T/out.txt" 2>&1
 rc=$?
 set -e
 cat "$T/out.txt"
@@ -39,5 +39,14 @@ for m in q:
     for k in ("perplexity", "kl_mean", "top1_agreement", "accepted_greedy", "accepted_expected_t1"):
         assert isinstance(m.get(k), (int, float)), (m["path"], k, m.get(k))
     assert m["spec_steps"] > 0, (m["path"], "no acceptance steps")
+    ci = m["intervals"]
+    for part, k in (("text", "kl_mean"), ("text", "ppl_ratio"), ("text", "same_top_p"),
+                    ("acceptance", "accepted_greedy"), ("acceptance", "accepted_expected_t1")):
+        i = ci[part][k]
+        assert isinstance(i["lo"], float) and isinstance(i["hi"], float) and i["lo"] <= i["value"] <= i["hi"], \
+            (m["path"], part, k, i)
+    assert m["statistics"]["kld"]["mean"]["se"] >= 0, m["statistics"]
+assert len(r["paired"]) == 10, len(r["paired"])
+assert r["uncertainty"]["windows"] == 8 and r["uncertainty"]["prompts"] == 8, r["uncertainty"]
 print("demo in a bare clone: ok,", len(q), "recipes evaluated")
 PY

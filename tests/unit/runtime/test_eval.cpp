@@ -41,14 +41,6 @@ TEST(EvalMath, ExpectedAcceptedIsSumOfPrefixProducts) {
   EXPECT_NEAR(expected_accepted({0.9, 0.0, 1.0}), 0.9, 1e-12);
 }
 
-TEST(EvalMath, Percentile99NearestRank) {
-  std::vector<double> v;
-  for (int i = 1; i <= 200; ++i) v.push_back(201 - i);
-  EXPECT_EQ(percentile99(v), 198.0);  // rank ceil(0.99*200) = 198
-  std::vector<double> one{3.0};
-  EXPECT_EQ(percentile99(one), 3.0);
-}
-
 TEST(EvalPrompts, ReadsQuestionsAndRejectsBadLines) {
   auto path = std::filesystem::temp_directory_path() / ("selq_prompts_" + std::to_string(::getpid()) + ".jsonl");
   std::ofstream(path) << "{\"question\": \"a?\", \"answer\": \"1\"}\n\n{\"prompt\": \"b\"}\n{\"question\": \"c\"}\n";
