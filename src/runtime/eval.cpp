@@ -158,6 +158,17 @@ std::string EvalReport::table() const {
                    "rejection sampling at temperature 1 along the greedy draft\n",
                    bootstrap.resamples, quantized.empty() ? 0 : quantized.front().window_sums.size(),
                    quantized.empty() ? 0 : quantized.front().prompt_sums.size(), options.draft_k);
+  if (!quantized.empty()) s += "llama.cpp's statistics (llama-perplexity --kl-divergence definitions, ± SE):\n";
+  for (const auto& m : quantized) {
+    const auto& k = m.stats;
+    s += fmt::format("  {}: Mean KLD {:.6f} ± {:.6f}, median {:.6f}, 90% {:.6f}, 95% {:.6f}, 99% {:.6f}, 99.9% {:.6f}, "
+                     "max {:.6f}; Mean Δp {:.3f} ± {:.3f} %, RMS Δp {:.3f} ± {:.3f} %; Same top p {:.3f} ± {:.3f} %; "
+                     "Mean ln(PPL(Q)/PPL(base)) {:.6f} ± {:.6f}\n",
+                     model_name(m), k.kld.mean, k.kld.mean_se, k.kld.median, k.kld.percentile(0.90),
+                     k.kld.percentile(0.95), k.kld.percentile(0.99), k.kld.percentile(0.999), k.kld.max,
+                     100 * k.delta_p.mean, 100 * k.delta_p.mean_se, 100 * k.dp_rms, 100 * k.dp_rms_se,
+                     100 * k.same_top, 100 * k.same_top_se, k.ln_ppl_ratio, k.ln_ppl_ratio_se);
+  }
   if (!paired.empty()) {
     s += "paired differences, b - a on the same windows and prompts (95% intervals; an interval without 0 "
          "separates the two):\n";
@@ -381,8 +392,8 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
                                              -static_cast<double>(p[t]), argmax(p, V) == argmax(q, V)};
     }
     mq.stats = kl_statistics(scores);
-    mq.kl_mean = mq.stats.kl_mean;
-    mq.kl_p99 = mq.stats.kl_p99;
+    mq.kl_mean = mq.stats.kld.mean;
+    mq.kl_p99 = mq.stats.kld.percentile(0.99);
     mq.top1 = mq.stats.same_top;
     mq.window_sums = window_sums(scores, window_sizes);
     mq.text_ci = text_intervals(mq.window_sums, rep.bootstrap);

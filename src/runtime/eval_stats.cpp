@@ -6,6 +6,8 @@
 #include <limits>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace selq::runtime {
@@ -33,6 +35,14 @@ double covariance(double suma, double sumb, double sumab, std::int64_t count) {
 double median_of(const std::vector<double>& s) {
   const std::size_t n = s.size();
   return n % 2 == 0 ? 0.5 * (s[n / 2] + s[n / 2 - 1]) : s[n / 2];
+}
+
+Distribution distribution(std::vector<double> values, std::pair<double, double> mean_se,
+                          std::initializer_list<double> fractions) {
+  std::sort(values.begin(), values.end());
+  Distribution d{mean_se.first, mean_se.second, values.front(), median_of(values), values.back(), {}};
+  for (double f : fractions) d.percentiles.emplace_back(f, interpolated_percentile(values, f));
+  return d;
 }
 
 // The 2.5% and 97.5% points of `stat` over resamples of `n` units.
@@ -139,60 +149,41 @@ KlStatistics kl_statistics(const std::vector<PositionScore>& scores) {
   s.ln_ppl_ratio_se = std::sqrt(std::max(0.0, lp.second * lp.second + lb.second * lb.second - 2 * cov));
   s.ppl_ratio = std::exp(s.ln_ppl_ratio);
   s.ppl_ratio_se = s.ppl_ratio * s.ln_ppl_ratio_se;
-  std::tie(s.kl_mean, s.kl_mean_se) = mean_and_se(kl, kl2, n);
-  std::tie(s.dp_mean, s.dp_mean_se) = mean_and_se(dp, dp2, n);
   const auto mse = mean_and_se(dp2, dp4, n);
   s.dp_rms = std::sqrt(mse.first);
   s.dp_rms_se = s.dp_rms > 0 ? 0.5 / s.dp_rms * mse.second : 0;
   s.same_top = static_cast<double>(same) / static_cast<double>(n);
   s.same_top_se = n > 1 ? std::sqrt(s.same_top * (1 - s.same_top) / static_cast<double>(n - 1)) : 0;
-  std::sort(kls.begin(), kls.end());
-  std::sort(dps.begin(), dps.end());
-  auto pk = [&](double f) { return interpolated_percentile(kls, f); };
-  auto pd = [&](double f) { return interpolated_percentile(dps, f); };
-  s.kl_max = kls.back();
-  s.kl_p999 = pk(0.999);
-  s.kl_p99 = pk(0.99);
-  s.kl_p95 = pk(0.95);
-  s.kl_p90 = pk(0.90);
-  s.kl_median = median_of(kls);
-  s.kl_p10 = pk(0.10);
-  s.kl_p05 = pk(0.05);
-  s.kl_p01 = pk(0.01);
-  s.kl_p001 = pk(0.001);
-  s.kl_min = kls.front();
-  s.dp_max = dps.back();
-  s.dp_p999 = pd(0.999);
-  s.dp_p99 = pd(0.99);
-  s.dp_p95 = pd(0.95);
-  s.dp_p90 = pd(0.90);
-  s.dp_p75 = pd(0.75);
-  s.dp_median = median_of(dps);
-  s.dp_p25 = pd(0.25);
-  s.dp_p10 = pd(0.10);
-  s.dp_p05 = pd(0.05);
-  s.dp_p01 = pd(0.01);
-  s.dp_p001 = pd(0.001);
-  s.dp_min = dps.front();
+  s.kld = distribution(std::move(kls), mean_and_se(kl, kl2, n), {0.999, 0.99, 0.95, 0.90, 0.10, 0.05, 0.01, 0.001});
+  s.delta_p = distribution(std::move(dps), mean_and_se(dp, dp2, n),
+                           {0.999, 0.99, 0.95, 0.90, 0.75, 0.25, 0.10, 0.05, 0.01, 0.001});
   return s;
+}
+
+double Distribution::percentile(double fraction) const {
+  for (const auto& [f, v] : percentiles)
+    if (f == fraction) return v;
+  return kNaN;
+}
+
+json Distribution::to_json() const {
+  json j = {{"mean", {{"value", mean}, {"se", mean_se}}}, {"max", max}, {"median", median}, {"min", min}};
+  for (const auto& [f, v] : percentiles) j[fmt::format("p{}", 100 * f)] = v;
+  return j;
 }
 
 json KlStatistics::to_json() const {
   auto pm = [](double v, double se) { return json{{"value", v}, {"se", se}}; };
+  json dp = delta_p.to_json();
+  dp["rms"] = pm(dp_rms, dp_rms_se);
   return {{"positions", count},
           {"ppl_q", pm(ppl, ppl_se)},
           {"ppl_base", pm(ppl_base, ppl_base_se)},
           {"cor_ln_ppl", cor_ln_ppl},
           {"ln_ppl_ratio", pm(ln_ppl_ratio, ln_ppl_ratio_se)},
           {"ppl_ratio", pm(ppl_ratio, ppl_ratio_se)},
-          {"kld", {{"mean", pm(kl_mean, kl_mean_se)},
-                   {"max", kl_max}, {"p99.9", kl_p999}, {"p99", kl_p99}, {"p95", kl_p95}, {"p90", kl_p90},
-                   {"median", kl_median}, {"p10", kl_p10}, {"p5", kl_p05}, {"p1", kl_p01}, {"p0.1", kl_p001},
-                   {"min", kl_min}}},
-          {"delta_p", {{"mean", pm(dp_mean, dp_mean_se)}, {"rms", pm(dp_rms, dp_rms_se)},
-                       {"max", dp_max}, {"p99.9", dp_p999}, {"p99", dp_p99}, {"p95", dp_p95}, {"p90", dp_p90},
-                       {"p75", dp_p75}, {"median", dp_median}, {"p25", dp_p25}, {"p10", dp_p10}, {"p5", dp_p05},
-                       {"p1", dp_p01}, {"p0.1", dp_p001}, {"min", dp_min}}},
+          {"kld", kld.to_json()},
+          {"delta_p", dp},
           {"same_top_p", pm(same_top, same_top_se)}};
 }
 

@@ -47,16 +47,23 @@ struct BootstrapOptions {
   std::uint64_t seed{0x5e1a5eed};
 };
 
+// A per-position quantity as llama.cpp summarises it: mean ± SE, extremes,
+// median (mean of the two middle values for an even count) and percentiles.
+struct Distribution {
+  double mean{0}, mean_se{0}, min{0}, median{0}, max{0};
+  std::vector<std::pair<double, double>> percentiles;  // (fraction, value), llama.cpp's fractions
+  double percentile(double fraction) const;            // one of `percentiles`; NaN if not there
+  nlohmann::json to_json() const;
+};
+
 // llama.cpp's statistics of one quantized model (fractions, not percent).
 struct KlStatistics {
   std::int64_t count{0};
   double ppl{0}, ppl_se{0}, ppl_base{0}, ppl_base_se{0};
   double ln_ppl_ratio{0}, ln_ppl_ratio_se{0}, ppl_ratio{0}, ppl_ratio_se{0};
   double cor_ln_ppl{0};
-  double kl_mean{0}, kl_mean_se{0}, kl_max{0}, kl_p999{0}, kl_p99{0}, kl_p95{0}, kl_p90{0}, kl_median{0},
-      kl_p10{0}, kl_p05{0}, kl_p01{0}, kl_p001{0}, kl_min{0};
-  double dp_mean{0}, dp_mean_se{0}, dp_max{0}, dp_p999{0}, dp_p99{0}, dp_p95{0}, dp_p90{0}, dp_p75{0},
-      dp_median{0}, dp_p25{0}, dp_p10{0}, dp_p05{0}, dp_p01{0}, dp_p001{0}, dp_min{0};
+  Distribution kld;      // percentiles 99.9, 99, 95, 90, 10, 5, 1, 0.1
+  Distribution delta_p;  // p_quant - p_base of the correct token; also 75 and 25
   double dp_rms{0}, dp_rms_se{0};
   double same_top{0}, same_top_se{0};
   nlohmann::json to_json() const;

@@ -25,26 +25,30 @@ TEST(EvalStats, KlStatisticsByHand) {
   for (int i = 0; i < 20; ++i) s.push_back({i % 2 ? 0.3 : 0.1, 2.0, 1.0, i < 15});
   const KlStatistics k = kl_statistics(s);
   EXPECT_EQ(k.count, 20);
-  EXPECT_NEAR(k.kl_mean, 0.2, 1e-12);
+  EXPECT_NEAR(k.kld.mean, 0.2, 1e-12);
   // SE as llama.cpp: sqrt((E[x^2] - E[x]^2) / (n - 1)) = sqrt(0.01 / 19)
-  EXPECT_NEAR(k.kl_mean_se, std::sqrt(0.01 / 19), 1e-12);
-  EXPECT_NEAR(k.kl_median, 0.2, 1e-12);  // even count: mean of the two middle values
-  EXPECT_NEAR(k.kl_max, 0.3, 1e-12);
-  EXPECT_NEAR(k.kl_min, 0.1, 1e-12);
+  EXPECT_NEAR(k.kld.mean_se, std::sqrt(0.01 / 19), 1e-12);
+  EXPECT_NEAR(k.kld.median, 0.2, 1e-12);  // even count: mean of the two middle values
+  EXPECT_NEAR(k.kld.max, 0.3, 1e-12);
+  EXPECT_NEAR(k.kld.min, 0.1, 1e-12);
+  EXPECT_NEAR(k.kld.percentile(0.90), 0.3, 1e-12);
+  EXPECT_NEAR(k.kld.percentile(0.10), 0.1, 1e-12);
+  EXPECT_TRUE(std::isnan(k.kld.percentile(0.5)));  // not one of llama.cpp's fractions
+  EXPECT_TRUE(k.to_json()["kld"].contains("p99.9")) << k.to_json().dump();
   EXPECT_NEAR(k.ln_ppl_ratio, 1.0, 1e-12);
   EXPECT_NEAR(k.ppl_ratio, std::exp(1.0), 1e-12);
   EXPECT_NEAR(k.ppl, std::exp(2.0), 1e-12);
   EXPECT_NEAR(k.same_top, 0.75, 1e-12);
   EXPECT_NEAR(k.same_top_se, std::sqrt(0.75 * 0.25 / 19), 1e-12);
   const double dp = std::exp(-2.0) - std::exp(-1.0);  // the correct token lost probability
-  EXPECT_NEAR(k.dp_mean, dp, 1e-12);
+  EXPECT_NEAR(k.delta_p.mean, dp, 1e-12);
   EXPECT_NEAR(k.dp_rms, std::fabs(dp), 1e-12);
-  EXPECT_NEAR(k.dp_mean_se, 0, 1e-8);  // constant: no spread (E[x^2]-E[x]^2 rounds to ~1e-18)
+  EXPECT_NEAR(k.delta_p.mean_se, 0, 1e-8);  // constant: no spread (E[x^2]-E[x]^2 rounds to ~1e-18)
 }
 
 TEST(EvalStats, FewerThanElevenPositionsHaveNoStandardError) {
   std::vector<PositionScore> s{{0.1, 1, 1, true}, {0.5, 2, 1, false}};
-  EXPECT_EQ(kl_statistics(s).kl_mean_se, 0.0);  // llama.cpp reports 0 below 11 values
+  EXPECT_EQ(kl_statistics(s).kld.mean_se, 0.0);  // llama.cpp reports 0 below 11 values
 }
 
 std::vector<WindowSums> random_windows(int n, double kl_scale, std::uint64_t seed) {
