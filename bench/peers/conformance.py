@@ -1,5 +1,7 @@
 """Tensor-by-tensor comparison of selq's output with a peer's on the same
-checkpoint and scheme: names, dtypes, shapes, bytes; where bytes differ, the
+checkpoint and scheme: names, dtypes, shapes, bytes; the config.json
+quantization_config fields that differ (targets and ignore lists left out, they
+name the same modules in different ways); where bytes differ, the
 fraction of differing elements and the largest difference of the dequantized
 weights (absolute, and in quantization steps of the coarser scale), plus each
 tool's error against the BF16 source so a difference can be judged.
@@ -64,6 +66,8 @@ def dequant(m):
     w = m.get("weight_packed", m.get("weight"))
     if w is None:
         return None
+    if w.dtype == torch.int32 and "weight_shape" in m:
+        return dequant_int(m, m.get("_num_bits", 8))
     if w.dtype == torch.float8_e4m3fn:
         sc = m.get("weight_scale", m.get("weight_scale_inv"))
         return w.float() * expand(sc, *w.shape)
@@ -82,6 +86,25 @@ def dequant(m):
     return None
 
 
+def unpack_int32(packed, shape, num_bits):
+    """compressed-tensors' pack_to_int32 undone: element 32/num_bits*j+i in bits
+    num_bits*i.. of word j, stored as q + 2**(num_bits-1)."""
+    per = 32 // num_bits
+    mask = (1 << num_bits) - 1
+    w = packed.to(torch.int64) & 0xFFFFFFFF
+    parts = [(w >> (num_bits * i)) & mask for i in range(per)]
+    v = torch.stack(parts, dim=-1).reshape(packed.shape[0], -1)[:, : int(shape[1])]
+    return (v - (1 << (num_bits - 1))).float()
+
+
+def dequant_int(m, num_bits):
+    v = unpack_int32(m["weight_packed"], m["weight_shape"].tolist(), num_bits)
+    s = expand(m["weight_scale"], *v.shape)
+    if "weight_zero_point" in m:
+        v = v - expand(m["weight_zero_point"], *v.shape)
+    return v * s
+
+
 def modules(tensors):
     out = {}
     for k, t in tensors.items():
@@ -90,10 +113,50 @@ def modules(tensors):
     return out
 
 
+def quant_config(d):
+    f = pathlib.Path(d) / "config.json"
+    if not f.is_file():
+        return {}
+    c = json.loads(f.read_text())
+    return c.get("quantization_config") or c.get("compression_config") or {}
+
+
+def flatten(x, pre=""):
+    """quantization_config as dotted keys; config_groups renamed by position
+    (group_0 vs the peer's own names) and targets/ignore lists left out."""
+    out = {}
+    if isinstance(x, dict):
+        for i, (k, v) in enumerate(x.items()):
+            if k in ("targets", "ignore", "exclude", "exclude_modules", "layer_quant_config"):
+                continue
+            key = f"group[{i}]" if pre.endswith("config_groups.") else k
+            out.update(flatten(v, f"{pre}{key}."))
+    else:
+        out[pre[:-1]] = x
+    return out
+
+
+def config_diff(selq_dir, peer_dir):
+    a, b = flatten(quant_config(selq_dir)), flatten(quant_config(peer_dir))
+    return [{"key": k, "selq": a.get(k, "<absent>"), "peer": b.get(k, "<absent>")}
+            for k in sorted(set(a) | set(b)) if a.get(k, "<absent>") != b.get(k, "<absent>")]
+
+
+def int_bits(d):
+    """num_bits of the (first) INT weight group of a compressed-tensors config."""
+    for g in (quant_config(d).get("config_groups") or {}).values():
+        w = g.get("weights") or {}
+        if w.get("type") == "int":
+            return int(w.get("num_bits", 8))
+    return 8
+
+
 def compare(src_dir, selq_dir, peer_dir):
     src, a, b = load(src_dir), load(selq_dir), load(peer_dir)
+    bits = (int_bits(selq_dir), int_bits(peer_dir))
     rep = {"only_selq": sorted(set(a) - set(b)), "only_peer": sorted(set(b) - set(a)),
-           "dtype_or_shape": [], "identical": 0, "differing": []}
+           "dtype_or_shape": [], "identical": 0, "differing": [], "identical_by_kind": {},
+           "config_diff": config_diff(selq_dir, peer_dir)}
     for k in sorted(set(a) & set(b)):
         x, y = a[k], b[k]
         if x.dtype != y.dtype or tuple(x.shape) != tuple(y.shape):
@@ -105,11 +168,17 @@ def compare(src_dir, selq_dir, peer_dir):
         n = int((xb != yb).sum())
         if n == 0:
             rep["identical"] += 1
+            kind = k.rsplit(".", 1)[-1]
+            rep["identical_by_kind"][kind] = rep["identical_by_kind"].get(kind, 0) + 1
         else:
             rep["differing"].append({"name": k, "dtype": str(x.dtype), "bytes_differing": n,
                                      "fraction": n / xb.numel()})
     # Dequantized comparison per module quantized by both tools.
     ma, mb = modules(a), modules(b)
+    for m in ma.values():
+        m["_num_bits"] = bits[0]
+    for m in mb.values():
+        m["_num_bits"] = bits[1]
     deq = []
     for mod in sorted(set(ma) & set(mb)):
         da, db = dequant(ma[mod]), dequant(mb[mod])
@@ -137,6 +206,9 @@ def summary(rep):
     lines = [f"tensors: identical {rep['identical']}, differing {len(rep['differing'])}, "
              f"dtype/shape mismatch {len(rep['dtype_or_shape'])}, only in selq {len(rep['only_selq'])}, "
              f"only in peer {len(rep['only_peer'])}"]
+    if rep["identical_by_kind"]:
+        lines.append("  identical by kind: " + ", ".join(
+            f".{k} {n}" for k, n in sorted(rep["identical_by_kind"].items())))
     for what in ("only_selq", "only_peer"):
         if rep[what]:
             lines.append(f"  {what}: {', '.join(rep[what][:6])}{' ...' if len(rep[what]) > 6 else ''}")
@@ -149,6 +221,8 @@ def summary(rep):
         for suf, fr in sorted(by.items()):
             lines.append(f"  differing .{suf}: {len(fr)} tensors, bytes differing max {max(fr):.2e} "
                          f"mean {sum(fr) / len(fr):.2e}")
+    for c in rep["config_diff"]:
+        lines.append(f"  config quantization_config.{c['key']}: selq {c['selq']!r} peer {c['peer']!r}")
     d = [e for e in rep["dequantized"] if "max_abs_diff" in e]
     if d:
         worst = max(d, key=lambda e: e["max_abs_diff"] / max(e["max_abs_weight"], 1e-30))

@@ -9,10 +9,11 @@ SELQ="${1:-build/release/src/selq}"; shift || true
 PY="${PEERS_VENV:-$HOME/.cache/selq/peers-venv}/bin/python"
 PAIRS=("$@")
 [[ ${#PAIRS[@]} == 0 ]] && PAIRS=(llmcompressor:FP8_DYNAMIC llmcompressor:FP8_BLOCK llmcompressor:NVFP4A16
-                                  llmcompressor:MXFP4 quark:mxfp4 quark:ptpc_fp8 modelopt:nvfp4)
+                                  llmcompressor:MXFP4 llmcompressor:w8a16 quark:mxfp4 quark:ptpc_fp8 modelopt:nvfp4)
 declare -A RECIPE=(
   [llmcompressor:FP8_DYNAMIC]="fp8-dynamic compressed-tensors" [llmcompressor:FP8_BLOCK]="fp8-block compressed-tensors"
   [llmcompressor:NVFP4A16]="nvfp4a16 compressed-tensors" [llmcompressor:MXFP4]="mxfp4 compressed-tensors"
+  [llmcompressor:w8a16]="w8a16 compressed-tensors"
   [quark:mxfp4]="mxfp4 quark" [quark:ptpc_fp8]="ptpc-fp8 quark" [modelopt:nvfp4]="nvfp4a16 modelopt")
 WORK="$(mktemp -d /dev/shm/selq-conf.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT

@@ -3,7 +3,7 @@ documentation shows, on CPU with a given thread count. Used by bench/compare.sh
 and for bench/peers/conformance.py. Runs in the peers venv.
 
   run_peer.py PEER SCHEME SRC DST [--threads N]
-  PEER SCHEME: llmcompressor {FP8_DYNAMIC,FP8_BLOCK,NVFP4A16,MXFP4}
+  PEER SCHEME: llmcompressor {FP8_DYNAMIC,FP8_BLOCK,NVFP4A16,MXFP4,w8a16}
                quark {mxfp4,ptpc_fp8}
                modelopt nvfp4
 
@@ -18,7 +18,32 @@ import sys
 IGNORE_RE = [r".*embed_tokens$", r"^lm_head$", r".*_head$", r".*\.mlp\.gate$"]
 
 
+# Schemes that are not llm-compressor presets: the config_groups given to a
+# QuantizationModifier, run through oneshot on the transformers model (RTN, no
+# calibration data, no GPTQ) and saved compressed.
+LLMC_GROUPS = {
+    # INT8 symmetric, one scale per output channel, weight-only (BF16 activations).
+    "w8a16": {"group_0": {"targets": ["Linear"], "input_activations": None,
+                          "weights": {"num_bits": 8, "type": "int", "symmetric": True,
+                                      "strategy": "channel"}}},
+}
+
+
+def llmcompressor_modifier(scheme, src, dst, threads):
+    import torch
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16, device_map="cpu")
+    recipe = QuantizationModifier(config_groups=LLMC_GROUPS[scheme],
+                                  ignore=["re:" + r for r in IGNORE_RE])
+    oneshot(model=model, recipe=recipe)
+    model.save_pretrained(dst, save_compressed=True)
+
+
 def llmcompressor(scheme, src, dst, threads):
+    if scheme in LLMC_GROUPS:
+        return llmcompressor_modifier(scheme, src, dst, threads)
     from llmcompressor import model_free_ptq
     model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme,
                    ignore=["re:" + r for r in IGNORE_RE], max_workers=threads, device="cpu")
