@@ -106,6 +106,8 @@ int run_demo(DemoArgs& a) {
     io::write_file_atomic(calib_path, cal.to_json().dump(2) + "\n");
     plan_options.activation_amax = cal.amax;
     plan_options.calibration_path = calib_path;
+    plan_options.calibration = cal.text_provenance;
+    plan_options.calibration["path"] = calib_path;
   }
   std::vector<std::string> outs;
   for (const auto& r : a.recipes) {

@@ -61,6 +61,7 @@ pipeline::PlanOptions plan_options(const PlanArgs& args) {
   if (!args.calibration.empty()) {
     o.activation_amax = pipeline::load_activation_amax(args.calibration);
     o.calibration_path = args.calibration;
+    o.calibration = pipeline::load_calibration_provenance(args.calibration);
   }
   return o;
 }

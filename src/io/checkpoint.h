@@ -15,6 +15,8 @@
 namespace selq::io {
 
 constexpr const char* kIndexName = "model.safetensors.index.json";
+// What selq wrote, tensor by tensor (pipeline/manifest.h writes it).
+constexpr const char* kManifestName = "selq-manifest.json";
 
 struct CheckpointTensor {
   TensorInfo info;

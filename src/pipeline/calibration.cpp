@@ -34,4 +34,13 @@ std::map<std::string, float> load_activation_amax(const std::string& path) {
   return out;
 }
 
+nlohmann::json load_calibration_provenance(const std::string& path) {
+  nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, false);
+  nlohmann::json out = j.is_object() && j.contains("text_provenance") && j["text_provenance"].is_object()
+                           ? j["text_provenance"]
+                           : nlohmann::json::object();
+  out["path"] = path;
+  return out;
+}
+
 }  // namespace selq::pipeline

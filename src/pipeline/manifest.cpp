@@ -139,7 +139,9 @@ std::string manifest_json(const Plan& plan, const recipe::Recipe& recipe, const 
     m.raw("]");
     first = false;
   }
-  m.raw("\n },\n ").key("in_place").raw(mode == RunMode::InPlace ? "true" : "false").raw(",\n ");
+  m.raw("\n },\n ");
+  if (!plan.calibration.is_null()) m.key("calibration").raw(plan.calibration.dump()).raw(",\n ");
+  m.key("in_place").raw(mode == RunMode::InPlace ? "true" : "false").raw(",\n ");
   m.key("recipe").raw("{").key("name").str(recipe.name).raw(", ").key("path").str(recipe.path).raw(", ");
   m.key("text").str(recipe.text).raw("},\n ").key("selq_version").str(SELQ_VERSION).raw(",\n ");
   m.key("source").str(plan.source).raw(",\n ").key("tensors").raw("[");

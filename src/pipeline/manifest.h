@@ -12,7 +12,7 @@
 
 namespace selq::pipeline {
 
-constexpr const char* kManifestName = "selq-manifest.json";
+using io::kManifestName;
 constexpr const char* kReportName = "selq-report.txt";
 
 struct TensorRecord {

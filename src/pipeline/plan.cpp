@@ -139,6 +139,7 @@ double Plan::bits_per_weight() const {
 Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const PlanOptions& options) {
   Plan plan;
   plan.source = ckpt.dir();
+  plan.calibration = options.calibration;
   plan.recipe_path = recipe.path;
   if (options.dialect) {
     plan.dialect = *options.dialect;

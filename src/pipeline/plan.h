@@ -56,6 +56,9 @@ struct PlanOptions {
   // and the file it came from (for error messages).
   std::map<std::string, float> activation_amax;
   std::string calibration_path;
+  // What text that calibration read (load_calibration_provenance), recorded
+  // in the manifest; null without a calibration.
+  nlohmann::json calibration;
 };
 
 struct Plan {
@@ -66,6 +69,7 @@ struct Plan {
   std::vector<PlannedShard> shards;
   std::vector<std::string> warnings;
   std::vector<exporter::ModuleDecision> linear_modules;
+  nlohmann::json calibration;  // PlanOptions::calibration
 
   std::uint64_t source_bytes() const;
   // Extra disk an in-place run needs: its largest rewritten shard.

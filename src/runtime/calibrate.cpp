@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "runtime/eval.h"
 #include "runtime/model.h"
+#include "runtime/text_overlap.h"
 
 namespace selq::runtime {
 
@@ -16,7 +17,8 @@ nlohmann::json CalibrationResult::to_json() const {
   nlohmann::json a = nlohmann::json::object();
   for (const auto& [m, v] : amax) a[m] = v;
   return {{"format", "selq-calibration-v1"}, {"model", model},     {"text", text_source},
-          {"tokens", tokens},                {"context", context}, {"activation_amax", a}};
+          {"tokens", tokens},                {"context", context}, {"text_provenance", text_provenance},
+          {"activation_amax", a}};
 }
 
 CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
@@ -33,6 +35,8 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
   r.text_source = text_source;
   r.tokens = static_cast<std::int64_t>(toks.size());
   r.context = context;
+  r.text_provenance =
+      text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(checkpoint, toks, text.size())));
   model->set_activation_hook(
       [](void* ctx, const Linear& l, const float* x, std::int64_t rows) {
         auto& amax = *static_cast<std::map<std::string, float>*>(ctx);

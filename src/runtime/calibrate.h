@@ -18,8 +18,9 @@ struct CalibrationResult {
   std::int64_t tokens{0};
   std::int64_t context{0};
   std::map<std::string, float> amax;  // linear module -> max |input activation|
+  nlohmann::json text_provenance;     // the bytes read and their lines (text_overlap.h)
   // {"format": "selq-calibration-v1", "model", "text", "tokens", "context",
-  //  "activation_amax": {module: amax}}
+  //  "text_provenance", "activation_amax": {module: amax}}
   nlohmann::json to_json() const;
 };
 

@@ -6,12 +6,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "runtime/model.h"
+#include "runtime/text_overlap.h"
 #include "runtime/tokenizer.h"
 
 namespace selq::runtime {
@@ -98,6 +101,7 @@ json EvalReport::to_json() const {
     pairs.push_back({{"a", quantized[p.a].path}, {"b", quantized[p.b].path}, {"b_minus_a", p.diff.to_json()}});
   return {{"text_source", text_source},
           {"text_tokens", text_tokens},
+          {"text_bytes", {0, text_bytes}},
           {"prompts_source", prompts_source},
           {"context", options.context},
           {"draft_k", options.draft_k},
@@ -133,8 +137,8 @@ std::string model_name(const ModelQuality& m) {
 }  // namespace
 
 std::string EvalReport::table() const {
-  std::string s = fmt::format("text: {} ({} tokens, context {}); prompts: {} (k={})\n", text_source, text_tokens,
-                              options.context, prompts_source.empty() ? "none" : prompts_source, options.draft_k);
+  std::string s = fmt::format("text: {} (bytes 0-{}, {} tokens, context {}); prompts: {} (k={})\n", text_source,
+                              text_bytes, text_tokens, options.context, prompts_source.empty() ? "none" : prompts_source, options.draft_k);
   s += fmt::format("{:<34} {:>9} {:>6} {:>8} {:>24} {:>27} {:>8} {:>20} {:>18} {:>18}\n", "model", "size",
                    "bits/w", "ppl", "ppl/base", "KL mean", "KL p99", "top-1 %", "acc gr", "acc T=1");
   auto row = [&](const ModelQuality& m, bool is_base) {
@@ -183,6 +187,17 @@ std::string EvalReport::table() const {
 }
 
 namespace {
+
+// The calibration a quantized checkpoint's manifest records, if any.
+std::optional<json> manifest_calibration(const std::string& dir) {
+  const fs::path m = fs::path(dir) / io::kManifestName;
+  std::error_code ec;
+  if (!fs::is_regular_file(m, ec)) return std::nullopt;
+  std::ifstream in(m);
+  json j = json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("calibration") || !j["calibration"].is_object()) return std::nullopt;
+  return j["calibration"];
+}
 
 std::uint64_t stored_bytes(const std::string& dir) {
   std::uint64_t n = 0;
@@ -329,6 +344,12 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
   if (o.max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > o.max_tokens)
     toks.resize(static_cast<std::size_t>(o.max_tokens));
   rep.text_tokens = static_cast<std::int64_t>(toks.size());
+  rep.text_bytes = covered_bytes(base_path, toks, text.size());
+  const std::string_view evaluated = std::string_view(text).substr(0, rep.text_bytes);
+  // A quantized model whose static scales were calibrated on the text it is
+  // evaluated on would look better than it is.
+  for (const auto& q : quantized)
+    if (auto cal = manifest_calibration(q)) require_disjoint(evaluated, text_source, *cal, q);
   if (toks.size() < 2) throw_bad_input(fmt::format("{}: fewer than 2 tokens to evaluate", text_source));
   const Windows w = windows(rep.text_tokens, o.context);
   // The token each scored row predicts, in text_logprobs' row order, and the rows per window.

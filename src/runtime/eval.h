@@ -63,6 +63,7 @@ struct EvalReport {
   std::string text_source;
   std::string prompts_source;
   std::int64_t text_tokens{0};
+  std::size_t text_bytes{0};  // the evaluated tokens cover text[0, text_bytes)
   EvalOptions options;
   ModelQuality base;
   std::vector<ModelQuality> quantized;

@@ -42,9 +42,10 @@ class StaticActivationScales(unittest.TestCase):
         cls.text = os.path.join(t, "text.txt")
         with open(cls.text, "w") as f:
             f.write(open(shared, encoding="utf-8").read()[:20000] if os.path.exists(shared) else FALLBACK_TEXT)
+        # Calibrated on the default text (Austen's Sense and Sensibility), evaluated on cls.text:
+        # `selq eval` refuses text that shares a line with the calibration.
         cls.calib = os.path.join(t, "calib.json")
-        E.selq("calibrate", cls.base, "--text", cls.text, "--max-tokens", "128", "--context", "64", "-o", cls.calib,
-               "-q")
+        E.selq("calibrate", cls.base, "--max-tokens", "128", "--context", "64", "-o", cls.calib, "-q")
         cls.amax = E.read_json(cls.calib)["activation_amax"]
 
     @classmethod
@@ -92,6 +93,27 @@ class StaticActivationScales(unittest.TestCase):
         self.assertTrue(np.isfinite(q_ppl))
         self.assertGreater(q_ppl, base_ppl)
         self.assertLess(q_ppl, 3 * base_ppl)
+
+    def test_calibration_is_recorded_and_eval_refuses_its_text(self):
+        cal = E.read_json(self.calib)["text_provenance"]
+        self.assertIn("Sense and Sensibility", cal["source"])
+        self.assertGreater(cal["bytes"][1], 200)
+        self.assertEqual(cal["shingle_words"], 16)
+        self.assertGreater(len(cal["shingle_xxh3"]), 50)
+        # Calibrated on cls.text itself: evaluating on it is one clear error naming the shared line.
+        own = os.path.join(self.tmp.name, "own-calib.json")
+        E.selq("calibrate", self.base, "--text", self.text, "--max-tokens", "128", "--context", "64", "-o", own, "-q")
+        dst = os.path.join(self.tmp.name, "own")
+        E.selq("quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4-w4a4"), "--calibration", own, "--quiet")
+        manifest = E.read_json(os.path.join(dst, "selq-manifest.json"))
+        self.assertEqual(manifest["calibration"]["path"], own)
+        self.assertEqual(manifest["calibration"]["shingle_xxh3"], E.read_json(own)["text_provenance"]["shingle_xxh3"])
+        r = E.selq("eval", self.base, dst, "--text", self.text, "--max-tokens", "64", "--context", "32",
+                   "--max-prompts", "0", check=False)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("shares a run of 16 words with the calibration", r.stderr)
+        self.assertIn(self.text, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
     def test_nvfp4_w4a4_modelopt(self):
         dst = self.quantize("llama-nvfp4-w4a4", "modelopt", "mo")
