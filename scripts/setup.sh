@@ -13,7 +13,7 @@ case "$MODE" in demo|test) ;; *) echo "usage: scripts/setup.sh [demo|test]" >&2;
 
 APT_DEMO=(
   build-essential cmake pkg-config
-  nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev
+  nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev
   libhwy-dev libtbb-dev libxxhash-dev libcurl4-openssl-dev libopenblas-dev zlib1g-dev
   python3-venv r-cran-janeaustenr
 )

@@ -64,8 +64,6 @@ bool contains(const std::string& hay, const std::string& needle) {
   return !needle.empty() && hay.find(needle) != std::string::npos;
 }
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 std::vector<std::string> string_list(const json& j) {
   std::vector<std::string> out;
   if (j.is_array()) {
@@ -78,7 +76,7 @@ std::vector<std::string> string_list(const json& j) {
 
 // `re:` or exact, as vLLM/SGLang use for CT targets and ignore, Quark exclude.
 bool exact_or_re_match(const std::string& name, const std::string& pattern) {
-  if (starts_with(pattern, "re:")) return py_re_match(pattern.substr(3), name);
+  if (pattern.starts_with("re:")) return py_re_match(pattern.substr(3), name);
   return pattern == name;
 }
 
@@ -220,7 +218,7 @@ struct EngineResolver::Impl {
     CtIgnore ix;
     ix.list = string_list(qc.value("ignore", json::array()));
     for (const auto& pat : ix.list) {
-      if (starts_with(pat, "re:")) {
+      if (pat.starts_with("re:")) {
         ix.res.push_back(pat.substr(3));
         ix.literal |= !regex_compiles(ix.res.back());
       } else {
@@ -261,7 +259,7 @@ struct EngineResolver::Impl {
     }
     for (std::size_t i = 0; i < ix.list.size(); ++i) {
       const std::string& t = ix.list[i].first;
-      if (starts_with(t, "re:")) ix.res.emplace_back(i, t.substr(3));
+      if (t.starts_with("re:")) ix.res.emplace_back(i, t.substr(3));
       else ix.exact.emplace(t, i);
     }
     return ct_targets_idx.emplace(std::move(ix));
@@ -271,7 +269,7 @@ struct EngineResolver::Impl {
     if (ix.literal) {
       for (const auto& pat : ix.list) {
         if (exact_or_re_match(name, pat)) return true;
-        if (sglang && !starts_with(pat, "re:") && contains(lower(name), lower(pat))) return true;
+        if (sglang && !pat.starts_with("re:") && contains(lower(name), lower(pat))) return true;
       }
       return false;
     }
@@ -328,7 +326,7 @@ struct EngineResolver::Impl {
       std::string lc = lower(cls);
       for (std::size_t i = 0; i < ix.list.size(); ++i) {
         const std::string& t = ix.list[i].first;
-        if (starts_with(t, "re:")) continue;
+        if (t.starts_with("re:")) continue;
         if (contains(lc, lower(t)) || (cls == "RoutedExperts" && t == "Linear")) {
           cit->second = i;
           break;
@@ -409,7 +407,7 @@ struct EngineResolver::Impl {
       for (auto& e : ix.list) e = atom_rewrite(e);
     }
     for (const auto& e : ix.list) {
-      if (starts_with(e, "re:")) {
+      if (e.starts_with("re:")) {
         ix.res.push_back(e.substr(3));
         ix.literal |= !regex_compiles(ix.res.back());
         continue;
@@ -427,11 +425,11 @@ struct EngineResolver::Impl {
     if (ix.literal) {
       for (const auto& e : ix.list) {
         if (atom) {
-          if (starts_with(e, "re:")) {
+          if (e.starts_with("re:")) {
             if (py_re_search(e.substr(3), name)) return true;
           } else if (e.find_first_of("*?[") != std::string::npos) {
             if (py_fnmatch(name, e)) return true;
-          } else if (name == e || starts_with(name, e + ".")) {
+          } else if (name == e || name.starts_with(e + ".")) {
             return true;
           }
         } else if (exact_or_re_match(name, e)) {
@@ -552,10 +550,10 @@ struct EngineResolver::Impl {
     if (ql.is_object()) {
       const auto& obj = ql.get_ref<const json::object_t&>();
       auto it = obj.lower_bound(prefix);
-      return it != obj.end() && starts_with(it->first, prefix) ? &it->second : nullptr;
+      return it != obj.end() && (it->first).starts_with(prefix) ? &it->second : nullptr;
     }
     for (const auto& [k, e] : ql.items()) {
-      if (starts_with(k, prefix)) return &e;
+      if (k.starts_with(prefix)) return &e;
     }
     return nullptr;
   }
@@ -578,7 +576,7 @@ struct EngineResolver::Impl {
       }
     }
     // 2. substring, also without a leading language_model.
-    std::string stripped = starts_with(m, "language_model.") ? m.substr(15) : m;
+    std::string stripped = m.starts_with("language_model.") ? m.substr(15) : m;
     if (ign.needles.any_in(m) || ign.needles.any_in(stripped)) excluded = true;
     for (const auto& e : ign.globs) {
       if (py_fnmatch(m, e)) excluded = true;  // 3.
@@ -604,7 +602,7 @@ struct EngineResolver::Impl {
     if (last_component(m) == "lm_head") candidates.push_back("lm_head");
     for (const auto& [a, b] : {std::pair<std::string, std::string>{"language_model.model.", "model.language_model."},
                                {"model.language_model.", "language_model.model."}}) {
-      if (starts_with(m, a)) candidates.push_back(b + m.substr(a.size()));
+      if (m.starts_with(a)) candidates.push_back(b + m.substr(a.size()));
     }
     for (const auto& c : candidates) {
       if (ql.contains(c)) return normalize_modelopt_entry(entry_algo(ql[c]), ql[c], q);

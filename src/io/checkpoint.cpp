@@ -18,10 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool is_regular(const fs::path& p) {
   std::error_code ec;
   return fs::is_regular_file(p, ec);  // follows symlinks
@@ -146,13 +142,13 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
     } else {
       for (const auto& de : fs::directory_iterator(path, ec)) {
         const std::string name = de.path().filename().string();
-        if (ends_with(name, ".safetensors") && is_regular(de.path())) c->shards_.push_back(name);
+        if (name.ends_with(".safetensors") && is_regular(de.path())) c->shards_.push_back(name);
       }
       if (ec) throw_io(fmt::format("cannot list directory: {}", ec.message()), {path, "", {}});
       std::sort(c->shards_.begin(), c->shards_.end());
       if (c->shards_.empty()) throw_bad_input("directory holds no .safetensors files", {path, "", {}});
     }
-  } else if (ends_with(path, ".json")) {
+  } else if (path.ends_with(".json")) {
     index_path = path;
     c->dir_ = parent_dir(path);
   } else {
@@ -230,10 +226,10 @@ std::unique_ptr<Checkpoint> Checkpoint::open_remote(const std::string& url_in) {
 
   std::string index_url;
   std::optional<std::string> index_text;
-  if (ends_with(url, ".safetensors")) {
+  if (url.ends_with(".safetensors")) {
     c->dir_ = parent(url);
     c->shards_.push_back(leaf(url));
-  } else if (ends_with(url, ".json")) {
+  } else if (url.ends_with(".json")) {
     c->dir_ = parent(url);
     index_url = url;
     index_text = http_get_file(index_url, false);
@@ -346,8 +342,8 @@ std::vector<std::string> Checkpoint::other_files() const {
     const std::string name = de.path().filename().string();
     if (!is_regular(de.path()) || shards.count(name) || name == kIndexName) continue;
     // Tensor files and indexes of other layouts (and our own temporaries) are not side files.
-    if (ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json") ||
-        ends_with(name, ".selq-tmp"))
+    if (name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json") ||
+        name.ends_with(".selq-tmp"))
       continue;
     out.push_back(name);
   }

@@ -4,14 +4,6 @@
 
 namespace selq::pipeline {
 
-std::string module_of(const std::string& tensor) {
-  static const std::string kSuffix = ".weight";
-  if (tensor.size() > kSuffix.size() &&
-      tensor.compare(tensor.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
-    return tensor.substr(0, tensor.size() - kSuffix.size());
-  return tensor;
-}
-
 std::optional<int> layer_index_of(const std::string& name) {
   static const std::regex re(R"((^|\.)layers\.(\d+)\.)");
   std::smatch m;

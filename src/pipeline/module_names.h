@@ -6,8 +6,6 @@
 
 namespace selq::pipeline {
 
-// "model.layers.3.mlp.up_proj.weight" -> "model.layers.3.mlp.up_proj".
-std::string module_of(const std::string& tensor);
 // Layer index from "...layers.N..." (nullopt if none).
 std::optional<int> layer_index_of(const std::string& name);
 // The projection's short name relative to its layer: "self_attn.o_proj",

@@ -15,12 +15,8 @@ namespace selq::pipeline {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool is_weight_tensor_of_module(const std::string& tensor) {
-  return ends_with(tensor, ".weight") || ends_with(tensor, ".weight_packed");
+  return tensor.ends_with(".weight") || tensor.ends_with(".weight_packed");
 }
 
 std::vector<PlannedShard> layout_source_shards(const io::Checkpoint& ckpt,
@@ -129,7 +125,7 @@ double Plan::bits_per_weight() const {
     if (is_weight_tensor_of_module(t.source)) {
       // Count logical weight elements: a packed FP4 source stores 2 per byte.
       double n = static_cast<double>(shape_numel(t.source_info.shape));
-      if (ends_with(t.source, ".weight_packed") && t.source_info.dtype == DType::U8) n *= 2;
+      if (t.source.ends_with(".weight_packed") && t.source_info.dtype == DType::U8) n *= 2;
       elements += n;
     }
   }

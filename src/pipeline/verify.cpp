@@ -42,8 +42,6 @@ struct Ctx {
   }
 };
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 DType model_dtype_of(const json& config) {
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (config.is_object() && config.contains(key) && config[key].is_string()) {
@@ -297,11 +295,11 @@ void check_against(Ctx& c, const ModuleScheme& ms, const std::string& module, co
 
 bool entry_names_something(const std::string& e, const std::vector<std::string>& names) {
   for (const auto& n : names) {
-    if (starts_with(e, "re:")) {
+    if (e.starts_with("re:")) {
       if (exporter::py_re_search(e.substr(3), n)) return true;
       continue;
     }
-    if (n == e || starts_with(n, e + ".") || exporter::py_fnmatch(n, e) || n.find(e) != std::string::npos ||
+    if (n == e || n.starts_with(e + ".") || exporter::py_fnmatch(n, e) || n.find(e) != std::string::npos ||
         e.find(n) != std::string::npos)
       return true;
   }
@@ -331,7 +329,7 @@ void check_dead_entries(Ctx& c, exporter::Dialect d, const json& qc, const std::
     for (const auto& [g, grp] : groups.items())
       for (const auto& t : list(jget(grp, "targets", json::array())))
         // Class-name targets ("Linear") name a layer type, not a module.
-        if (starts_with(t, "re:") || t.find('.') != std::string::npos)
+        if (t.starts_with("re:") || t.find('.') != std::string::npos)
           entries.emplace_back("config_groups." + g + ".targets", t);
   } else if (d == exporter::Dialect::Quark) {
     for (const auto& e : list(jget(qc, "exclude", json::array()))) entries.emplace_back("exclude", e);

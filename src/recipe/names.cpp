@@ -7,10 +7,6 @@
 namespace selq::recipe::detail {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
 template <std::size_t N>
 bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
   return std::find(set.begin(), set.end(), s) != set.end();
@@ -69,7 +65,7 @@ bool t_mla_attention(const NameInfo& n, const ArchContext&) {
 // projections (own template) and norms.
 bool t_kimi_attention(const NameInfo& n, const ArchContext&) {
   if (n.rest_size() < 2 || n.rest(0) != "self_attn") return false;
-  return !ends_with(n.last(), "conv1d") && !ends_with(n.last(), "_res_proj") &&
+  return !n.last().ends_with("conv1d") && !n.last().ends_with("_res_proj") &&
          n.last().find("norm") == std::string_view::npos;
 }
 bool t_llama_attention(const NameInfo& n, const ArchContext&) {
@@ -109,9 +105,9 @@ bool t_vision(const NameInfo& n, const ArchContext&) {
     if (c == "vision_tower" || c == "mm_projector" || c == "multi_modal_projector") return true;
   return false;
 }
-bool t_res_proj(const NameInfo& n, const ArchContext&) { return ends_with(n.last(), "_res_proj"); }
+bool t_res_proj(const NameInfo& n, const ArchContext&) { return n.last().ends_with("_res_proj"); }
 bool t_conv1d(const NameInfo& n, const ArchContext&) {
-  return n.rest_size() >= 2 && n.rest(0) == "self_attn" && ends_with(n.last(), "conv1d");
+  return n.rest_size() >= 2 && n.rest(0) == "self_attn" && n.last().ends_with("conv1d");
 }
 bool t_context_proj(const NameInfo& n, const ArchContext&) { return n.last() == "context_proj"; }
 bool t_embeddings(const NameInfo& n, const ArchContext&) {
@@ -239,7 +235,7 @@ bool arch_has_mla(std::string_view arch) {
 }
 
 std::optional<int> parse_layer_template(std::string_view text) {
-  if (!starts_with(text, "@layer:")) return std::nullopt;
+  if (!text.starts_with("@layer:")) return std::nullopt;
   return parse_uint(text.substr(7));
 }
 
@@ -252,11 +248,11 @@ std::string_view protected_kind(const NameInfo& n, bool& linear) {
   if (last.find("norm") != std::string_view::npos) return "norm";
   linear = true;
   for (auto c : n.comps)
-    if (c == "lm_head" || ends_with(c, "_head")) return "head";
+    if (c == "lm_head" || c.ends_with("_head")) return "head";
   if (last == "router" ||
       (last == "gate" && n.comps.size() >= 2 && one_of(n.comps[n.comps.size() - 2], kMoeParents)))
     return "router";
-  if (ends_with(last, "conv1d") || last == "conv") return "conv";
+  if (last.ends_with("conv1d") || last == "conv") return "conv";
   return {};
 }
 

@@ -96,9 +96,6 @@ struct Resolution {
 Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& tensors,
                           const nlohmann::json& config);
 
-// Template names an arch defines ("attention", "experts", ...; without '@').
-// Empty for an unknown arch.
-std::vector<std::string> template_names(const std::string& arch);
 // True for the archs that have a template table.
 bool is_known_arch(const std::string& arch);
 // The module a tensor belongs to: "x.o_proj" for x.o_proj.weight and for its

@@ -16,10 +16,6 @@ using detail::NameInfo;
 using quant::ActMode;
 using quant::SchemeKind;
 
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 std::string where_text(const SourceLocation& l) {
   if (l.line <= 0) return l.file;
   return fmt::format("{}:{}:{}", l.file, l.line, l.column);
@@ -137,13 +133,6 @@ std::string describe_scheme(const quant::SchemeSpec& s) {
   return out;
 }
 
-std::vector<std::string> template_names(const std::string& arch) {
-  std::vector<std::string> out;
-  if (const auto* table = detail::arch_templates(arch))
-    for (const auto& t : *table) out.emplace_back(t.name);
-  return out;
-}
-
 bool is_known_arch(const std::string& arch) { return detail::arch_templates(arch) != nullptr; }
 
 Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& tensors,
@@ -172,7 +161,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     const bool float_weight = is_float_weight_dtype(t.dtype) || t.dtype == DType::F64;
-    if (!detail::quantized_suffix(t.name).empty() || (ends_with(t.name, ".weight") && !float_weight))
+    if (!detail::quantized_suffix(t.name).empty() || (t.name.ends_with(".weight") && !float_weight))
       prequantized[owners[i]] = true;
     const NameInfo& n = infos[i];
     if (n.layer >= 0 && n.rest_size() == 2 && n.rest(0) == "self_attn" && n.rest(1) == "kv_b_proj") {
@@ -200,7 +189,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
     const NameInfo& info = infos[i];
     TensorDecision& d = res.decisions[i];
     d.tensor = t.name;
-    const bool is_weight = ends_with(t.name, ".weight");
+    const bool is_weight = t.name.ends_with(".weight");
     d.module = is_weight ? owner : t.name;
 
     auto test = [&](CompiledPattern& c) {
@@ -246,7 +235,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
       }
       const PrequantizedChoice& choice = done->second;
       if (recipe.requantize && choice.scheme) {
-        const bool weight_like = is_weight || ends_with(t.name, ".weight_packed");
+        const bool weight_like = is_weight || t.name.ends_with(".weight_packed");
         d.action = weight_like ? Action::Requantize : Action::Consumed;
         d.scheme = choice.scheme;
         d.rule_index = choice.rule;
@@ -364,7 +353,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
   std::map<std::string, std::size_t> group_first;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const TensorDecision& d = res.decisions[i];
-    const bool weight_like = ends_with(d.tensor, ".weight") || ends_with(d.tensor, ".weight_packed");
+    const bool weight_like = d.tensor.ends_with(".weight") || d.tensor.ends_with(".weight_packed");
     if (!weight_like) continue;
     if (d.action != Action::PassThrough && !d.eligible && d.action != Action::Quantize &&
         d.action != Action::Requantize)
