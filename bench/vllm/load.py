@@ -23,39 +23,41 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 PROMPT = "The capital of France is"
 
 
-def main(argv):
-    if len(argv) < 2 or len(argv) > 3:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    model_dir = argv[1]
-    n_tokens = int(argv[2]) if len(argv) == 3 else 8
+def open_llm(model_dir):
+    from vllm import LLM
+    return LLM(model=model_dir, dtype="bfloat16", enforce_eager=True, max_model_len=512)
 
-    from vllm import LLM, SamplingParams
 
-    llm = LLM(
-        model=model_dir,
-        dtype="bfloat16",
-        enforce_eager=True,
-        max_model_len=512,
-    )
-    params = SamplingParams(temperature=0.0, max_tokens=n_tokens)
-    outputs = llm.generate([PROMPT], params)
-    completion = outputs[0].outputs[0]
+def generate_and_print(llm, n_tokens):
+    from vllm import SamplingParams
+    completion = llm.generate([PROMPT], SamplingParams(temperature=0.0, max_tokens=n_tokens))[0].outputs[0]
     print("prompt:", repr(PROMPT))
     print("token_ids:", list(completion.token_ids))
     print("text:", repr(completion.text))
-    return 0
 
 
-if __name__ == "__main__":
+def run(main, name):
+    """Exit status 0 on success; any failure printed with its traceback, status 1."""
     try:
         rc = main(sys.argv)
     except BaseException as exc:  # noqa: BLE001 - report everything, then fail
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             raise
         traceback.print_exc()
-        print(f"load.py: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{name}: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         rc = 1
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(rc)
+
+
+def main(argv):
+    if len(argv) < 2 or len(argv) > 3:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    generate_and_print(open_llm(argv[1]), int(argv[2]) if len(argv) == 3 else 8)
+    return 0
+
+
+if __name__ == "__main__":
+    run(main, "load.py")

@@ -23,7 +23,6 @@ quantized linear it dequantizes vLLM's parameters and compares them with
 """
 import os
 import sys
-import traceback
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,7 +31,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
 
-PROMPT = "The capital of France is"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from load import PROMPT, generate_and_print, open_llm, run  # noqa: E402
 BASE = "/tmp/selq-demo/smollm2/smollm2-135m-bf16"  # scripts/demo.sh writes it there
 PATCH_LOG = []
 
@@ -128,7 +128,7 @@ def install_patches():
             if not ok:
                 raise
             if not PATCH_LOG or PATCH_LOG[-1] != "wna16":
-                print("load_patched: vLLM found no WNA16 kernel (%s); using "
+                print("load_with_reference_kernels: vLLM found no WNA16 kernel (%s); using "
                       "RefInt8WNA16Kernel" % str(e).splitlines()[0], flush=True)
             PATCH_LOG.append("wna16")
             return RefInt8WNA16Kernel
@@ -159,7 +159,7 @@ def install_patches():
             try:
                 return orig_init_fp8(*args, **kwargs)
             except Exception as e:  # noqa: BLE001
-                print("load_patched: vLLM fp8 kernel selection failed (%s: %s); "
+                print("load_with_reference_kernels: vLLM fp8 kernel selection failed (%s: %s); "
                       "using RefFp8WeightKernel" % (type(e).__name__, e), flush=True)
         PATCH_LOG.append("fp8")
         return RefFp8WeightKernel()
@@ -191,7 +191,7 @@ def install_patches():
             if not use_a16:
                 raise
             if "nvfp4" not in PATCH_LOG:
-                print("load_patched: vLLM NVFP4 kernel selection failed (%s: %s); "
+                print("load_with_reference_kernels: vLLM NVFP4 kernel selection failed (%s: %s); "
                       "using RefNvfp4W4A16Kernel" % (type(e).__name__, e), flush=True)
             PATCH_LOG.append("nvfp4")
             return RefNvfp4W4A16Kernel()
@@ -291,42 +291,25 @@ def main(argv):
     base_dir = argv[3] if len(argv) == 4 else BASE
 
     install_patches()
-    from vllm import LLM, SamplingParams
-
-    llm = LLM(model=model_dir, dtype="bfloat16", enforce_eager=True, max_model_len=512)
+    llm = open_llm(model_dir)
 
     rows = llm.apply_model(inspect_model(model_dir, base_dir))[0]
-    print("load_patched: %d quantized linears inspected" % len(rows))
+    print("load_with_reference_kernels: %d quantized linears inspected" % len(rows))
     for r in rows[:4] + rows[-2:]:
         print("  %-36s %s %s checksum=%d raw_equal_file=%s dequant_equal_file=%s "
               "cos_vs_bf16=%.6f rel_err=%.4f" % r)
     n_eq = sum(1 for r in rows if r[5])
-    print("load_patched: dequant(vLLM params) == dequant(checkpoint file) for %d/%d; "
+    print("load_with_reference_kernels: dequant(vLLM params) == dequant(checkpoint file) for %d/%d; "
           "cos vs BF16 base min %.6f mean %.6f; rel err max %.4f" % (
               n_eq, len(rows), min(r[6] for r in rows), sum(r[6] for r in rows) / len(rows),
               max(r[7] for r in rows)))
     if any(r[4] is False for r in rows):
-        print("load_patched: WARNING raw weight_packed differs from file for some layers")
+        print("load_with_reference_kernels: WARNING raw weight_packed differs from file for some layers")
 
-    params = SamplingParams(temperature=0.0, max_tokens=n_tokens)
-    outputs = llm.generate([PROMPT], params)
-    completion = outputs[0].outputs[0]
     print("patches used:", sorted(set(PATCH_LOG)) or "none")
-    print("prompt:", repr(PROMPT))
-    print("token_ids:", list(completion.token_ids))
-    print("text:", repr(completion.text))
+    generate_and_print(llm, n_tokens)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        rc = main(sys.argv)
-    except BaseException as exc:  # noqa: BLE001
-        if isinstance(exc, SystemExit) and exc.code in (0, None):
-            raise
-        traceback.print_exc()
-        print(f"load_patched.py: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
-        rc = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    sys.exit(rc)
+    run(main, "load_with_reference_kernels.py")
