@@ -42,17 +42,26 @@ EDGE = [
 
 
 
-def load_texts(data_dir):
+def load_texts(data_dir, driver, work):
+    """WikiText-2 and GSM8K from the team's data; in a clone without it, selq's
+    default text (Austen's Emma, from r-cran-janeaustenr)."""
     wiki = pathlib.Path(data_dir) / "wikitext2-test.txt"
     gsm = pathlib.Path(data_dir) / "gsm8k-test.jsonl"
-    if not wiki.is_file() or not gsm.is_file():
+    if wiki.is_file() and gsm.is_file():
+        whole = wiki.read_text(encoding="utf-8")
+        texts = [whole] + whole.splitlines(keepends=True)
+        for line in gsm.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            texts += [rec["question"], rec["answer"]]
+        print(f"texts: {wiki}, {gsm}")
+        return texts + EDGE
+    if os.environ.get("CI") == "true":
         missing(f"evaluation data under {data_dir}")
-    whole = wiki.read_text(encoding="utf-8")
-    texts = [whole] + whole.splitlines(keepends=True)
-    for line in gsm.read_text(encoding="utf-8").splitlines():
-        rec = json.loads(line)
-        texts += [rec["question"], rec["answer"]]
-    return texts + EDGE
+    emma = work / "emma.txt"
+    subprocess.run([driver, "default-text", str(emma)], check=True)
+    whole = emma.read_text(encoding="utf-8")
+    print(f"texts: {data_dir} is absent; selq's default text (Emma, {len(whole)} bytes)")
+    return [whole] + whole.splitlines(keepends=True) + EDGE
 
 
 def run_selq(driver, kind, source, texts_path, work):
@@ -84,7 +93,7 @@ def main():
     gguf = smollm2_gguf()
     if not gguf.is_file():
         missing(str(gguf))
-    texts = load_texts(data_dir)
+    texts = load_texts(data_dir, driver, work)
     texts_path = work / "texts.json"
     texts_path.write_text(json.dumps(texts), encoding="utf-8")
     tj = work / "tokenizer.json"

@@ -4,6 +4,9 @@
 //   tokenizer_driver encode (gguf|json) SOURCE TEXTS.json OUT.json
 //       TEXTS.json is an array of strings; OUT.json holds, per text, selq's
 //       ids and the decoding of those ids, plus the encode time.
+//   tokenizer_driver default-text OUT.txt
+//       selq's default evaluation text (runtime/default_text.h), for a machine
+//       without the team's ../shared/data
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -12,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/default_text.h"
 #include "runtime/gguf.h"
 #include "runtime/tokenizer.h"
 
@@ -53,6 +57,11 @@ int main(int argc, char** argv) {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "write-json" && argc == 4) {
       std::ofstream(argv[3], std::ios::binary) << load("gguf", argv[2]).to_tokenizer_json().dump();
+      return 0;
+    }
+    if (cmd == "default-text" && argc == 3) {
+      std::ofstream(argv[2], std::ios::binary)
+          << selq::runtime::default_text(selq::runtime::DefaultTextUse::Evaluation).text;
       return 0;
     }
     if (cmd == "encode" && argc == 6) return encode(load(argv[2], argv[3]), argv[4], argv[5]);
