@@ -38,9 +38,7 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
     ProgressBar bar("calibrate", !a->quiet && stderr_is_tty());
-    runtime::DefaultText text;
-    if (a->text.empty()) text = runtime::default_text(runtime::DefaultTextUse::Calibration);
-    else text = {io::read_file(a->text), a->text};
+    const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Calibration);
     auto r = runtime::calibrate(a->src, text.text, text.source, a->max_tokens, a->context,
                                 [&bar](std::uint64_t d, std::uint64_t t) { bar.update(d, t, "windows"); });
     bar.finish();

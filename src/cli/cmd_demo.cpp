@@ -75,15 +75,7 @@ int run_demo(DemoArgs& a) {
     if (auto nl = t.find('\n', from); nl != std::string::npos) from = nl + 1;
     calib_text = {t.substr(from), fmt::format("last {} bytes of {}", t.size() - from, a.text)};
   }
-  std::vector<std::string> prompts;
-  std::string prompts_source = a.prompts;
-  if (!a.prompts.empty()) {
-    prompts = runtime::read_prompts_jsonl(a.prompts, a.opts.max_prompts);
-  } else if (a.opts.max_prompts > 0) {
-    auto p = runtime::default_prompts(static_cast<std::size_t>(a.opts.max_prompts));
-    prompts = std::move(p.prompts);
-    prompts_source = std::move(p.source);
-  }
+  const auto prompts = runtime::prompts_or_default(a.prompts, a.opts.max_prompts);
   if (a.gguf.empty()) a.gguf = find_gguf();
   auto say = [&](const std::string& s) {
     if (!a.quiet) fmt::print(stderr, "selq demo: {}\n", s);
@@ -128,12 +120,12 @@ int run_demo(DemoArgs& a) {
     pipeline::run_quantize(*ck, plan, recipe, dst, qo);
   }
   say(fmt::format("evaluating on {} (max {} tokens, context {}); draft acceptance on {}", eval_text.source,
-                  a.opts.max_tokens, a.opts.context, prompts.empty() ? "no prompts" : prompts_source));
+                  a.opts.max_tokens, a.opts.context, prompts.prompts.empty() ? "no prompts" : prompts.source));
   ProgressBar bar("eval", !a.quiet && stderr_is_tty());
   a.opts.on_progress = [&bar](const std::string& stage, std::uint64_t done, std::uint64_t total) {
     bar.update(done, total, stage);
   };
-  auto rep = runtime::evaluate(base, outs, eval_text.text, eval_text.source, prompts, prompts_source, a.opts);
+  auto rep = runtime::evaluate(base, outs, eval_text.text, eval_text.source, prompts.prompts, prompts.source, a.opts);
   bar.finish();
   auto j = rep.to_json();
   j["gguf"] = a.gguf;

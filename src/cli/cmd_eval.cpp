@@ -1,8 +1,6 @@
 // `selq eval BASE QUANT... --text FILE`: quality of quantized checkpoints
 // against their base with the reference runtime.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -24,14 +22,6 @@ struct EvalArgs {
   bool json{false};
   bool quiet{false};
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_io(fmt::format("cannot open text file {}", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 const CommandRegistration kEval(60, [](CLI::App& root, int& status) {
   auto a = std::make_shared<EvalArgs>();
@@ -61,28 +51,14 @@ const CommandRegistration kEval(60, [](CLI::App& root, int& status) {
   cmd->add_flag("--json", a->json, "Print JSON on stdout");
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
-    std::string text, text_source = a->text;
-    if (a->text.empty()) {
-      auto t = runtime::default_text(runtime::DefaultTextUse::Evaluation);
-      text = std::move(t.text);
-      text_source = std::move(t.source);
-    } else {
-      text = read_text(a->text);
-    }
-    std::vector<std::string> prompts;
-    std::string prompts_source = a->prompts;
-    if (!a->prompts.empty()) {
-      prompts = runtime::read_prompts_jsonl(a->prompts, a->opts.max_prompts);
-    } else if (a->opts.max_prompts > 0) {
-      auto p = runtime::default_prompts(static_cast<std::size_t>(a->opts.max_prompts));
-      prompts = std::move(p.prompts);
-      prompts_source = std::move(p.source);
-    }
+    const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Evaluation);
+    const auto prompts = runtime::prompts_or_default(a->prompts, a->opts.max_prompts);
     ProgressBar bar("eval", !a->quiet && stderr_is_tty());
     a->opts.on_progress = [&bar](const std::string& stage, std::uint64_t done, std::uint64_t total) {
       bar.update(done, total, stage);
     };
-    auto rep = runtime::evaluate(a->base, a->quantized, text, text_source, prompts, prompts_source, a->opts);
+    auto rep = runtime::evaluate(a->base, a->quantized, text.text, text.source, prompts.prompts, prompts.source,
+                                 a->opts);
     bar.finish();
     if (a->json)
       fmt::print("{}\n", rep.to_json().dump(2));

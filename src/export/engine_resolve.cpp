@@ -682,19 +682,16 @@ std::vector<std::string> check_config_resolution(Dialect d, const ConfigInput& i
   std::vector<std::string> problems;
   std::vector<std::string> all;
   for (const auto& m : in.linear_modules) all.push_back(m.module);
-  for (Engine e : engines_for(d)) {
-    std::vector<std::string> with_heads = all;
-    with_heads.insert(with_heads.end(), in.unstored_heads.begin(), in.unstored_heads.end());
-    EngineResolver r(e, qc, std::move(with_heads));
-    for (const auto& h : in.unstored_heads)
-      if (auto p = unstored_head_problem(r, e, h)) problems.push_back(*p);
-  }
+  // The engines build the unstored heads too; they resolve like any module.
+  all.insert(all.end(), in.unstored_heads.begin(), in.unstored_heads.end());
   const json& src = in.source_quantization_config;
   bool kept_source = d == Dialect::CompressedTensors && src.is_object() && src.contains("config_groups");
   std::optional<std::pair<quant::SchemeSpec, json>> want_cache;  // consecutive modules share schemes
   std::size_t want_generation = 0;
   for (Engine e : engines_for(d)) {
     EngineResolver r(e, qc, all);
+    for (const auto& h : in.unstored_heads)
+      if (auto p = unstored_head_problem(r, e, h)) problems.push_back(*p);
     const std::optional<json>* memo_got = nullptr;  // resolver results keep their address
     std::size_t memo_generation = 0;
     bool memo_agree = false;

@@ -25,7 +25,8 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
                             std::int64_t max_tokens, std::int64_t context,
                             const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
   if (context < 1) throw_bad_input("calibration context must be at least 1 token");
-  auto toks = tokenize_for(checkpoint, text);
+  const Tokenizer tok = tokenizer_of(checkpoint);
+  auto toks = tok.encode(text);
   if (max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > max_tokens)
     toks.resize(static_cast<std::size_t>(max_tokens));
   if (toks.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text_source));
@@ -36,7 +37,7 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
   r.tokens = static_cast<std::int64_t>(toks.size());
   r.context = context;
   r.text_provenance =
-      text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(checkpoint, toks, text.size())));
+      text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
   model->set_activation_hook(
       [](void* ctx, const Linear& l, const float* x, std::int64_t rows) {
         auto& amax = *static_cast<std::map<std::string, float>*>(ctx);

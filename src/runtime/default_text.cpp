@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/r_lazyload.h"
+#include "runtime/eval.h"
 
 namespace selq::runtime {
 namespace {
@@ -138,6 +140,17 @@ DefaultPrompts default_prompts(std::size_t count, std::size_t words) {
   out.source = fmt::format("openings of the first {} paragraphs of {} words or more of {}", out.prompts.size(),
                            words, source_of(title, db));
   return out;
+}
+
+DefaultText text_or_default(const std::string& path, DefaultTextUse use) {
+  if (path.empty()) return default_text(use);
+  return {io::read_file(path), path};
+}
+
+DefaultPrompts prompts_or_default(const std::string& path, std::int64_t max_prompts) {
+  if (!path.empty()) return {read_prompts_jsonl(path, max_prompts), path};
+  if (max_prompts <= 0) return {};
+  return default_prompts(static_cast<std::size_t>(max_prompts));
 }
 
 }  // namespace selq::runtime

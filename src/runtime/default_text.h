@@ -6,6 +6,7 @@
 //   evaluation  Emma
 //   calibration Sense and Sensibility
 //   prompts     openings of paragraphs of Persuasion
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ struct DefaultPrompts {
   std::string source;
 };
 DefaultPrompts default_prompts(std::size_t count, std::size_t words = 40);
+
+// What the commands read: the file when one is given, else the default.
+DefaultText text_or_default(const std::string& path, DefaultTextUse use);
+// The prompts of a JSONL file (at most max_prompts, 0: all), else
+// max_prompts default prompts (none when max_prompts <= 0).
+DefaultPrompts prompts_or_default(const std::string& path, std::int64_t max_prompts);
 
 // ---- building blocks (tested on their own) ----
 

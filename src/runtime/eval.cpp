@@ -46,11 +46,10 @@ double expected_accepted(const std::vector<double>& alpha) {
   return e;
 }
 
-std::vector<std::int32_t> tokenize_for(const std::string& dir, const std::string& text) {
+Tokenizer tokenizer_of(const std::string& dir) {
   auto path = fs::path(dir) / "tokenizer.json";
-  if (!fs::exists(path))
-    throw_bad_input(fmt::format("{}: no tokenizer.json to tokenize the evaluation text with", dir));
-  return Tokenizer::from_tokenizer_json_file(path.string()).encode(text);
+  if (!fs::exists(path)) throw_bad_input(fmt::format("{}: no tokenizer.json to tokenize the text with", dir));
+  return Tokenizer::from_tokenizer_json_file(path.string());
 }
 
 std::vector<std::string> read_prompts_jsonl(const std::string& path, std::int64_t max_prompts) {
@@ -316,9 +315,8 @@ void speculate(LlamaModel& base, LlamaModel& draft, const std::vector<std::int32
   }
 }
 
-std::vector<std::vector<std::int32_t>> prompt_tokens(const std::string& dir, const std::vector<std::string>& prompts,
+std::vector<std::vector<std::int32_t>> prompt_tokens(const Tokenizer& tok, const std::vector<std::string>& prompts,
                                                      bool chat, std::set<std::int32_t>& stop) {
-  auto tok = Tokenizer::from_tokenizer_json_file((fs::path(dir) / "tokenizer.json").string());
   const bool chatml = chat && tok.token_id("<|im_start|>") && tok.token_id("<|im_end|>");
   if (chatml) stop.insert(*tok.token_id("<|im_end|>"));
   if (tok.special_ids().eos) stop.insert(*tok.special_ids().eos);
@@ -340,11 +338,12 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
   rep.text_source = text_source;
   rep.prompts_source = prompts_source;
   rep.options = o;
-  auto toks = tokenize_for(base_path, text);
+  const Tokenizer tok = tokenizer_of(base_path);
+  auto toks = tok.encode(text);
   if (o.max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > o.max_tokens)
     toks.resize(static_cast<std::size_t>(o.max_tokens));
   rep.text_tokens = static_cast<std::int64_t>(toks.size());
-  rep.text_bytes = covered_bytes(base_path, toks, text.size());
+  rep.text_bytes = covered_bytes(tok, toks, text.size());
   const std::string_view evaluated = std::string_view(text).substr(0, rep.text_bytes);
   // A quantized model whose static scales were calibrated on the text it is
   // evaluated on would look better than it is.
@@ -360,7 +359,7 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
     for (std::int64_t t = b + 1; t < e; ++t) targets.push_back(toks[static_cast<std::size_t>(t)]);
   }
   std::set<std::int32_t> stop;
-  auto ptoks = prompt_tokens(base_path, prompts, o.chat_template, stop);
+  auto ptoks = prompt_tokens(tok, prompts, o.chat_template, stop);
 
   const std::uint64_t total_units = (1 + quantized.size()) * w.spans.size() + quantized.size() * ptoks.size();
   std::uint64_t done_units = 0;

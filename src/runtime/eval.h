@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/eval_stats.h"
+#include "runtime/tokenizer.h"
 
 namespace selq::runtime {
 
@@ -73,8 +74,8 @@ struct EvalReport {
   std::string table() const;
 };
 
-// Token ids of `text` with the checkpoint's tokenizer.json.
-std::vector<std::int32_t> tokenize_for(const std::string& checkpoint_dir, const std::string& text);
+// The checkpoint's tokenizer.json (BadInput when it has none).
+Tokenizer tokenizer_of(const std::string& checkpoint_dir);
 
 // Prompts: the "question" (else "prompt", else "text") field of each JSONL line.
 std::vector<std::string> read_prompts_jsonl(const std::string& path, std::int64_t max_prompts);

@@ -50,8 +50,12 @@ Distribution distribution(std::vector<double> values, std::pair<double, double> 
 // windows give at most three distinct values), so none is given.
 constexpr std::size_t kMinUnits = 8;
 
+// `stat` of the n units (the estimate) and its interval over resamples of them.
 template <class Stat>
-Interval bootstrap(std::size_t n, double value, const BootstrapOptions& o, std::uint64_t stream, Stat stat) {
+Interval bootstrap(std::size_t n, const BootstrapOptions& o, std::uint64_t stream, Stat stat) {
+  std::vector<std::size_t> all(n);
+  for (std::size_t i = 0; i < n; ++i) all[i] = i;
+  const double value = n ? stat(all) : kNaN;
   if (n < kMinUnits || o.resamples < 2) return {value, kNaN, kNaN};
   std::mt19937_64 rng(o.seed ^ (stream * 0x9E3779B97F4A7C15ull));
   std::uniform_int_distribution<std::size_t> pick(0, n - 1);
@@ -77,13 +81,6 @@ double ratio_of(const std::vector<Unit>& u, const std::vector<std::size_t>& idx,
     b += den(u[i]);
   }
   return b > 0 ? a / b : kNaN;
-}
-
-template <class Unit, class Num, class Den>
-double ratio_all(const std::vector<Unit>& u, Num num, Den den) {
-  std::vector<std::size_t> all(u.size());
-  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-  return ratio_of(u, all, num, den);
 }
 
 const auto kWin = [](const WindowSums& w) { return static_cast<double>(w.count); };
@@ -211,21 +208,17 @@ std::vector<WindowSums> window_sums(const std::vector<PositionScore>& scores,
 TextIntervals text_intervals(const std::vector<WindowSums>& w, const BootstrapOptions& o) {
   TextIntervals t;
   const std::size_t n = w.size();
-  t.kl_mean = bootstrap(n, ratio_all(w, kKl, kWin), o, kText,
-                        [&](const auto& idx) { return ratio_of(w, idx, kKl, kWin); });
-  t.ppl_ratio = bootstrap(n, exp_or_nan(ratio_all(w, kLnRatio, kWin)), o, kText,
-                          [&](const auto& idx) { return exp_or_nan(ratio_of(w, idx, kLnRatio, kWin)); });
-  t.same_top = bootstrap(n, ratio_all(w, kTop, kWin), o, kText,
-                         [&](const auto& idx) { return ratio_of(w, idx, kTop, kWin); });
+  t.kl_mean = bootstrap(n, o, kText, [&](const auto& idx) { return ratio_of(w, idx, kKl, kWin); });
+  t.ppl_ratio = bootstrap(n, o, kText, [&](const auto& idx) { return exp_or_nan(ratio_of(w, idx, kLnRatio, kWin)); });
+  t.same_top = bootstrap(n, o, kText, [&](const auto& idx) { return ratio_of(w, idx, kTop, kWin); });
   return t;
 }
 
 AcceptanceIntervals acceptance_intervals(const std::vector<PromptSums>& p, const BootstrapOptions& o) {
   AcceptanceIntervals a;
-  a.greedy = bootstrap(p.size(), ratio_all(p, kGreedy, kSteps), o, kPrompts,
-                       [&](const auto& idx) { return ratio_of(p, idx, kGreedy, kSteps); });
-  a.expected = bootstrap(p.size(), ratio_all(p, kExpected, kSteps), o, kPrompts,
-                         [&](const auto& idx) { return ratio_of(p, idx, kExpected, kSteps); });
+  a.greedy = bootstrap(p.size(), o, kPrompts, [&](const auto& idx) { return ratio_of(p, idx, kGreedy, kSteps); });
+  a.expected =
+      bootstrap(p.size(), o, kPrompts, [&](const auto& idx) { return ratio_of(p, idx, kExpected, kSteps); });
   return a;
 }
 
@@ -236,22 +229,18 @@ PairedDifference paired_difference(const std::vector<WindowSums>& a, const std::
     throw Error(ErrorKind::Internal, "paired difference of evaluations on different windows or prompts");
   PairedDifference d;
   auto diff_text = [&](auto num, bool ppl) {
-    auto stat = [&, num, ppl](const auto& idx) {
+    return bootstrap(a.size(), o, kText, [&, num, ppl](const auto& idx) {
       const double x = ratio_of(a, idx, num, kWin), y = ratio_of(b, idx, num, kWin);
       return ppl ? exp_or_nan(y) - exp_or_nan(x) : y - x;
-    };
-    std::vector<std::size_t> all(a.size());
-    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-    return bootstrap(a.size(), stat(all), o, kText, stat);
+    });
   };
   d.kl_mean = diff_text(kKl, false);
   d.ppl_ratio = diff_text(kLnRatio, true);
   d.same_top = diff_text(kTop, false);
   auto diff_prompts = [&](auto num) {
-    auto stat = [&, num](const auto& idx) { return ratio_of(pb, idx, num, kSteps) - ratio_of(pa, idx, num, kSteps); };
-    std::vector<std::size_t> all(pa.size());
-    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-    return bootstrap(pa.size(), pa.empty() ? kNaN : stat(all), o, kPrompts, stat);
+    return bootstrap(pa.size(), o, kPrompts, [&, num](const auto& idx) {
+      return ratio_of(pb, idx, num, kSteps) - ratio_of(pa, idx, num, kSteps);
+    });
   };
   d.accepted_greedy = diff_prompts(kGreedy);
   d.accepted_expected = diff_prompts(kExpected);

@@ -1,7 +1,6 @@
 #include "runtime/text_overlap.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -17,9 +16,7 @@ bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' |
 
 }  // namespace
 
-std::size_t covered_bytes(const std::string& checkpoint_dir, std::span<const std::int32_t> token_ids,
-                          std::size_t text_size) {
-  auto tok = Tokenizer::from_tokenizer_json_file((std::filesystem::path(checkpoint_dir) / "tokenizer.json").string());
+std::size_t covered_bytes(const Tokenizer& tok, std::span<const std::int32_t> token_ids, std::size_t text_size) {
   return std::min(text_size, tok.decode(token_ids).size());
 }
 

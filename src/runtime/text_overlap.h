@@ -14,10 +14,11 @@
 
 namespace selq::runtime {
 
-// Bytes of `text` that its first `tokens` tokens (as `token_ids` of the
-// whole text) cover: the length of their decoding, for byte-level BPE.
-std::size_t covered_bytes(const std::string& checkpoint_dir, std::span<const std::int32_t> token_ids,
-                          std::size_t text_size);
+class Tokenizer;
+
+// Bytes of a text that `token_ids` (its first tokens) cover: the length of
+// their decoding, for byte-level BPE.
+std::size_t covered_bytes(const Tokenizer& tok, std::span<const std::int32_t> token_ids, std::size_t text_size);
 
 constexpr std::size_t kShingleWords = 16;
 
