@@ -198,6 +198,8 @@ std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::stri
   };
   std::vector<Group> groups;
   std::map<std::pair<std::string, std::string>, std::size_t> index;
+  std::map<std::string, std::set<int>> layers_with;  // pattern -> every layer that has such a unit
+  for (const auto& u : layout.units) layers_with[unit_pattern(u)].insert(u.layer);
   for (const auto& c : mix.choices) {
     if (c.candidate == "bf16") continue;
     const auto& u = layout.units[c.unit];
@@ -222,7 +224,9 @@ std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::stri
     if (const auto at = pattern.find("@L@"); at != std::string::npos) {
       std::vector<std::string> ls;
       for (int l : g.layers) ls.push_back(std::to_string(l));
-      const std::string alt = g.layers.size() == 1 ? ls.front() : fmt::format("({})", fmt::join(ls, "|"));
+      const auto& all = layers_with.at(g.pattern);
+      const bool every = g.layers.size() == all.size();
+      const std::string alt = every ? "\\d+" : g.layers.size() == 1 ? ls.front() : fmt::format("({})", fmt::join(ls, "|"));
       pattern = pattern.substr(0, at) + alt + pattern.substr(at + 3);
     }
     const Candidate* cand = find_candidate(g.candidate);

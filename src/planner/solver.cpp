@@ -110,7 +110,7 @@ void KnapsackSolver::repair(Solution& s, std::uint64_t budget) const {
         ups.push_back({(cur.score - alt.score) / (extra + 1.0), u, o});
       }
     }
-    if (ups.empty()) return;
+    if (ups.empty()) break;
     std::sort(ups.begin(), ups.end(), [](const Upgrade& a, const Upgrade& b) {
       return a.gain != b.gain ? a.gain > b.gain : (a.unit != b.unit ? a.unit < b.unit : a.option < b.option);
     });
@@ -124,7 +124,14 @@ void KnapsackSolver::repair(Solution& s, std::uint64_t budget) const {
       s.pick[up.unit] = up.option;
       changed = true;
     }
-    if (!changed) return;
+    if (!changed) break;
+  }
+  // Re-add from scratch: the incremental updates above round differently.
+  s.cost = 0;
+  s.score = 0;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    s.cost += units_[u][s.pick[u]].cost;
+    s.score += units_[u][s.pick[u]].score;
   }
 }
 
@@ -135,7 +142,10 @@ std::optional<Solution> brute_force(const std::vector<std::vector<Option>>& unit
   auto rec = [&](auto&& self, std::size_t u) -> void {
     if (cur.cost > budget) return;
     if (u == units.size()) {
-      if (!best || cur.score < best->score) best = cur;
+      Solution s = cur;
+      s.score = 0;
+      for (std::size_t i = 0; i < units.size(); ++i) s.score += units[i][s.pick[i]].score;
+      if (!best || s.score < best->score) best = s;
       return;
     }
     for (std::size_t o = 0; o < units[u].size(); ++o) {
