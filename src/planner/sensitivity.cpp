@@ -102,7 +102,12 @@ nlohmann::json SensitivityTable::to_json() const {
     units_json.push_back({{"name", u.name}, {"kind", u.kind}, {"layer", u.layer}, {"members", u.members},
                           {"scores", std::move(scores)}});
   }
+  // The data-free tier's activation term, for readers that rebuild its scores.
+  nlohmann::json prior = nlohmann::json::object();
+  for (const auto& id : candidates)
+    if (const Candidate* c = find_candidate(id); c && c->spec) prior[id] = activation_error_prior(c->spec->act);
   return {{"format", "selq-sensitivity-v1"}, {"source", source},       {"tier", tier_name(tier)},
+          {"activation_prior", std::move(prior)},
           {"candidates", candidates},        {"seconds", seconds},     {"text_provenance", text_provenance},
           {"units", std::move(units_json)}};
 }
