@@ -140,29 +140,27 @@ std::string layer_ranges(const std::vector<int>& layers) {
   return fmt::format("{}", fmt::join(parts, ","));
 }
 
-// The unit's modules as a regex, with "@L@" where its layer index goes.
-std::string unit_pattern(const DecisionUnit& u) {
-  using exporter::regex_escape;
-  std::string body;
+// The unit's modules as globs (what fnmatch-style recipe patterns match
+// fast: a regex per rule was tried on every tensor, 4 s at 70,000 tensors),
+// with "@L@" where the layer index goes.
+std::vector<std::string> unit_globs(const DecisionUnit& u) {
+  std::vector<std::string> globs;
   const std::string prefix = u.name + ".";
   const bool nested = std::all_of(u.members.begin(), u.members.end(),
                                   [&](const UnitMember& m) { return m.module.starts_with(prefix); });
-  if (u.members.size() > 1 && nested) {
-    body = regex_escape(u.name) + "\\..*";  // all experts of one MoE layer
-  } else if (u.members.size() > 1) {
-    const std::string parent = exporter::parent_of(u.members.front().module);
-    std::vector<std::string> leaves;
-    for (const auto& m : u.members) leaves.push_back(regex_escape(exporter::last_component(m.module)));
-    body = fmt::format("{}\\.({})", regex_escape(parent), fmt::join(leaves, "|"));
-  } else {
-    body = regex_escape(u.members.front().module);
-  }
-  if (u.layer < 0) return body;
-  const std::string needle = fmt::format("layers\\.{}\\.", u.layer);
-  const auto at = body.find(needle);
-  if (at == std::string::npos) return body;
-  return body.substr(0, at) + "layers\\.@L@\\." + body.substr(at + needle.size());
+  if (u.members.size() > 1 && nested)
+    globs.push_back(u.name + ".*");  // all experts of one MoE layer
+  else
+    for (const auto& m : u.members) globs.push_back(m.module);
+  if (u.layer < 0) return globs;
+  const std::string needle = fmt::format("layers.{}.", u.layer);
+  for (auto& g : globs)
+    if (const auto at = g.find(needle); at != std::string::npos)
+      g = g.substr(0, at) + "layers.@L@." + g.substr(at + needle.size());
+  return globs;
 }
+
+std::string join_key(const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, "\n")); }
 
 }  // namespace
 
@@ -190,24 +188,26 @@ std::vector<std::string> mix_summary(const Mix& mix, const UnitLayout& layout) {
 
 std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::string& name,
                        const std::vector<std::string>& header) {
-  // (candidate, pattern) -> layers, in the order units first appear.
+  // (candidate, globs) -> layers, in the order units first appear.
   struct Group {
-    std::string candidate, pattern, kind;
+    std::string candidate, kind;
+    std::vector<std::string> globs;
     std::vector<int> layers;
     double score{0};
   };
   std::vector<Group> groups;
   std::map<std::pair<std::string, std::string>, std::size_t> index;
-  std::map<std::string, std::set<int>> layers_with;  // pattern -> every layer that has such a unit
-  for (const auto& u : layout.units) layers_with[unit_pattern(u)].insert(u.layer);
+  std::map<std::string, std::set<int>> layers_with;  // globs -> every layer that has such a unit
+  for (const auto& u : layout.units) layers_with[join_key(unit_globs(u))].insert(u.layer);
   for (const auto& c : mix.choices) {
     if (c.candidate == "bf16") continue;
     const auto& u = layout.units[c.unit];
-    const auto key = std::make_pair(c.candidate, unit_pattern(u));
+    auto globs = unit_globs(u);
+    const auto key = std::make_pair(c.candidate, join_key(globs));
     auto it = index.find(key);
     if (it == index.end()) {
       it = index.emplace(key, groups.size()).first;
-      groups.push_back({c.candidate, key.second, u.kind, {}, 0});
+      groups.push_back({c.candidate, u.kind, std::move(globs), {}, 0});
     }
     groups[it->second].layers.push_back(u.layer);
     groups[it->second].score += c.score;
@@ -220,19 +220,28 @@ std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::stri
   for (auto& g : groups) {
     std::sort(g.layers.begin(), g.layers.end());
     g.layers.erase(std::unique(g.layers.begin(), g.layers.end()), g.layers.end());
-    std::string pattern = g.pattern;
-    if (const auto at = pattern.find("@L@"); at != std::string::npos) {
-      std::vector<std::string> ls;
-      for (int l : g.layers) ls.push_back(std::to_string(l));
-      const auto& all = layers_with.at(g.pattern);
-      const bool every = g.layers.size() == all.size();
-      const std::string alt = every ? "\\d+" : g.layers.size() == 1 ? ls.front() : fmt::format("({})", fmt::join(ls, "|"));
-      pattern = pattern.substr(0, at) + alt + pattern.substr(at + 3);
+    // Every layer that has this unit: one glob with '*' for the layer.
+    const bool every = g.layers.size() == layers_with.at(join_key(g.globs)).size() && g.layers.size() > 1;
+    std::vector<std::string> patterns;
+    for (const auto& glob : g.globs) {
+      const auto at = glob.find("@L@");
+      if (at == std::string::npos) {
+        patterns.push_back(glob);
+      } else if (every) {
+        patterns.push_back(glob.substr(0, at) + "*" + glob.substr(at + 3));
+      } else {
+        for (int l : g.layers) patterns.push_back(glob.substr(0, at) + std::to_string(l) + glob.substr(at + 3));
+      }
     }
     const Candidate* cand = find_candidate(g.candidate);
-    y += fmt::format("  # {} of layers {}: {} (summed score {:.4g})\n", g.kind, layer_ranges(g.layers),
-                     cand->description, g.score);
-    y += fmt::format("  - match: '{}'\n", "re:" + pattern);
+    y += fmt::format("  # {} of layers {}: {} (summed score {:.4g})\n", g.kind,
+                     g.layers.front() < 0 ? std::string("-") : layer_ranges(g.layers), cand->description, g.score);
+    if (patterns.size() == 1) {
+      y += fmt::format("  - match: \"{}\"\n", patterns.front());
+    } else {
+      y += "  - match:\n";
+      for (const auto& p : patterns) y += fmt::format("      - \"{}\"\n", p);
+    }
     y += fmt::format("    scheme: {}\n", cand->recipe_scheme);
     if (!cand->recipe_options.empty()) y += fmt::format("    options: {}\n", cand->recipe_options);
   }

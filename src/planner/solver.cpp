@@ -30,7 +30,7 @@ KnapsackSolver::KnapsackSolver(std::vector<std::vector<Option>> units, std::uint
   }
   const std::uint64_t slack = max_budget > min_total_ ? max_budget - min_total_ : 0;
   if (max_buckets == 0) {
-    const double steps = 3e8 / static_cast<double>(std::max<std::size_t>(total_options, 1));
+    const double steps = 5e7 / static_cast<double>(std::max<std::size_t>(total_options, 1));
     max_buckets = static_cast<std::size_t>(std::clamp(steps, 256.0, 1048576.0));
   }
   buckets_ = static_cast<std::size_t>(std::min<std::uint64_t>(slack, max_buckets));

@@ -25,7 +25,7 @@ class KnapsackSolver {
  public:
   // `units[u]`: the options of unit u (at least one each). `max_budget`: the
   // largest budget that will be asked; `max_buckets`: the DP resolution (0:
-  // chosen so that the table takes about 3e8 steps, at most 2^20 buckets).
+  // chosen so that the table takes about 5e7 steps, at most 2^20 buckets).
   KnapsackSolver(std::vector<std::vector<Option>> units, std::uint64_t max_budget, std::size_t max_buckets = 0);
 
   // The best choice whose total cost is at most `budget` (<= max_budget), or

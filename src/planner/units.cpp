@@ -67,10 +67,18 @@ std::optional<std::uint64_t> unit_cost(const UnitLayout& layout, const DecisionU
     return bytes;
   }
   const quant::SchemeSpec spec = dialect_spec(layout, candidate);
+  // The experts of a layer have a few distinct shapes among hundreds of members.
+  std::map<Shape, std::uint64_t> per_shape;
   try {
     for (const auto& m : unit.members) {
-      for (const auto& o : quant::scheme_outputs(spec, m.weight.shape)) bytes += dtype_nbytes(o.dtype, shape_numel(o.shape));
-      if (auto a = quant::activation_scale_output(spec, m.weight.shape)) bytes += dtype_nbytes(a->dtype, shape_numel(a->shape));
+      auto [it, fresh] = per_shape.emplace(m.weight.shape, 0);
+      if (fresh) {
+        for (const auto& o : quant::scheme_outputs(spec, m.weight.shape))
+          it->second += dtype_nbytes(o.dtype, shape_numel(o.shape));
+        if (auto a = quant::activation_scale_output(spec, m.weight.shape))
+          it->second += dtype_nbytes(a->dtype, shape_numel(a->shape));
+      }
+      bytes += it->second;
     }
   } catch (const Error&) {
     return std::nullopt;
