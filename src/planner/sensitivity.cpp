@@ -1,5 +1,6 @@
 #include "planner/sensitivity.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -183,7 +184,8 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
   for (const auto& unit : layout.units) {
     UnitSensitivity us{unit.name, unit.kind, unit.layer, {}, {}};
     for (const auto& m : unit.members) us.members.push_back(m.module);
-    std::map<std::string, quant::ErrorMetrics> metrics;  // candidate id -> over the unit
+    std::map<std::string, quant::ErrorMetrics> metrics;  // weight format -> over the unit
+    std::map<std::string, std::string> weight_key;       // candidate id -> its weight format
     std::vector<bool> applies(candidates.size(), true);
     for (std::size_t c = 0; c < candidates.size(); ++c)
       applies[c] = candidates[c].spec.has_value() && unit_cost(layout, unit, candidates[c]).has_value();
@@ -198,9 +200,15 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
       std::vector<io::FetchedTensor> fetched;
       for (const auto* m : members) fetched.push_back(ckpt.fetch(m->weight.name));
       std::optional<float> group_amax;
+      // Candidates that differ only in activations store the same weights: score those once.
+      std::vector<quant::SchemeSpec> scored;
       for (std::size_t c = 0; c < candidates.size(); ++c) {
         if (!applies[c]) continue;
         const quant::SchemeSpec spec = dialect_spec(layout, candidates[c]);
+        quant::SchemeSpec weights_only = spec;
+        weights_only.act = quant::ActMode::None;
+        if (std::find(scored.begin(), scored.end(), weights_only) != scored.end()) continue;
+        scored.push_back(weights_only);
         quant::QuantizeOptions qopt;
         if (spec.kind == quant::SchemeKind::NVFP4) {
           if (!group_amax) {
@@ -211,7 +219,7 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
           qopt.global_amax = group_amax;
         }
         for (std::size_t i = 0; i < members.size(); ++i) {
-          const auto outs_spec = quant::scheme_outputs(spec, members[i]->weight.shape);
+          const auto outs_spec = quant::scheme_outputs(weights_only, members[i]->weight.shape);
           std::uint64_t need = 0;
           for (const auto& o : outs_spec) need += dtype_nbytes(o.dtype, shape_numel(o.shape));
           if (scratch.size() < need) scratch.resize(need);
@@ -223,8 +231,15 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
             off += n;
           }
           quant::ErrorMetrics em;
-          quant::quantize_weight(spec, fetched[i].view, outs, em, qopt);
-          metrics[candidates[c].id].merge(em);
+          quant::quantize_weight(weights_only, fetched[i].view, outs, em, qopt);
+          metrics[weights_only.name() + "/" + std::to_string(scored.size())].merge(em);
+          weight_key[candidates[c].id] = weights_only.name() + "/" + std::to_string(scored.size());
+        }
+        for (std::size_t d = c + 1; d < candidates.size(); ++d) {
+          if (!applies[d]) continue;
+          quant::SchemeSpec other = dialect_spec(layout, candidates[d]);
+          other.act = quant::ActMode::None;
+          if (other == weights_only) weight_key[candidates[d].id] = weight_key[candidates[c].id];
         }
       }
       for (const auto* m : members) done += m->weight.nbytes();
@@ -237,7 +252,7 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
         continue;
       }
       if (!applies[c]) continue;
-      const auto& em = metrics[cand.id];
+      const auto& em = metrics.at(weight_key.at(cand.id));
       CandidateScore s;
       s.weight_nmse = em.sum_sq_ref > 0 ? em.sum_sq_err / em.sum_sq_ref : 0.0;
       us.scores.emplace(cand.id, s);
