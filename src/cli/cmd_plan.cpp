@@ -16,7 +16,8 @@ namespace selq::cli {
 namespace {
 
 struct TargetArgs {
-  std::string sensitivity, emit_recipe, hardware{"any"}, objective{"kl"}, tier, candidates;
+  std::string sensitivity, emit_recipe, hardware{"any"}, objective{"kl"}, tier, candidates, arch, kv_cache{"bf16"};
+  bool prefill_query_quant{false};
   double target_bpw{0};
   bool pareto{false};
   int pareto_points{12};
@@ -38,6 +39,9 @@ planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t)
     if (!req.tier) throw_bad_input(fmt::format("unknown --tier '{}' (data-free, activation-aware, measured)", t.tier));
   }
   req.candidates = t.candidates;
+  if (t.kv_cache != "bf16" && t.kv_cache != "fp8")
+    throw_bad_input(fmt::format("unknown --kv-cache '{}' (bf16, fp8)", t.kv_cache));
+  req.serving = {t.arch, t.kv_cache == "fp8", t.prefill_query_quant};
   if (!args.dialect.empty()) {
     auto d = exporter::dialect_from_name(args.dialect);
     if (!d) throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", args.dialect));
@@ -79,6 +83,11 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
                   "kl (mean KL) or acceptance (mean total variation; measured tier)")->capture_default_str();
   cmd->add_option("--tier", t->tier, "Score tier to plan with (default: the table's best)");
   cmd->add_option("--candidates", t->candidates, "Candidate formats (default: the table's)");
+  cmd->add_option("--arch", t->arch, "Template family written into the planned recipe (kimi-k3, deepseek-v3, ...)");
+  cmd->add_option("--kv-cache", t->kv_cache, "Serving KV cache (bf16, fp8): with --prefill-query-quant, MLA "
+                                             "kv_b_proj/o_proj take no activation-quantizing format")
+      ->capture_default_str();
+  cmd->add_flag("--prefill-query-quant", t->prefill_query_quant, "Serving quantizes prefill queries to FP8");
   cmd->callback([args, t, json_flag, &status] {
     auto ckpt = io::Checkpoint::open(args->source);
     if (!t->sensitivity.empty()) {

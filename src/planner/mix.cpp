@@ -27,6 +27,8 @@ MixPlanner::MixPlanner(const UnitLayout& layout, const SensitivityTable& table, 
     for (std::size_t c = 0; c < candidates_.size(); ++c) {
       const auto it = us->scores.find(candidates_[c].id);
       if (it == us->scores.end()) continue;  // not scored: cannot apply, or not asked for
+      const std::size_t u = options_per_unit_.size();
+      if (u < options_.forbidden.size() && options_.forbidden[u].count(candidates_[c].id)) continue;
       const auto cost = unit_cost(layout_, unit, candidates_[c]);
       if (!cost) continue;
       const auto score = objective_score(it->second, candidates_[c], options_.tier, options_.acceptance);
@@ -187,7 +189,7 @@ std::vector<std::string> mix_summary(const Mix& mix, const UnitLayout& layout) {
 }
 
 std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::string& name,
-                       const std::vector<std::string>& header) {
+                       const std::vector<std::string>& header, const ServingContext& serving) {
   // (candidate, globs) -> layers, in the order units first appear.
   struct Group {
     std::string candidate, kind;
@@ -215,7 +217,11 @@ std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::stri
   std::string y;
   for (const auto& h : header) y += "# " + h + "\n";
   y += fmt::format("name: {}\n", name);
+  if (!serving.arch.empty()) y += fmt::format("arch: {}\n", serving.arch);
   y += fmt::format("dialect: {}\n", exporter::dialect_name(layout.dialect));
+  if (serving.constrains())
+    y += fmt::format("serving: {{kv_cache: {}, prefill_query_quant: {}}}\n", serving.fp8_kv_cache ? "fp8" : "bf16",
+                     serving.fp8_prefill_query);
   y += "rules:\n";
   for (auto& g : groups) {
     std::sort(g.layers.begin(), g.layers.end());

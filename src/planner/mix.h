@@ -4,12 +4,14 @@
 // front over budgets from one table, and the readable recipe a mix becomes.
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "planner/candidates.h"
+#include "planner/constraints.h"
 #include "planner/sensitivity.h"
 #include "planner/solver.h"
 #include "planner/units.h"
@@ -34,6 +36,8 @@ struct Mix {
 struct MixOptions {
   Tier tier{Tier::DataFree};
   bool acceptance{false};  // objective: mean total variation (measured tier) instead of KL
+  // Per unit (layout order; empty: none), candidates a constraint refuses (constraints.h).
+  std::vector<std::set<std::string>> forbidden;
 };
 
 class MixPlanner {
@@ -72,8 +76,10 @@ class MixPlanner {
 // The recipe (YAML text) that reproduces `mix` exactly: one rule per
 // candidate and unit kind, over the layers that took it, with a comment
 // saying why. `header` lines go on top as comments.
+// `serving`: the arch and serving settings the recipe states, so that
+// planning it re-checks their constraints.
 std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::string& name,
-                       const std::vector<std::string>& header);
+                       const std::vector<std::string>& header, const ServingContext& serving = {});
 
 // "self_attn.qkv_proj: 0-3 fp8-w8a8, 4-29 nvfp4-w4a16", one line per unit kind.
 std::vector<std::string> mix_summary(const Mix& mix, const UnitLayout& layout);

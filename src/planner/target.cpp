@@ -53,7 +53,8 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
   r.tier = req.tier.value_or(r.table.tier);
   const std::string ids = req.candidates.empty() ? fmt::format("{}", fmt::join(r.table.candidates, ",")) : req.candidates;
   r.candidates = select_candidates(ids, req.hardware, req.dialect);
-  MixPlanner planner(r.layout, r.table, r.candidates, {r.tier, req.acceptance});
+  MixOptions mo{r.tier, req.acceptance, forbidden_candidates(ckpt, r.layout, r.candidates, req.serving)};
+  MixPlanner planner(r.layout, r.table, r.candidates, mo);
   r.min_bpw = planner.min_bits_per_weight();
   r.max_bpw = planner.max_bits_per_weight();
   if (req.target_bpw) {
@@ -70,7 +71,7 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
                     hardware_name(req.hardware)),
         fmt::format("`selq plan SRC --recipe THIS` reproduces the mix exactly; edit freely."),
     };
-    r.recipe_yaml = mix_recipe(*r.mix, r.layout, req.recipe_name, header);
+    r.recipe_yaml = mix_recipe(*r.mix, r.layout, req.recipe_name, header, req.serving);
     check_mix_recipe(ckpt, r.layout, *r.mix, r.recipe_yaml);
   }
   if (req.pareto_points > 0) r.front = planner.pareto(req.pareto_points);

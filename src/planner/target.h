@@ -23,6 +23,7 @@ struct TargetRequest {
   std::string candidates;                // ids, "" = the table's
   exporter::Dialect dialect{exporter::Dialect::CompressedTensors};
   std::string recipe_name{"planned-mix"};
+  ServingContext serving;                // constraints to respect, written into the recipe
 };
 
 struct TargetResult {

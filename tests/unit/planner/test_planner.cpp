@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "pipeline/synth.h"
+#include "planner/constraints.h"
 #include "planner/mix.h"
 #include "planner/target.h"
 #include "recipe/recipe.h"
@@ -174,5 +175,53 @@ TEST_F(PlannerTest, TableOfAnotherCheckpointIsRefused) {
   other.units.pop_back();
   EXPECT_THROW(MixPlanner(*layout_, other, *candidates_, {}), Error);
   // The data-free table has no measured scores.
-  EXPECT_THROW(MixPlanner(*layout_, *table_, *candidates_, {Tier::Measured, false}), Error);
+  EXPECT_THROW(MixPlanner(*layout_, *table_, *candidates_, {Tier::Measured, false, {}}), Error);
+}
+
+TEST(PlannerConstraints, Fp8KvCacheKeepsActivationQuantizationOffMlaKvbAndOproj) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("selq-planner-k3-{}", ::getpid());
+  fs::remove_all(dir);
+  pipeline::SynthOptions o;
+  o.arch = "kimi-k3";
+  o.scale = 64;
+  o.layers = 2;
+  o.experts = 4;
+  pipeline::write_synth_checkpoint(o, (dir / "ckpt").string());
+  auto ckpt = io::Checkpoint::open((dir / "ckpt").string());
+  auto layout = decision_units(*ckpt, exporter::Dialect::CompressedTensors);
+  auto cands = select_candidates("fp8-w8a8,fp8-w8a16,mxfp4-w4a4", Hardware::Any, exporter::Dialect::CompressedTensors);
+  const ServingContext serving{"kimi-k3", true, true};
+  auto forbidden = forbidden_candidates(*ckpt, layout, cands, serving);
+  int constrained = 0;
+  for (std::size_t u = 0; u < layout.units.size(); ++u) {
+    const auto& kind = layout.units[u].kind;
+    const bool mla_fed = kind == "self_attn.kv_b_proj" || kind == "self_attn.o_proj";
+    if (mla_fed) {
+      EXPECT_EQ(forbidden[u], (std::set<std::string>{"fp8-w8a8", "mxfp4-w4a4"})) << layout.units[u].name;
+      ++constrained;
+    } else {
+      EXPECT_TRUE(forbidden[u].empty()) << layout.units[u].name;
+    }
+  }
+  EXPECT_GT(constrained, 0);
+  EXPECT_TRUE(forbidden_candidates(*ckpt, layout, cands, {"kimi-k3", false, false})[0].empty());
+
+  // The plan respects it, and its recipe (which states arch and serving) passes the rule itself.
+  auto table = data_free_sensitivity(*ckpt, layout, cands);
+  fs::create_directories(dir / "out");
+  std::ofstream(dir / "out" / "sens.json") << table.to_json().dump();
+  TargetRequest req;
+  req.sensitivity_path = (dir / "out" / "sens.json").string();
+  req.target_bpw = 12.0;  // scaled down, the BF16 head is a large fixed share
+  req.serving = serving;
+  auto r = plan_target(*ckpt, req);
+  EXPECT_NE(r.recipe_yaml.find("serving: {kv_cache: fp8, prefill_query_quant: true}"), std::string::npos);
+  EXPECT_NE(r.recipe_yaml.find("arch: kimi-k3"), std::string::npos);
+  for (const auto& c : r.mix->choices) {
+    const auto& kind = layout.units[c.unit].kind;
+    if (kind == "self_attn.kv_b_proj" || kind == "self_attn.o_proj") {
+      EXPECT_TRUE(c.candidate == "bf16" || c.candidate == "fp8-w8a16") << layout.units[c.unit].name << " " << c.candidate;
+    }
+  }
+  fs::remove_all(dir);
 }
