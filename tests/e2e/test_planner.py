@@ -54,6 +54,9 @@ def main():
         replanned = json.loads(run(a.selq, "plan", src, "--recipe", mix, "--json").stdout)
         assert replanned["bits_per_weight"] == plan["mix"]["bits_per_weight"], (replanned["bits_per_weight"],
                                                                                 plan["mix"]["bits_per_weight"])
+        acc = json.loads(run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "6",
+                             "--objective", "acceptance", "--json").stdout)
+        assert acc["mix"]["bits_per_weight"] <= 6.0, acc["mix"]
         bad = run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "1", check=False)
         assert bad.returncode != 0 and "below the smallest mix" in bad.stderr, bad.stderr
 

@@ -225,3 +225,21 @@ TEST(PlannerConstraints, Fp8KvCacheKeepsActivationQuantizationOffMlaKvbAndOproj)
   }
   fs::remove_all(dir);
 }
+
+TEST(PlannerObjective, TiersAndAcceptanceReadTheirOwnScores) {
+  const Candidate& nv = *find_candidate("nvfp4-w4a16");
+  const Candidate& mx = *find_candidate("mxfp4-w4a4");
+  CandidateScore s;
+  s.weight_nmse = 0.01;
+  EXPECT_EQ(objective_score(s, nv, Tier::DataFree, false), 0.01);
+  EXPECT_GT(*objective_score(s, mx, Tier::DataFree, false), 0.01);  // plus the activation prior
+  EXPECT_FALSE(objective_score(s, nv, Tier::ActivationAware, false).has_value());
+  EXPECT_FALSE(objective_score(s, nv, Tier::Measured, false).has_value());
+  s.output_nmse = 0.002;
+  s.kl = 0.03;
+  s.tv = 0.07;
+  EXPECT_EQ(objective_score(s, nv, Tier::ActivationAware, false), 0.002);
+  EXPECT_EQ(objective_score(s, nv, Tier::Measured, false), 0.03);
+  EXPECT_EQ(objective_score(s, nv, Tier::Measured, true), 0.07);
+  EXPECT_EQ(objective_score(s, *find_candidate("bf16"), Tier::Measured, true), 0.0);
+}
