@@ -100,6 +100,7 @@ def main():
     print(f"selq runtime: {time.perf_counter() - t0:.1f} s")
 
     torch.manual_seed(0)
+    transformers.utils.logging.disable_progress_bar()  # one line per tensor in the ctest log otherwise
     t0 = time.perf_counter()
     arch = json.loads((model_dir / "config.json").read_text())["architectures"][0]
     model = getattr(transformers, arch).from_pretrained(
