@@ -34,3 +34,12 @@ add_test(NAME crosscheck_gguf_qwen
           $<TARGET_FILE:gguf_dequant_dump> ${CMAKE_CURRENT_BINARY_DIR}/crosscheck_gguf_qwen ${SELQ_QWEN_IMPORT})
 set_tests_properties(crosscheck_gguf_qwen PROPERTIES LABELS "crosscheck;qwen" SKIP_RETURN_CODE 77 TIMEOUT 900
                      FIXTURES_REQUIRED qwen_import)
+
+# A shipped recipe (llama-fp8) on the import: quantize, verify, biases kept,
+# eval against the base (tests/e2e/qwen_quantize.py; base and result in F32 at
+# once, about 14 GB).
+add_test(NAME e2e_qwen_quantize
+  COMMAND ${SELQ_PYTHON} ${PROJECT_SOURCE_DIR}/tests/e2e/qwen_quantize.py $<TARGET_FILE:selq> ${SELQ_QWEN_IMPORT}
+          ${CMAKE_CURRENT_BINARY_DIR}/e2e_qwen_quantize)
+set_tests_properties(e2e_qwen_quantize PROPERTIES LABELS "e2e;qwen" SKIP_RETURN_CODE 77 TIMEOUT 1200
+                     FIXTURES_REQUIRED qwen_import RESOURCE_LOCK big_model_ram)
