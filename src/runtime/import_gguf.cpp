@@ -245,8 +245,9 @@ json llama_config_from_gguf(const GgufFile& g) {
   const std::uint64_t head_dim = hidden / heads;
   if (auto rd = g.get_uint_opt(meta_key(g, "rope.dimension_count")); rd && *rd != head_dim)
     throw_unsupported(fmt::format("partial rotary (rope dim {} of head dim {})", *rd, head_dim), {g.path(), "", {}});
-  const auto vocab = g.get_uint_opt(meta_key(g, "vocab_size"))
-                         .value_or(g.get_string_array("tokenizer.ggml.tokens").size());
+  // Not value_or: its argument is evaluated, and would demand the tokens array.
+  const auto vocab_key = g.get_uint_opt(meta_key(g, "vocab_size"));
+  const std::uint64_t vocab = vocab_key ? *vocab_key : g.get_string_array("tokenizer.ggml.tokens").size();
   const auto theta = g.find(meta_key(g, "rope.freq_base")) ? clean_f32(g.get_float(meta_key(g, "rope.freq_base"))) : 10000.0;
   const std::uint64_t layers = u("block_count");
   json c = {{"architectures", {std::string(arch.hf_class)}}, {"model_type", std::string(arch.model_type)},
