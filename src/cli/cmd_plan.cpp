@@ -1,29 +1,100 @@
 // `selq plan SRC --recipe R`: the dry run of `quantize` (headers only).
+// `selq plan SRC --sensitivity S --target-bpw B`: choose the recipe (planner/).
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/plan_args.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
+#include "planner/target.h"
 
 namespace selq::cli {
 namespace {
 
+struct TargetArgs {
+  std::string sensitivity, emit_recipe, hardware{"any"}, objective{"kl"}, tier, candidates;
+  double target_bpw{0};
+  bool pareto{false};
+  int pareto_points{12};
+};
+
+planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t) {
+  planner::TargetRequest req;
+  req.sensitivity_path = t.sensitivity;
+  if (t.target_bpw > 0) req.target_bpw = t.target_bpw;
+  if (t.pareto) req.pareto_points = t.pareto_points;
+  auto hw = planner::hardware_from_name(t.hardware);
+  if (!hw) throw_bad_input(fmt::format("unknown --hardware '{}' (blackwell, hopper, mi355, any)", t.hardware));
+  req.hardware = *hw;
+  if (t.objective != "kl" && t.objective != "acceptance")
+    throw_bad_input(fmt::format("unknown --objective '{}' (kl, acceptance)", t.objective));
+  req.acceptance = t.objective == "acceptance";
+  if (!t.tier.empty()) {
+    req.tier = planner::tier_from_name(t.tier);
+    if (!req.tier) throw_bad_input(fmt::format("unknown --tier '{}' (data-free, activation-aware, measured)", t.tier));
+  }
+  req.candidates = t.candidates;
+  if (!args.dialect.empty()) {
+    auto d = exporter::dialect_from_name(args.dialect);
+    if (!d) throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", args.dialect));
+    req.dialect = *d;
+  }
+  if (!t.emit_recipe.empty()) {
+    auto stem = std::filesystem::path(t.emit_recipe).stem().string();
+    if (!stem.empty()) req.recipe_name = stem;
+  }
+  return req;
+}
+
 const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
   auto args = std::make_shared<PlanArgs>();
+  auto t = std::make_shared<TargetArgs>();
   auto* cmd = root.add_subcommand("plan",
                                   "Dry run: resolve the recipe for every tensor (reading headers only) and print\n"
-                                  "per-format counts and sizes, bits per weight, a per-layer map and warnings.");
+                                  "per-format counts and sizes, bits per weight, a per-layer map and warnings.\n"
+                                  "With --sensitivity: choose each unit's format under a bits-per-weight budget.");
   cmd->footer(
       "Examples:\n"
       "  selq recipes                                       # the shipped recipe names\n"
       "  selq plan /models/Llama-3.1-8B --recipe llama-fp8  # a shipped recipe by name\n"
-      "  selq plan CKPT --recipe my.yaml --dialect modelopt --json");
-  add_plan_args(*cmd, *args);
+      "  selq plan CKPT --recipe my.yaml --dialect modelopt --json\n"
+      "  selq sensitivity CKPT -o sens.json                 # then choose the formats:\n"
+      "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml\n"
+      "  selq plan CKPT --sensitivity sens.json --pareto --hardware hopper --json");
+  add_plan_args(*cmd, *args, /*recipe_required=*/false);
   auto json_flag = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json_flag, "Print the plan as JSON (what quantize executes)");
-  cmd->callback([args, json_flag, &status] {
+  cmd->add_option("--sensitivity", t->sensitivity, "Sensitivity table from `selq sensitivity`: plan the formats");
+  cmd->add_option("--target-bpw", t->target_bpw, "Budget: stored bits per linear weight (scales included)");
+  cmd->add_option("--emit-recipe", t->emit_recipe, "Write the chosen mix as a recipe YAML");
+  cmd->add_flag("--pareto", t->pareto, "Print the best mix at budgets from the smallest to the largest");
+  cmd->add_option("--pareto-points", t->pareto_points, "Budgets on the front")->capture_default_str();
+  cmd->add_option("--hardware", t->hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
+      ->capture_default_str();
+  cmd->add_option("--objective", t->objective,
+                  "kl (mean KL) or acceptance (mean total variation; measured tier)")->capture_default_str();
+  cmd->add_option("--tier", t->tier, "Score tier to plan with (default: the table's best)");
+  cmd->add_option("--candidates", t->candidates, "Candidate formats (default: the table's)");
+  cmd->callback([args, t, json_flag, &status] {
     auto ckpt = io::Checkpoint::open(args->source);
+    if (!t->sensitivity.empty()) {
+      if (!args->recipe.empty()) throw_bad_input("give --recipe or --sensitivity, not both");
+      if (t->target_bpw <= 0 && !t->pareto) throw_bad_input("--sensitivity needs --target-bpw B or --pareto");
+      if (!t->emit_recipe.empty() && t->target_bpw <= 0) throw_bad_input("--emit-recipe needs --target-bpw");
+      auto result = planner::plan_target(*ckpt, target_request(*args, *t));
+      if (!t->emit_recipe.empty()) io::write_file_atomic(t->emit_recipe, result.recipe_yaml);
+      if (*json_flag)
+        fmt::print("{}\n", result.to_json().dump(2));
+      else
+        fmt::print("{}{}", result.format(), t->emit_recipe.empty() ? "" : fmt::format("recipe: {}\n", t->emit_recipe));
+      status = 0;
+      return;
+    }
+    if (args->recipe.empty()) throw_bad_input("plan needs --recipe R, or --sensitivity S with --target-bpw");
     auto recipe = load_recipe_with_overrides(*args);
     auto plan = pipeline::make_plan(*ckpt, recipe, plan_options(*args));
     if (*json_flag)

@@ -24,6 +24,7 @@ struct QuantizeArgs {
   bool in_place{false};
   bool resume{false};
   int threads{0};
+  std::string memory_budget{"512MiB"};
 };
 
 void require_resumable(const QuantizeArgs& a) {
@@ -60,6 +61,9 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   cmd->add_flag("--json", args->json, "Print a JSON summary (with per-tensor error metrics) on stdout");
   cmd->add_flag("--allow-non-finite", args->allow_non_finite, "Quantize weights containing NaN/Inf instead of failing");
   cmd->add_option("--threads,-j", args->threads, "Worker threads (default: all cores)");
+  cmd->add_option("--memory-budget", args->memory_budget,
+                  "Bound on the run's anonymous memory, whatever the core count (default 512MiB, at\n"
+                  "least 64MiB): tensors too large for their share are quantized in row blocks");
   cmd->callback([args, &status] {
     if (args->in_place == !args->dst.empty())
       throw_bad_input(args->in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
@@ -70,6 +74,9 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     qo.overwrite = args->force;
     qo.threads = args->threads;
     qo.allow_non_finite = args->allow_non_finite;
+    qo.memory_budget = parse_size(args->memory_budget);
+    if (qo.memory_budget < pipeline::kMinMemoryBudget)
+      throw_bad_input(fmt::format("--memory-budget {} is below the minimum of 64MiB", args->memory_budget));
     qo.on_progress = [&bar](const pipeline::Progress& p) {
       bar.update(p.bytes_done, p.bytes_total, fmt::format("{}/{} tensors", p.tensors_done, p.tensors_total));
     };

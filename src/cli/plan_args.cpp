@@ -10,11 +10,12 @@
 
 namespace selq::cli {
 
-void add_plan_args(CLI::App& cmd, PlanArgs& args) {
+void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required) {
   cmd.add_option("source", args.source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
       ->required();
-  cmd.add_option("--recipe,-r", args.recipe, "Recipe YAML (see docs/RECIPES.md; shipped ones are in recipes/)")
-      ->required();
+  auto* recipe = cmd.add_option("--recipe,-r", args.recipe,
+                                "Recipe YAML (see docs/RECIPES.md; shipped ones are in recipes/)");
+  if (recipe_required) recipe->required();
   cmd.add_option("--dialect", args.dialect,
                  "Config dialect, overriding the recipe's: compressed-tensors, quark or modelopt");
   cmd.add_option("--max-shard-size", args.max_shard_size,

@@ -403,16 +403,39 @@ void SafetensorsWriter::write(const std::string& name, std::span<const std::uint
   write(name, bytes, XXH3_64bits(bytes.data(), bytes.size()));
 }
 
-void SafetensorsWriter::write(const std::string& name, std::span<const std::uint8_t> bytes, std::uint64_t xxh3) {
-  assert(xxh3 == XXH3_64bits(bytes.data(), bytes.size()));
+const SafetensorsEntry& SafetensorsWriter::entry(const std::string& name) const {
   const auto it = entries_.find(name);
   if (it == entries_.end()) throw_bad_input("tensor was not declared to the writer", {final_path_, name, {}});
-  const SafetensorsEntry& e = it->second;
+  return it->second;
+}
+
+void SafetensorsWriter::write(const std::string& name, std::span<const std::uint8_t> bytes, std::uint64_t xxh3) {
+  assert(xxh3 == XXH3_64bits(bytes.data(), bytes.size()));
+  const SafetensorsEntry& e = entry(name);
   const std::uint64_t off = data_start_ + e.begin;
   if (bytes.size() != e.end - e.begin)
     throw_bad_input(fmt::format("got {} bytes, declared {} {} needs {}", bytes.size(), dtype_name(e.info.dtype),
                                 shape_to_string(e.info.shape), e.end - e.begin),
                     {final_path_, name, off});
+  pwrite_counted(name, off, bytes);
+  finish(name, xxh3);
+}
+
+void SafetensorsWriter::write_part(const std::string& name, std::uint64_t offset, std::span<const std::uint8_t> bytes) {
+  const SafetensorsEntry& e = entry(name);
+  if (offset > e.end - e.begin || bytes.size() > e.end - e.begin - offset)
+    throw_bad_input(fmt::format("{} bytes at {} run past the {} bytes declared", bytes.size(), offset, e.end - e.begin),
+                    {final_path_, name, data_start_ + e.begin + offset});
+  pwrite_counted(name, data_start_ + e.begin + offset, bytes);
+}
+
+void SafetensorsWriter::finish(const std::string& name, std::uint64_t xxh3) {
+  entry(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  written_[name] = xxh3;
+}
+
+void SafetensorsWriter::pwrite_counted(const std::string& name, std::uint64_t off, std::span<const std::uint8_t> bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (committed_ || fd_ < 0) throw_bad_input("write after commit", {final_path_, name, off});
@@ -425,7 +448,6 @@ void SafetensorsWriter::write(const std::string& name, std::span<const std::uint
   bool writeback = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    written_[name] = xxh3;
     // Every 32 MiB the disk is asked to start on what was written: left to
     // commit()'s fsync, a whole shard's write-back happened at the end with
     // the pipeline stalled (FP8 output on a VM disk took 1.6-1.9x cp + sync).

@@ -109,6 +109,11 @@ class SafetensorsWriter {
   // The same, for a caller that has already hashed the bytes: `xxh3` must be
   // XXH3_64bits(bytes) (checked in debug builds).
   void write(const std::string& name, std::span<const std::uint8_t> bytes, std::uint64_t xxh3);
+  // A tensor written in parts (a large one quantized in row blocks): `bytes`
+  // at `offset` within tensor `name`. Thread-safe. It counts as written once
+  // finish() gives the XXH3 of all its bytes.
+  void write_part(const std::string& name, std::uint64_t offset, std::span<const std::uint8_t> bytes);
+  void finish(const std::string& name, std::uint64_t xxh3);
   // io::file_content_hash of the file this writer produces; every tensor must
   // have been written.
   std::uint64_t content_hash();
@@ -131,6 +136,8 @@ class SafetensorsWriter {
   std::mutex mu_;
   std::map<std::string, std::optional<std::uint64_t>> written_;  // name -> XXH3 of what was written
   std::uint64_t written_since_writeback_{0};
+  const SafetensorsEntry& entry(const std::string& name) const;
+  void pwrite_counted(const std::string& name, std::uint64_t off, std::span<const std::uint8_t> bytes);
 };
 
 // The padded header JSON (without the 8-byte length) the writer uses for

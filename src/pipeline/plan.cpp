@@ -79,13 +79,13 @@ std::optional<quant::OutTensorSpec> static_activation_output(const quant::Scheme
   return out;
 }
 
+}  // namespace
+
 DType model_float_dtype(const io::Checkpoint& ckpt) {
   for (const auto& t : ckpt.tensors())
     if (dtype_is_float_source(t.info.dtype) && t.info.shape.size() >= 2) return t.info.dtype;
   return DType::BF16;
 }
-
-}  // namespace
 
 std::uint64_t PlannedTensor::out_bytes() const {
   std::uint64_t b = 0;
@@ -116,20 +116,25 @@ std::uint64_t Plan::output_bytes() const {
 }
 
 double Plan::bits_per_weight() const {
+  const auto [bytes, elements] = linear_totals();
+  return elements > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(elements) : 0.0;
+}
+
+Plan::LinearTotals Plan::linear_totals() const {
   std::set<std::string> linear;
   for (const auto& m : linear_modules) linear.insert(m.module);
-  double bits = 0, elements = 0;
+  LinearTotals totals;
   for (const auto& t : tensors) {
     if (!linear.count(recipe::owning_module(t.source))) continue;
-    bits += 8.0 * static_cast<double>(t.out_bytes());
+    totals.bytes += t.out_bytes();
     if (is_weight_tensor_of_module(t.source)) {
       // Count logical weight elements: a packed FP4 source stores 2 per byte.
-      double n = static_cast<double>(shape_numel(t.source_info.shape));
+      std::uint64_t n = shape_numel(t.source_info.shape);
       if (t.source.ends_with(".weight_packed") && t.source_info.dtype == DType::U8) n *= 2;
-      elements += n;
+      totals.elements += n;
     }
   }
-  return elements > 0 ? bits / elements : 0.0;
+  return totals;
 }
 
 Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const PlanOptions& options) {

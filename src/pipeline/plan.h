@@ -77,8 +77,18 @@ struct Plan {
   std::uint64_t output_bytes() const;
   // Stored bits per weight element over all linear weights (quantized or not).
   double bits_per_weight() const;
+  // What bits_per_weight divides: the output bytes of the linear modules'
+  // tensors, and the weight elements they hold.
+  struct LinearTotals {
+    std::uint64_t bytes{0}, elements{0};
+  };
+  LinearTotals linear_totals() const;
   nlohmann::json to_json() const;
 };
+
+// The float dtype of the model's weights (the first 2-D+ float tensor's; BF16
+// when none): what dialects adapt scale dtypes to.
+DType model_float_dtype(const io::Checkpoint& checkpoint);
 
 Plan make_plan(const io::Checkpoint& checkpoint, const recipe::Recipe& recipe,
                const PlanOptions& options = {});

@@ -32,7 +32,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   if (ec) throw_io(fmt::format("cannot create staging directory: {}", ec.message()), {staging});
 
   ThreadLimit limit(options.threads);
-  start_workers_early();
+  limit.run(start_workers_early);
   const TensorSource source{[&src](const std::string&, const std::string& tensor) { return src.fetch(tensor); },
                             !src.is_remote()};
   QuantizeResult result;
@@ -55,14 +55,16 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   progress.tensors_total = plan.tensors.size();
   GroupAmax group_amax(source, plan);
   std::vector<TensorRecord> records(plan.tensors.size());
-  for (const auto& shard : plan.shards) {
-    const std::string path = (fs::path(staging) / shard.name).string();
-    if (journal.resumed() && journal.is_committed(shard.name, path)) {
-      adopt_committed_shard(plan, shard, path, journal, records, progress, options);
-      continue;
+  limit.run([&] {
+    for (const auto& shard : plan.shards) {
+      const std::string path = (fs::path(staging) / shard.name).string();
+      if (journal.resumed() && journal.is_committed(shard.name, path)) {
+        adopt_committed_shard(plan, shard, path, journal, records, progress, options);
+        continue;
+      }
+      write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);
     }
-    write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);
-  }
+  });
   const std::jthread unmapping = pool.unmap_in_background();
   checkpoint_files.get();
   result.manifest = write_manifest_and_report(plan, recipe, records, staging, RunMode::FileToFile);

@@ -25,8 +25,15 @@ struct QuantizeOptions {
   bool overwrite{false};
   int threads{0};                 // 0: all cores
   bool allow_non_finite{false};   // accept NaN/Inf weights
+  // Bounds the anonymous memory of a run whatever the core count: the items
+  // in flight (output buffers and source pages) take at most this less what
+  // the rest of the run holds; large tensors are quantized in row blocks
+  // (pipeline/shard_schedule.h). At least kMinMemoryBudget.
+  std::uint64_t memory_budget{std::uint64_t{512} << 20};
   std::function<void(const Progress&)> on_progress;  // called from one thread
 };
+
+constexpr std::uint64_t kMinMemoryBudget = std::uint64_t{64} << 20;
 
 struct QuantizeResult {
   std::string manifest;  // selq-manifest.json (JSON text)

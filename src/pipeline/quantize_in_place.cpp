@@ -153,7 +153,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
              {dir});
 
   ThreadLimit limit(options.threads);
-  start_workers_early();
+  limit.run(start_workers_early);
   Progress progress;
   BufferPool pool;  // output buffers, reused across shards
   progress.bytes_total = plan.source_bytes();
@@ -178,13 +178,17 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     todo.push_back(&shard);
   }
   // Fused-group amax is fixed by the first run, while every shard is original.
-  GroupAmax group_amax(journaled_group_amax(journal, source, plan));
+  std::map<std::string, float> known_amax;
+  limit.run([&] { known_amax = journaled_group_amax(journal, source, plan); });
+  GroupAmax group_amax(std::move(known_amax));
 
-  for (const PlannedShard* shard : todo) {
-    const std::string path = (fs::path(dir) / shard->name).string();
-    write_shard(source, plan, *shard, path, options, group_amax, journal, records, progress, pool);
-    live.erase(shard->name);  // unmaps the old file, now unlinked
-  }
+  limit.run([&] {
+    for (const PlannedShard* shard : todo) {
+      const std::string path = (fs::path(dir) / shard->name).string();
+      write_shard(source, plan, *shard, path, options, group_amax, journal, records, progress, pool);
+      live.erase(shard->name);  // unmaps the old file, now unlinked
+    }
+  });
 
   // Index and config.json last; the manifest and report with them.
   const std::string final_dir = (work / "final").string();

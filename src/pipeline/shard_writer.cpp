@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <stdexcept>
 #include <thread>
 
@@ -20,20 +21,61 @@
 #include "io/safetensors.h"
 #include "io/xxh3.h"
 #include "pipeline/buffer_pool.h"
+#include "pipeline/shard_schedule.h"
+#include "quant/row_blocks.h"
 
 namespace fs = std::filesystem;
 
 namespace selq::pipeline::detail {
 
 namespace {
-// Output bytes of one planned tensor while it is in flight. Kept and
+// XXH3 over bytes given piece by piece, in order.
+class StreamHash {
+ public:
+  StreamHash() : st_(XXH3_createState(), XXH3_freeState) {
+    if (!st_) throw std::bad_alloc();
+    XXH3_64bits_reset(st_.get());
+  }
+  void update(std::span<const std::uint8_t> b) { XXH3_64bits_update(st_.get(), b.data(), b.size()); }
+  std::uint64_t digest() const { return XXH3_64bits_digest(st_.get()); }
+
+ private:
+  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> st_;
+};
+
+// A tensor quantized (or passed through) in blocks: what its blocks share.
+// The hashes and the metric pieces are taken in block order (the pipeline's
+// last stage is in order), so they equal the whole tensor's.
+struct SplitTensor {
+  io::FetchedTensor source;   // a view of the whole tensor's mapping
+  std::int64_t units{0};      // as WorkItem's: rows or experts, or bytes passed through
+  std::optional<float> amax;  // the per-tensor or fused-group amax every block uses
+  StreamHash source_hash;
+  std::vector<StreamHash> output_hashes;
+  std::vector<quant::ErrorMetrics> pieces;
+};
+
+// Bytes of one output written by an item, at `offset` within that output.
+struct Part {
+  std::size_t output{0};
+  std::uint64_t offset{0};
+  std::span<const std::uint8_t> bytes;
+};
+
+// Output bytes of one work item while it is in flight. Kept and
 // passed-through tensors are views of the source mapping (no copy).
 struct InFlight {
   std::size_t index{0};
+  WorkItem item;
   std::vector<Buffer> buffers;                       // quantized outputs
   std::vector<std::span<const std::uint8_t>> views;  // what to write, one per output
   io::FetchedTensor source;  // keeps downloaded pass-through bytes alive until written
   TensorRecord record;
+  // A block: the tensor's shared state, its source bytes, what it writes.
+  std::shared_ptr<SplitTensor> split;
+  std::span<const std::uint8_t> block_source;
+  std::vector<Part> parts;
+  std::vector<quant::ErrorMetrics> pieces;
 };
 
 std::uint64_t xxh3(std::span<const std::uint8_t> b) { return XXH3_64bits(b.data(), b.size()); }
@@ -143,6 +185,17 @@ std::vector<std::size_t> output_buffer_sizes(const PlannedTensor& t) {
   return sizes;
 }
 
+// The pooled buffers a work item takes (a block's are its share of the
+// outputs; the first block also takes the per-tensor ones).
+std::vector<std::size_t> item_buffer_sizes(const PlannedTensor& t, const WorkItem& item) {
+  if (!item.block) return output_buffer_sizes(t);
+  std::vector<std::size_t> sizes;
+  if (!t.scheme) return sizes;
+  for (const auto& r : quant::block_outputs(*t.scheme, t.source_info.shape, item.u0, item.u1)) sizes.push_back(r.size);
+  if (t.input_amax && item.first()) sizes.push_back(t.outputs.back().info.nbytes());
+  return sizes;
+}
+
 }  // namespace
 
 GroupAmax::GroupAmax(std::map<std::string, float> known) : known_(std::move(known)) {}
@@ -248,28 +301,89 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   }
 }
 
-// How many tensors a shard's pipeline keeps in flight. At least one per
-// worker plus one waiting for the writer. More when the shard's quantized
-// outputs are small: the writer is one thread, and while it writes a large
-// passed-through tensor (an embedding, a BF16 lm_head) the workers only go on
-// quantizing if there are tokens left; with workers + 1 of them, one core
-// sat idle for the ~50 ms an embedding of the 0.27 GB model takes to write.
-// Memory stays bounded by max((workers + 1) x the largest quantized output,
-// kInFlightBytes), whatever the checkpoint size (passed-through tensors are
-// views of the source, or one download each for a remote source).
-std::size_t tensors_in_flight(const Plan& plan, const PlannedShard& shard, const TensorSource& source) {
-  constexpr std::uint64_t kInFlightBytes = std::uint64_t{32} << 20;
-  constexpr std::size_t kMaxTokens = 64;
-  const auto workers = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
-  std::uint64_t largest = 1;
-  for (auto i : shard.tensors) {
-    const auto& t = plan.tensors[i];
-    // Output buffers of a quantized tensor; a downloaded passed-through one.
-    const std::uint64_t held = t.scheme ? t.out_bytes() : (source.views_of_files ? 0 : t.in_bytes());
-    largest = std::max(largest, held);
+// The state a tensor's blocks share, made when its first block is taken. The
+// amax that one scale covering all rows needs (fused group, NVFP4 global or
+// FP8 per-tensor) comes first, over the whole tensor, whose pages then stay
+// mapped for the blocks; the blocks unmap them as they are consumed.
+std::shared_ptr<SplitTensor> start_split(const TensorSource& source, const PlannedTensor& t, GroupAmax& group_amax) {
+  auto s = std::make_shared<SplitTensor>();
+  s->source = source(t.source_shard, t.source);
+  s->units = t.scheme ? t.source_info.shape.at(0) : static_cast<std::int64_t>(t.in_bytes());
+  s->output_hashes.resize(t.outputs.size());
+  if (!t.fused_group.empty()) {
+    s->amax = group_amax.of(t);
+  } else if (t.scheme && quant::row_blocking(*t.scheme, t.source_info.shape).needs_tensor_amax) {
+    s->amax = tbb::this_task_arena::isolate([&] {
+      populate(s->source.view.bytes);
+      return quant::tensor_amax(s->source.view);
+    });
   }
-  return std::clamp<std::size_t>(static_cast<std::size_t>(kInFlightBytes / largest), workers + 1,
-                                 std::max(kMaxTokens, workers + 1));
+  return s;
+}
+
+// Quantizes one block of a split tensor into pooled buffers of the block's
+// output size (a passed-through block is a view of the source).
+void produce_block(const PlannedTensor& t, const QuantizeOptions& options, BufferPool& pool, InFlight& f) {
+  const SplitTensor& s = *f.split;
+  const WorkItem& item = f.item;
+  const auto n = item.u1 - item.u0;
+  if (!t.scheme) {
+    f.block_source = s.source.view.bytes.subspan(static_cast<std::size_t>(item.u0), static_cast<std::size_t>(n));
+    populate(f.block_source);
+    f.parts.push_back({0, static_cast<std::uint64_t>(item.u0), f.block_source});
+    return;
+  }
+  const TensorInfo& info = t.source_info;
+  const std::int64_t units = info.shape.at(0);
+  const std::uint64_t unit_bytes = info.nbytes() / static_cast<std::uint64_t>(units);
+  f.block_source = s.source.view.bytes.subspan(item.u0 * unit_bytes, n * unit_bytes);
+  populate(f.block_source);
+  const TensorInfo block_info{info.name, info.dtype, quant::block_shape(info.shape, n)};
+  const auto ranges = quant::block_outputs(*t.scheme, info.shape, item.u0, item.u1);
+  std::vector<std::span<std::uint8_t>> outs;
+  for (const auto& r : ranges) {
+    f.buffers.push_back(pool.acquire(r.size));
+    outs.push_back(f.buffers.back().bytes());
+  }
+  if (t.input_amax && item.first()) {  // the static activation scale, written once
+    f.buffers.push_back(pool.acquire(t.outputs.back().info.nbytes()));
+    try {
+      quant::encode_activation_scale(*t.scheme, *t.input_amax, f.buffers.back().bytes());
+    } catch (const Error& e) {
+      throw Error(e.kind(), e.message(), {"", t.source});
+    }
+    f.parts.push_back({t.outputs.size() - 1, 0, f.buffers.back().bytes()});
+  }
+  quant::QuantizeOptions qo;
+  qo.reject_non_finite = !options.allow_non_finite;
+  qo.global_amax = s.amax;
+  qo.pieces = &f.pieces;
+  qo.first_element = static_cast<std::uint64_t>(item.u0) * (shape_numel(info.shape) / static_cast<std::uint64_t>(units));
+  quant::ErrorMetrics unused;
+  quant::quantize_weight(*t.scheme, TensorView{&block_info, f.block_source}, outs, unused, qo);
+  for (std::size_t k = 0; k < ranges.size(); ++k)
+    if (!ranges[k].whole || item.first()) f.parts.push_back({k, ranges[k].offset, outs[k]});
+}
+
+// The block, through the last stage in order: its bytes go into the tensor's
+// hashes, its source pages are unmapped; the last block makes the record.
+// Returns whether it was the last.
+bool record_block(const PlannedTensor& t, io::SafetensorsWriter& writer, InFlight& f) {
+  SplitTensor& s = *f.split;
+  s.source_hash.update(f.block_source);
+  if (t.scheme)
+    for (const auto& p : f.parts) s.output_hashes[p.output].update(p.bytes);
+  s.pieces.insert(s.pieces.end(), f.pieces.begin(), f.pieces.end());
+  io::release_file_pages(f.block_source);  // blocks are views of files
+  if (f.item.u1 != s.units) return false;
+  f.record.source = t.source;
+  f.record.source_hash = s.source_hash.digest();
+  for (std::size_t k = 0; k < t.outputs.size(); ++k) {
+    f.record.output_hashes.push_back(t.scheme ? s.output_hashes[k].digest() : f.record.source_hash);
+    writer.finish(t.outputs[k].info.name, f.record.output_hashes.back());
+  }
+  if (t.scheme) f.record.metrics = quant::merge_pieces(*t.scheme, t.source_info.shape, s.pieces);
+  return true;
 }
 
 // Keeps the kernel reading the source ahead of the pipeline. On a cold page
@@ -320,29 +434,40 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
     for (const auto& o : plan.tensors[i].outputs) infos.push_back(o.info);
   io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
 
-  const std::size_t tokens = tensors_in_flight(plan, shard, source);
+  const auto workers = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
+  const ShardSchedule schedule = schedule_shard(plan, shard, source.views_of_files, options.memory_budget, workers);
   std::vector<std::size_t> first_buffers;
-  for (std::size_t k = 0; k < std::min(tokens, shard.tensors.size()); ++k) {
-    const auto sizes = output_buffer_sizes(plan.tensors[shard.tensors[k]]);
+  for (std::size_t k = 0; k < std::min(schedule.tokens, schedule.items.size()); ++k) {
+    const auto sizes = item_buffer_sizes(plan.tensors[schedule.items[k].tensor], schedule.items[k]);
     first_buffers.insert(first_buffers.end(), sizes.begin(), sizes.end());
   }
   pool.prepare(std::move(first_buffers));
-  std::size_t next = 0;
+  std::size_t next = 0, tensors_taken = 0;
+  std::shared_ptr<SplitTensor> split;  // of the tensor whose blocks are being taken
   ReadAhead read_ahead(source, plan, shard);
   std::vector<std::pair<std::size_t, TensorRecord>> shard_records;
   const auto read_next = [&](tbb::flow_control& fc) -> InFlight* {
-    if (next == shard.tensors.size()) {
+    if (next == schedule.items.size()) {
       fc.stop();
       return nullptr;
     }
-    read_ahead.taken(next);
-    auto* f = new InFlight;
-    f->index = shard.tensors[next++];
-    return f;
+    const WorkItem& item = schedule.items[next++];
+    if (item.first()) read_ahead.taken(tensors_taken++);
+    auto f = std::make_unique<InFlight>();
+    f->index = item.tensor;
+    f->item = item;
+    if (item.block) {
+      if (item.first()) split = start_split(source, plan.tensors[item.tensor], group_amax);
+      f->split = split;
+    }
+    return f.release();
   };
   const auto quantize = [&](InFlight* f) {
     std::unique_ptr<InFlight> guard(f);
-    produce(source, plan.tensors[f->index], options, group_amax, pool, *f);
+    if (f->split)
+      produce_block(plan.tensors[f->index], options, pool, *f);
+    else
+      produce(source, plan.tensors[f->index], options, group_amax, pool, *f);
     return guard.release();
   };
   // One writer at a time, in whatever order tensors finish (every tensor has
@@ -354,6 +479,10 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
   const auto write = [&](InFlight* f) {
     std::unique_ptr<InFlight> guard(f);
     const auto& t = plan.tensors[f->index];
+    if (f->split) {  // a block: its buffers wait for the hashes, in order
+      for (const auto& p : f->parts) writer.write_part(t.outputs[p.output].info.name, p.offset, p.bytes);
+      return guard.release();
+    }
     for (std::size_t k = 0; k < t.outputs.size(); ++k)
       writer.write(t.outputs[k].info.name, f->views[k], f->record.output_hashes[k]);
     // Written: only the record waits for its turn.
@@ -367,16 +496,27 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
   const auto record = [&](InFlight* f) {
     std::unique_ptr<InFlight> owned(f);
     const auto& t = plan.tensors[f->index];
-    shard_records.emplace_back(f->index, f->record);
-    records[f->index] = std::move(f->record);
-    progress.bytes_done += t.in_bytes();
-    ++progress.tensors_done;
+    bool done = true;
+    if (f->split) {
+      done = record_block(t, writer, *f);
+      for (auto& b : f->buffers) pool.release(std::move(b));
+      f->buffers.clear();
+      progress.bytes_done += f->block_source.size();  // the blocks cover the tensor
+    } else {
+      progress.bytes_done += t.in_bytes();
+    }
+    if (done) {
+      shard_records.emplace_back(f->index, f->record);
+      records[f->index] = std::move(f->record);
+      ++progress.tensors_done;
+    }
     if (options.on_progress) options.on_progress(progress);
   };
-  tbb::parallel_pipeline(tokens, tbb::make_filter<void, InFlight*>(tbb::filter_mode::serial_in_order, read_next) &
-                                     tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel, quantize) &
-                                     tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::serial_out_of_order, write) &
-                                     tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, record));
+  tbb::parallel_pipeline(schedule.tokens,
+                         tbb::make_filter<void, InFlight*>(tbb::filter_mode::serial_in_order, read_next) &
+                             tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel, quantize) &
+                             tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::serial_out_of_order, write) &
+                             tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, record));
   // The intent carries the hash of the file's content, combined from the
   // tensor hashes already taken (no read-back). It may be journaled before
   // the data is durable: commit() fsyncs the file before the rename, and
@@ -432,6 +572,7 @@ ThreadLimit::ThreadLimit(int threads) {
   if (threads > 0)
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                   static_cast<std::size_t>(threads));
+  if (threads > tbb::info::default_concurrency()) arena = std::make_unique<tbb::task_arena>(threads);
 }
 
 std::map<std::string, float> journaled_group_amax(Journal& journal, const TensorSource& source, const Plan& plan) {

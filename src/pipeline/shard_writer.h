@@ -9,6 +9,8 @@
 #include <vector>
 
 #include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include "io/checkpoint.h"
 #include "pipeline/buffer_pool.h"
@@ -77,9 +79,20 @@ void remove_all_quietly(const std::string& path);
 // thread still plans and journals, the workers start and map it then.
 void start_workers_early();
 
+// `threads` workers (0: all cores). More than the cores run in an arena of
+// their own, oversubscribed: how the memory bound of a large node is tested
+// on a small one (the default arena never has more slots than cores).
 struct ThreadLimit {
   explicit ThreadLimit(int threads);
+  template <class F>
+  void run(F&& f) {
+    if (arena)
+      arena->execute(std::forward<F>(f));
+    else
+      f();
+  }
   std::unique_ptr<tbb::global_control> limit;
+  std::unique_ptr<tbb::task_arena> arena;
 };
 
 }  // namespace selq::pipeline::detail

@@ -197,9 +197,10 @@ void check_finite(const float* v, std::size_t n, std::uint64_t base, const Tenso
 
 // Runs body(first_row, end_row, metrics) over row chunks of `chunk` rows in
 // parallel and merges the per-chunk metrics in chunk order, so results do not
-// depend on the thread count.
+// depend on the thread count; with `pieces`, appends them there instead.
 template <class Body>
-void for_row_chunks(std::int64_t rows, std::int64_t chunk, ErrorMetrics& total, Body&& body);
+void for_row_chunks(std::int64_t rows, std::int64_t chunk, ErrorMetrics& total, std::vector<ErrorMetrics>* pieces,
+                    Body&& body);
 
 // ---- per-scheme entry points (one expert matrix at a time) ----
 // `src` points at the expert's first element (element index `base`); `outs`
@@ -211,6 +212,7 @@ struct MatrixJob {
   Geometry g;
   std::int64_t e;  // expert index
   std::span<std::span<std::uint8_t>> outs;
+  std::vector<ErrorMetrics>* pieces;  // a 2-D block's metric pieces (QuantizeOptions::pieces)
 };
 void quantize_mx(const MatrixJob& job, ErrorMetrics& m);
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& m);

@@ -9,7 +9,8 @@
 namespace selq::quant::detail {
 
 template <class Body>
-void for_row_chunks(std::int64_t rows, std::int64_t chunk, ErrorMetrics& total, Body&& body) {
+void for_row_chunks(std::int64_t rows, std::int64_t chunk, ErrorMetrics& total, std::vector<ErrorMetrics>* pieces,
+                    Body&& body) {
   if (rows <= 0) return;
   const std::int64_t nchunks = (rows + chunk - 1) / chunk;
   std::vector<ErrorMetrics> partial(static_cast<std::size_t>(nchunks));
@@ -25,7 +26,10 @@ void for_row_chunks(std::int64_t rows, std::int64_t chunk, ErrorMetrics& total, 
         }
       },
       tbb::simple_partitioner());
-  for (const auto& p : partial) total.merge(p);
+  if (pieces)
+    pieces->insert(pieces->end(), partial.begin(), partial.end());
+  else
+    for (const auto& p : partial) total.merge(p);
 }
 
 }  // namespace selq::quant::detail

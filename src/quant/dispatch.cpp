@@ -71,8 +71,10 @@ void quantize_weight(const SchemeSpec& spec, const TensorView& src,
   const detail::Geometry g = detail::geometry_for(spec, info.shape, info.name);
   check_outs_sizes(specs, outs.size(), [&](std::size_t i) { return outs[i].size(); }, info.name);
   ErrorMetrics total;
+  // Pieces: a 2-D weight's row chunks (the kernel's), a 3-D one's experts.
+  std::vector<ErrorMetrics>* const pieces = options.pieces;
   for (std::int64_t e = 0; e < g.experts; ++e) {
-    const detail::MatrixJob job{&spec, &src, &options, g, e, outs};
+    const detail::MatrixJob job{&spec, &src, &options, g, e, outs, g.three_d ? nullptr : pieces};
     ErrorMetrics m;
     switch (spec.kind) {
       case SchemeKind::MXFP4:
@@ -84,7 +86,10 @@ void quantize_weight(const SchemeSpec& spec, const TensorView& src,
       case SchemeKind::IntChannel:
       case SchemeKind::IntGroup: detail::quantize_int(job, m); break;
     }
-    total.merge(m);
+    if (pieces && g.three_d)
+      pieces->push_back(m);
+    else if (!pieces)
+      total.merge(m);
   }
   metrics = total;
 }

@@ -93,10 +93,11 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
     const bool tensor = spec.kind == SchemeKind::FP8Tensor;
     float ts = 0.0f;
     if (tensor) {
-      ts = fp8_scale(p, span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(out * in)));
+      const auto& given = job.options->global_amax;
+      ts = fp8_scale(p, given ? *given : span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(out * in)));
       store_float(p.sd, sout, static_cast<std::uint64_t>(job.e), ts);
     }
-    for_row_chunks(out, 8, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+    for_row_chunks(out, 8, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
       std::vector<float> buf(static_cast<std::size_t>(in));
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
@@ -122,7 +123,7 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
         m.merge(rm);
       }
     });
-    if (tensor) {
+    if (tensor && !job.pieces) {  // for a block, merge_pieces counts it
       metrics.blocks += 1;
       metrics.clipped_blocks += metrics.clipped_elements != 0;
     }
@@ -138,7 +139,7 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::int64_t br = spec.block_rows, bc = spec.block_cols;
   const std::int64_t nbr = ceil_div(out, br), nbc = ceil_div(in, bc);
   ErrorMetrics unused;
-  for_row_chunks(nbr, 1, unused, [&](std::int64_t s0, std::int64_t s1, ErrorMetrics& m) {
+  for_row_chunks(nbr, 1, unused, job.pieces, [&](std::int64_t s0, std::int64_t s1, ErrorMetrics& m) {
     // One block as F32, its row segments back to back, and its codes.
     thread_local std::vector<float> block;
     thread_local std::vector<std::uint8_t> codes;

@@ -167,7 +167,7 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
 
   // Chunks of 16 rows keep packed zero-point words (8 or 4 rows each) owned
   // by a single task.
-  for_row_chunks(out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+  for_row_chunks(out, 16, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in));
     std::vector<float> scales(static_cast<std::size_t>(ngroups)), zps(scales.size());
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(in));

@@ -122,7 +122,7 @@ void quantize_mx(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::uint8_t* src = job.src->bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * g.out * in);
 
-  for_row_chunks(g.out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+  for_row_chunks(g.out, 16, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in)), amax(static_cast<std::size_t>(nblk));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);

@@ -117,7 +117,7 @@ void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
   std::uint8_t* wout = job.outs[0].data() + static_cast<std::uint64_t>(job.e * g.out * (in / 2));
   std::uint8_t* sout = job.outs[1].data() + static_cast<std::uint64_t>(job.e * g.out * nblk);
 
-  for_row_chunks(g.out, 16, metrics, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+  for_row_chunks(g.out, 16, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in)), amax(static_cast<std::size_t>(nblk));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);

@@ -120,11 +120,19 @@ struct ErrorMetrics {
 };
 
 struct QuantizeOptions {
-  // NVFP4: amax to use for the global scale instead of this tensor's own
-  // (fused q/k/v, gate/up, w1/w3 share one global scale).
+  // NVFP4 and FP8 per-tensor: amax to use for the per-tensor scale instead of
+  // this tensor's own (fused q/k/v, gate/up, w1/w3 share one NVFP4 global
+  // scale; a block of a tensor quantized in row blocks, quant/row_blocks.h).
   std::optional<float> global_amax;
   // Reject NaN/Inf weights (error naming tensor and index) unless false.
   bool reject_non_finite{true};
+  // When set, the metrics are appended here as pieces instead (the result is
+  // left empty): merged in order over a tensor's blocks (merge_pieces) they
+  // are the whole tensor's metrics, bit for bit.
+  std::vector<ErrorMetrics>* pieces{nullptr};
+  // Flat index of the source's first element in its whole tensor (a block's
+  // offset), so that a non-finite weight is reported where it is.
+  std::uint64_t first_element{0};
 };
 
 // Quantizes `src` (F32/BF16/F16, shape per scheme_outputs) into `outs`, which

@@ -129,6 +129,13 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   return m;
 }
 
+Linear* LlamaModel::find_linear(const std::string& module) {
+  for (auto& l : layers_)
+    for (Linear* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+      if (lin->module == module) return lin;
+  return nullptr;
+}
+
 std::uint64_t LlamaModel::parameters() const {
   std::uint64_t n = embed_.size() + head_.size() + final_norm_.size();
   for (const auto& L : layers_) {

@@ -40,6 +40,9 @@ class LlamaModel {
   const std::string& path() const { return path_; }
   const std::string& dialect() const { return dialect_; }
   const std::vector<LlamaLayer>& layers() const { return layers_; }
+  // The linear named `module` (checkpoint name), or nullptr: the planner swaps
+  // in quantized weights one unit at a time.
+  Linear* find_linear(const std::string& module);
 
   // Runs `tokens` after the cached ones (positions cached()..) and returns
   // logits [tokens.size(), vocab] row-major (only the last row when

@@ -1,0 +1,97 @@
+// `selq sensitivity SRC -o sens.json`: what each decision unit loses under
+// each candidate format (planner/sensitivity.h), for `selq plan --target-bpw`.
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/progress_bar.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "planner/runtime_tiers.h"
+#include "planner/sensitivity.h"
+#include "runtime/default_text.h"
+
+namespace selq::cli {
+namespace {
+
+struct SensitivityArgs {
+  std::string source, out, candidates, dialect{"compressed-tensors"}, hardware{"any"}, tier{"data-free"};
+  std::string text, probes;
+  std::int64_t tokens{512}, context{128}, rows{256};
+  bool quiet{false};
+};
+
+const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
+  auto a = std::make_shared<SensitivityArgs>();
+  auto* cmd = root.add_subcommand(
+      "sensitivity",
+      "Score every decision unit (q/k/v, gate/up, o_proj, down_proj, the experts of a layer) under every\n"
+      "candidate format, for `selq plan --sensitivity`. Tiers: data-free (one read of each weight, any\n"
+      "size), activation-aware (output error on calibration rows; runs the model), measured (KL with one\n"
+      "unit quantized at a time, for the probe candidates; the others fitted from their output error).");
+  cmd->footer(
+      "Candidates (--candidates, comma-separated; default all):\n"
+      "  fp8-w8a8 fp8-w8a16 mxfp8-w8a8 int8-w8a16 nvfp4-w4a16 mxfp4-w4a16 mxfp4-w4a4 int4-w4a16 (bf16 always)\n"
+      "Examples:\n"
+      "  selq sensitivity /models/Llama-3.1-8B -o sens.json\n"
+      "  selq sensitivity CKPT --candidates fp8-w8a8,nvfp4-w4a16,mxfp4-w4a4 -o sens.json\n"
+      "  selq sensitivity CKPT --tier measured --calibration-text train.txt -o sens.json\n"
+      "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml");
+  cmd->add_option("source", a->source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
+      ->required();
+  cmd->add_option("--out,-o", a->out, "Output JSON file")->required();
+  cmd->add_option("--candidates", a->candidates, "Candidate formats to score (default: all)");
+  cmd->add_option("--dialect", a->dialect, "Dialect whose scale conventions are scored")->capture_default_str();
+  cmd->add_option("--hardware", a->hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
+      ->capture_default_str();
+  cmd->add_option("--tier", a->tier, "data-free, activation-aware or measured")->capture_default_str();
+  cmd->add_option("--calibration-text", a->text,
+                  "Text for the runtime tiers (default: Jane Austen's Sense and Sensibility, never evaluated on)");
+  cmd->add_option("--tokens", a->tokens, "Calibration tokens (runtime tiers)")->capture_default_str();
+  cmd->add_option("--context", a->context, "Tokens per window (runtime tiers)")->capture_default_str();
+  cmd->add_option("--rows", a->rows, "Input rows kept per unit (activation-aware)")->capture_default_str();
+  cmd->add_option("--probes", a->probes,
+                  "Candidates measured on every unit (measured tier; default: each unit's most lossy)");
+  cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
+  cmd->callback([a, &status] {
+    auto dialect = exporter::dialect_from_name(a->dialect);
+    if (!dialect) throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", a->dialect));
+    auto hw = planner::hardware_from_name(a->hardware);
+    if (!hw) throw_bad_input(fmt::format("unknown hardware '{}' (blackwell, hopper, mi355, any)", a->hardware));
+    auto ckpt = io::Checkpoint::open(a->source);
+    auto layout = planner::decision_units(*ckpt, *dialect);
+    auto candidates = planner::select_candidates(a->candidates, *hw, *dialect);
+    ProgressBar bar("sensitivity", !a->quiet && stderr_is_tty());
+    planner::SensitivityOptions opt;
+    opt.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+    auto tier = planner::tier_from_name(a->tier);
+    if (!tier) throw_bad_input(fmt::format("unknown --tier '{}' (data-free, activation-aware, measured)", a->tier));
+    auto table = planner::data_free_sensitivity(*ckpt, layout, candidates, opt);
+    bar.finish();
+    if (*tier != planner::Tier::DataFree) {
+      const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Calibration);
+      planner::RuntimeTierOptions ropt;
+      ropt.context = a->context;
+      ropt.rows = a->rows;
+      for (std::size_t s = 0, e; s < a->probes.size(); s = e + 1) {
+        e = a->probes.find(',', s);
+        if (e == std::string::npos) e = a->probes.size();
+        if (e > s) ropt.probes.push_back(a->probes.substr(s, e - s));
+      }
+      ProgressBar units_bar("units", !a->quiet && stderr_is_tty());
+      ropt.on_progress = [&](const std::string& stage, std::uint64_t done, std::uint64_t total) {
+        units_bar.update(done, total, stage);
+      };
+      planner::add_runtime_tiers(table, layout, candidates, a->source, {text.text, text.source, a->tokens}, *tier,
+                                 ropt);
+      units_bar.finish();
+    }
+    io::write_file_atomic(a->out, table.to_json().dump(1) + "\n");
+    fmt::print("{}: {} units x {} candidates, {} tier, {:.1f} s\n", a->out, table.units.size(),
+               table.candidates.size(), planner::tier_name(table.tier), table.seconds);
+    status = 0;
+  });
+});
+
+}  // namespace
+}  // namespace selq::cli

@@ -1,0 +1,115 @@
+#include "planner/candidates.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "recipe/recipe.h"
+
+namespace selq::planner {
+namespace {
+
+using enum Hardware;
+
+quant::SchemeSpec parse_candidate_scheme(const std::string& id, const std::string& scheme,
+                                         const std::string& options) {
+  std::string yaml = fmt::format("name: candidate\nrules:\n  - match: x\n    scheme: {}\n", scheme);
+  if (!options.empty()) yaml += fmt::format("    options: {}\n", options);
+  auto recipe = recipe::parse_recipe(yaml, "candidate " + id);
+  return recipe.rules.at(0).scheme;
+}
+
+std::vector<Candidate> make_candidates() {
+  struct Row {
+    const char *id, *scheme, *options, *description;
+    std::vector<Hardware> runs_on;
+  };
+  // Hardware per ENGINES.md: Blackwell runs NVFP4/MXFP4/MXFP8/FP8; Hopper FP8 and
+  // INT4/INT8 weight-only (Marlin); MI355 MXFP4/MXFP8/FP8.
+  const std::vector<Row> rows = {
+      {"fp8-w8a8", "fp8-channel", "{activations: fp8-per-token}",
+       "FP8 E4M3 per output channel, activations FP8 per token (dynamic)", {Blackwell, Hopper, Mi355}},
+      {"fp8-w8a16", "fp8-channel", "", "FP8 E4M3 per output channel, weight-only", {Blackwell, Hopper, Mi355}},
+      {"mxfp8-w8a8", "mxfp8", "{activations: mxfp8-dynamic}", "MXFP8, activations MXFP8 (dynamic)",
+       {Blackwell, Mi355}},
+      {"int8-w8a16", "int8", "", "INT8 per output channel, weight-only", {Hopper}},
+      {"nvfp4-w4a16", "nvfp4", "", "NVFP4 (E2M1, E4M3 scale per 16, global scale), weight-only", {Blackwell}},
+      {"mxfp4-w4a16", "mxfp4", "", "MXFP4 (E2M1, E8M0 scale per 32), weight-only", {Blackwell, Mi355}},
+      {"mxfp4-w4a4", "mxfp4", "{activations: mxfp4-dynamic}", "MXFP4, activations MXFP4 (dynamic)",
+       {Blackwell, Mi355}},
+      {"int4-w4a16", "int4", "{group_size: 128}", "INT4 per group of 128 inputs, weight-only", {Hopper}},
+  };
+  std::vector<Candidate> out;
+  out.push_back({"bf16", "keep", "", std::nullopt, "keep the source weights (BF16/F16/F32)", {Blackwell, Hopper, Mi355}});
+  for (const auto& r : rows)
+    out.push_back({r.id, r.scheme, r.options, parse_candidate_scheme(r.id, r.scheme, r.options), r.description,
+                   r.runs_on});
+  return out;
+}
+
+}  // namespace
+
+std::optional<Hardware> hardware_from_name(const std::string& name) {
+  if (name == "any") return Any;
+  if (name == "blackwell") return Blackwell;
+  if (name == "hopper") return Hopper;
+  if (name == "mi355") return Mi355;
+  return std::nullopt;
+}
+
+std::string hardware_name(Hardware h) {
+  switch (h) {
+    case Any: return "any";
+    case Blackwell: return "blackwell";
+    case Hopper: return "hopper";
+    case Mi355: return "mi355";
+  }
+  return "any";
+}
+
+const std::vector<Candidate>& all_candidates() {
+  static const std::vector<Candidate> candidates = make_candidates();
+  return candidates;
+}
+
+const Candidate* find_candidate(const std::string& id) {
+  for (const auto& c : all_candidates())
+    if (c.id == id) return &c;
+  return nullptr;
+}
+
+std::vector<Candidate> select_candidates(const std::string& ids, Hardware hw, exporter::Dialect dialect) {
+  std::vector<std::string> wanted;
+  if (ids.empty() || ids == "all") {
+    for (const auto& c : all_candidates()) wanted.push_back(c.id);
+  } else {
+    std::size_t start = 0;
+    while (start <= ids.size()) {
+      auto end = ids.find(',', start);
+      if (end == std::string::npos) end = ids.size();
+      if (end > start) wanted.push_back(ids.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  std::vector<std::string> known;
+  for (const auto& c : all_candidates()) known.push_back(c.id);
+  std::vector<Candidate> out{*find_candidate("bf16")};
+  for (const auto& id : wanted) {
+    const Candidate* c = find_candidate(id);
+    if (!c)
+      throw_bad_input(fmt::format("unknown candidate format '{}' (known: {})", id, fmt::join(known, ", ")));
+    if (c->id == "bf16") continue;
+    if (hw != Any && std::find(c->runs_on.begin(), c->runs_on.end(), hw) == c->runs_on.end()) continue;
+    try {
+      exporter::check_dialect_supports(dialect, exporter::adapt_scheme_for_dialect(dialect, *c->spec, DType::BF16));
+    } catch (const Error&) {
+      continue;  // the dialect cannot write it: not a candidate for this plan
+    }
+    if (std::none_of(out.begin(), out.end(), [&](const Candidate& o) { return o.id == c->id; })) out.push_back(*c);
+  }
+  return out;
+}
+
+}  // namespace selq::planner

@@ -1,0 +1,37 @@
+#pragma once
+// The formats the planner chooses between: a scheme with the activation mode
+// engines run it with ("nvfp4-w4a16", "fp8-w8a8", ...), plus "bf16" (keep).
+// Each is written as the recipe text it becomes, and its SchemeSpec comes from
+// parsing that text, so a plan and the recipe it emits cannot disagree.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "export/dialect.h"
+#include "quant/scheme.h"
+
+namespace selq::planner {
+
+enum class Hardware { Any, Blackwell, Hopper, Mi355 };
+std::optional<Hardware> hardware_from_name(const std::string& name);  // "blackwell", ...
+std::string hardware_name(Hardware h);
+
+struct Candidate {
+  std::string id;                         // "nvfp4-w4a16"
+  std::string recipe_scheme;              // recipe `scheme:` value ("nvfp4"; "keep" for bf16)
+  std::string recipe_options;             // recipe `options:` flow map, or "" for none
+  std::optional<quant::SchemeSpec> spec;  // nullopt: keep the source float weights
+  std::string description;                // one line for --help and the emitted recipe
+  std::vector<Hardware> runs_on;          // hardware whose kernels run it (Any is implied)
+};
+
+// Every candidate selq knows, "bf16" first.
+const std::vector<Candidate>& all_candidates();
+const Candidate* find_candidate(const std::string& id);
+
+// The candidates named in `ids` ("" or "all": every one), restricted to those
+// `hw` runs and `dialect` can express; "bf16" is always included. BadInput
+// names an unknown id.
+std::vector<Candidate> select_candidates(const std::string& ids, Hardware hw, exporter::Dialect dialect);
+
+}  // namespace selq::planner

@@ -1,0 +1,81 @@
+#pragma once
+// From a sensitivity table to a mix: the format of every decision unit that
+// minimises the summed score within a size budget (solver.h), the Pareto
+// front over budgets from one table, and the readable recipe a mix becomes.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/candidates.h"
+#include "planner/sensitivity.h"
+#include "planner/solver.h"
+#include "planner/units.h"
+
+namespace selq::planner {
+
+struct UnitChoice {
+  std::size_t unit{0};  // index into UnitLayout::units
+  std::string candidate;
+  std::uint64_t bytes{0};
+  double score{0};
+};
+
+struct Mix {
+  std::vector<UnitChoice> choices;  // one per unit, in layout order
+  std::uint64_t linear_bytes{0};    // what Plan::linear_totals().bytes will be
+  double bits_per_weight{0};        // exactly Plan::bits_per_weight() of the emitted recipe
+  double score{0};                  // summed objective (predicted loss, in the tier's units)
+  nlohmann::json to_json(const UnitLayout& layout) const;
+};
+
+struct MixOptions {
+  Tier tier{Tier::DataFree};
+  bool acceptance{false};  // objective: mean total variation (measured tier) instead of KL
+};
+
+class MixPlanner {
+ public:
+  // Throws BadInput when the table does not cover a unit of the layout (a
+  // table made from another checkpoint) or lacks the tier for it.
+  MixPlanner(const UnitLayout& layout, const SensitivityTable& table, std::vector<Candidate> candidates,
+             const MixOptions& options);
+
+  double min_bits_per_weight() const;  // every unit at its cheapest candidate
+  double max_bits_per_weight() const;  // every unit at its most expensive candidate
+  // The best mix within `target_bpw` (stored bits per linear weight), or
+  // nullopt when even the cheapest mix is larger.
+  std::optional<Mix> for_bits_per_weight(double target_bpw) const;
+  // `points` budgets evenly spaced from the cheapest to the largest mix.
+  std::vector<Mix> pareto(int points) const;
+  // The mix that gives every unit `candidate` (bf16 where it cannot apply).
+  Mix uniform(const std::string& candidate) const;
+
+  const UnitLayout& layout() const { return layout_; }
+  const std::vector<Candidate>& candidates() const { return candidates_; }
+
+ private:
+  const UnitLayout& layout_;
+  std::vector<Candidate> candidates_;
+  MixOptions options_;
+  std::vector<std::vector<std::size_t>> candidate_of_option_;  // per unit: option -> candidates_ index
+  std::vector<std::vector<Option>> options_per_unit_;
+  std::optional<KnapsackSolver> solver_;
+  std::uint64_t max_linear_bytes_{0};
+
+  Mix make_mix(const std::vector<std::size_t>& pick) const;
+  std::uint64_t budget_for(double bpw) const;
+};
+
+// The recipe (YAML text) that reproduces `mix` exactly: one rule per
+// candidate and unit kind, over the layers that took it, with a comment
+// saying why. `header` lines go on top as comments.
+std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::string& name,
+                       const std::vector<std::string>& header);
+
+// "self_attn.qkv_proj: 0-3 fp8-w8a8, 4-29 nvfp4-w4a16", one line per unit kind.
+std::vector<std::string> mix_summary(const Mix& mix, const UnitLayout& layout);
+
+}  // namespace selq::planner

@@ -1,0 +1,271 @@
+#include "planner/runtime_tiers.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "pipeline/module_names.h"
+#include "runtime/blas.h"
+#include "runtime/eval.h"
+
+namespace selq::planner {
+namespace {
+
+runtime::Linear& linear_of(runtime::LlamaModel& model, const std::string& module) {
+  runtime::Linear* l = model.find_linear(module);
+  if (!l) throw_unsupported(fmt::format("the runtime has no linear {} (the planner's runtime tiers run Llama-family "
+                                        "models only; use the data-free tier)",
+                                        module));
+  return *l;
+}
+
+// y[rows, out] = x[rows, in] * w[out, in]^T
+void matmul(const float* x, std::int64_t rows, const std::vector<float>& w, std::int64_t out, std::int64_t in,
+            float* y) {
+  runtime::blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
+                       static_cast<int>(in), 1.0f, x, static_cast<int>(in), w.data(), static_cast<int>(in), 0.0f, y,
+                       static_cast<int>(out));
+}
+
+// Runs every window of `tokens` and returns the log-probabilities of every position.
+std::vector<float> window_logprobs(runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                                   std::int64_t context) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t V = model.config().vocab;
+  std::vector<float> out;
+  out.reserve(static_cast<std::size_t>(n * V));
+  for (std::int64_t b = 0; b < n; b += context) {
+    model.reset();
+    const auto len = std::min(context, n - b);
+    auto logits = model.forward(std::span(tokens).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(len)));
+    for (std::int64_t r = 0; r < len; ++r) runtime::log_softmax_inplace(logits.data() + r * V, V);
+    out.insert(out.end(), logits.begin(), logits.end());
+  }
+  model.reset();
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
+                                                       const Candidate& candidate, runtime::LlamaModel& model) {
+  const quant::SchemeSpec spec = dialect_spec(layout, candidate);
+  std::vector<std::vector<float>> out;
+  std::map<std::string, float> group_amax;
+  std::vector<TensorInfo> infos;
+  for (const auto& m : unit.members) {
+    const auto& l = linear_of(model, m.module);
+    infos.push_back({m.module, DType::F32, {l.out, l.in}});
+  }
+  auto view_of = [&](std::size_t i) {
+    const auto& w = linear_of(model, unit.members[i].module).weight;
+    return TensorView{&infos[i], std::span(reinterpret_cast<const std::uint8_t*>(w.data()), w.size() * 4)};
+  };
+  if (spec.kind == quant::SchemeKind::NVFP4)
+    for (std::size_t i = 0; i < unit.members.size(); ++i) {
+      std::string key = pipeline::nvfp4_fused_group(unit.members[i].module);
+      if (key.empty()) key = unit.members[i].module;
+      float& a = group_amax[key];
+      a = std::max(a, quant::tensor_amax(view_of(i)));
+    }
+  for (std::size_t i = 0; i < unit.members.size(); ++i) {
+    const auto outs_spec = quant::scheme_outputs(spec, infos[i].shape);
+    std::vector<std::vector<std::uint8_t>> bufs;
+    std::vector<std::span<std::uint8_t>> outs;
+    for (const auto& o : outs_spec) bufs.emplace_back(dtype_nbytes(o.dtype, shape_numel(o.shape)));
+    for (auto& b : bufs) outs.emplace_back(b);
+    quant::QuantizeOptions qopt;
+    if (spec.kind == quant::SchemeKind::NVFP4) {
+      std::string key = pipeline::nvfp4_fused_group(unit.members[i].module);
+      qopt.global_amax = group_amax[key.empty() ? unit.members[i].module : key];
+    }
+    quant::ErrorMetrics em;
+    quant::quantize_weight(spec, view_of(i), outs, em, qopt);
+    std::vector<std::span<const std::uint8_t>> couts(outs.begin(), outs.end());
+    out.push_back(quant::dequantize_weight(spec, infos[i].shape, couts));
+  }
+  return out;
+}
+
+void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                          runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                          const RuntimeTierOptions& options) {
+  // Capture the first `rows` input rows of each unit's first member.
+  struct Capture {
+    std::map<std::string, std::vector<float>> rows;
+    std::int64_t limit{0};
+  } cap;
+  cap.limit = options.rows;
+  for (const auto& u : layout.units) cap.rows[u.members.front().module];
+  model.set_activation_hook(
+      [](void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
+        auto& c = *static_cast<Capture*>(ctx);
+        auto it = c.rows.find(l.module);
+        if (it == c.rows.end()) return;
+        const std::int64_t have = static_cast<std::int64_t>(it->second.size()) / l.in;
+        const std::int64_t take = std::min(rows, c.limit - have);
+        if (take > 0) it->second.insert(it->second.end(), x, x + take * l.in);
+      },
+      &cap);
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  for (std::int64_t b = 0; b < n; b += options.context) {
+    model.reset();
+    model.forward(std::span(tokens).subspan(static_cast<std::size_t>(b),
+                                            static_cast<std::size_t>(std::min(options.context, n - b))),
+                  false);
+  }
+  model.set_activation_hook(nullptr, nullptr);
+  model.reset();
+
+  std::uint64_t done = 0;
+  for (const auto& unit : layout.units) {
+    auto& us = table.units.at(static_cast<std::size_t>(&unit - layout.units.data()));
+    if (us.name != unit.name) throw_bad_input(fmt::format("sensitivity table and layout disagree at {}", unit.name));
+    const auto& x = cap.rows.at(unit.members.front().module);
+    const std::int64_t in = linear_of(model, unit.members.front().module).in;
+    const std::int64_t rows = static_cast<std::int64_t>(x.size()) / in;
+    if (rows == 0) throw_bad_input(fmt::format("no calibration rows reached {}", unit.name));
+    // Reference outputs once per member.
+    std::vector<std::vector<float>> ref;
+    double ref_sq = 0;
+    for (const auto& m : unit.members) {
+      const auto& l = linear_of(model, m.module);
+      std::vector<float> y(static_cast<std::size_t>(rows * l.out));
+      matmul(x.data(), rows, l.weight, l.out, l.in, y.data());
+      for (float v : y) ref_sq += static_cast<double>(v) * v;
+      ref.push_back(std::move(y));
+    }
+    for (const auto& cand : candidates) {
+      auto it = us.scores.find(cand.id);
+      if (it == us.scores.end()) continue;
+      if (!cand.spec) {
+        it->second.output_nmse = 0.0;
+        continue;
+      }
+      auto qw = quantized_unit_weights(layout, unit, cand, model);
+      std::vector<float> xq = x;
+      if (cand.spec->act != quant::ActMode::None)
+        for (std::int64_t r = 0; r < rows; ++r)
+          quant::qdq_activation_row(cand.spec->act, xq.data() + r * in, static_cast<std::size_t>(in), 0.0f,
+                                    cand.spec->scale_rule);
+      double err = 0;
+      for (std::size_t i = 0; i < unit.members.size(); ++i) {
+        const auto& l = linear_of(model, unit.members[i].module);
+        std::vector<float> y(static_cast<std::size_t>(rows * l.out));
+        matmul(xq.data(), rows, qw[i], l.out, l.in, y.data());
+        for (std::size_t k = 0; k < y.size(); ++k) {
+          const double d = static_cast<double>(y[k]) - ref[i][k];
+          err += d * d;
+        }
+      }
+      it->second.output_nmse = ref_sq > 0 ? err / ref_sq : 0.0;
+    }
+    if (options.on_progress) options.on_progress("activation-aware", ++done, layout.units.size());
+  }
+  if (table.tier == Tier::DataFree) table.tier = Tier::ActivationAware;
+}
+
+void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                  runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                  const RuntimeTierOptions& options) {
+  const std::int64_t V = model.config().vocab;
+  const auto base = window_logprobs(model, tokens, options.context);
+  const std::int64_t positions = static_cast<std::int64_t>(base.size()) / V;
+  std::uint64_t done = 0;
+  for (const auto& unit : layout.units) {
+    auto& us = table.units.at(static_cast<std::size_t>(&unit - layout.units.data()));
+    // Which candidates to measure on this unit.
+    std::vector<const Candidate*> probes;
+    for (const auto& cand : candidates) {
+      if (!cand.spec || !us.scores.count(cand.id)) continue;
+      if (!us.scores.at(cand.id).output_nmse)
+        throw_bad_input(fmt::format("measuring {} needs the activation-aware tier first", unit.name));
+      if (std::find(options.probes.begin(), options.probes.end(), cand.id) != options.probes.end())
+        probes.push_back(&cand);
+    }
+    if (probes.empty()) {
+      const Candidate* worst = nullptr;
+      for (const auto& cand : candidates)
+        if (cand.spec && us.scores.count(cand.id) &&
+            (!worst || *us.scores.at(cand.id).output_nmse > *us.scores.at(worst->id).output_nmse))
+          worst = &cand;
+      if (worst) probes.push_back(worst);
+    }
+    double kl_per_err = 0, tv_per_err = 0;
+    int fits = 0;
+    for (const Candidate* cand : probes) {
+      auto qw = quantized_unit_weights(layout, unit, *cand, model);
+      std::vector<std::vector<float>> saved;
+      std::vector<quant::ActMode> saved_act;
+      for (std::size_t i = 0; i < unit.members.size(); ++i) {
+        auto& l = linear_of(model, unit.members[i].module);
+        saved.push_back(std::move(l.weight));
+        saved_act.push_back(l.act);
+        l.weight = std::move(qw[i]);
+        l.act = cand->spec->act;
+        l.act_rule = cand->spec->scale_rule;
+      }
+      const auto q = window_logprobs(model, tokens, options.context);
+      for (std::size_t i = 0; i < unit.members.size(); ++i) {
+        auto& l = linear_of(model, unit.members[i].module);
+        l.weight = std::move(saved[i]);
+        l.act = saved_act[i];
+      }
+      double kl = 0, tv = 0;
+      for (std::int64_t p = 0; p < positions; ++p) {
+        kl += runtime::kl_divergence(base.data() + p * V, q.data() + p * V, V);
+        tv += 1.0 - runtime::overlap_probability(base.data() + p * V, q.data() + p * V, V);
+      }
+      auto& s = us.scores.at(cand->id);
+      s.kl = kl / static_cast<double>(positions);
+      s.tv = tv / static_cast<double>(positions);
+      s.measured = true;
+      if (*s.output_nmse > 0) {
+        kl_per_err += *s.kl / *s.output_nmse;
+        tv_per_err += *s.tv / *s.output_nmse;
+        ++fits;
+      }
+    }
+    if (fits > 0) {
+      kl_per_err /= fits;
+      tv_per_err /= fits;
+    }
+    for (auto& [id, s] : us.scores) {
+      if (s.measured) continue;
+      s.kl = kl_per_err * s.output_nmse.value_or(0.0);
+      s.tv = tv_per_err * s.output_nmse.value_or(0.0);
+    }
+    if (options.on_progress) options.on_progress("measured", ++done, layout.units.size());
+  }
+  table.tier = Tier::Measured;
+}
+
+}  // namespace selq::planner
+
+#include "runtime/text_overlap.h"
+#include "runtime/tokenizer.h"
+
+namespace selq::planner {
+
+void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                       const std::string& checkpoint_dir, const CalibrationText& text, Tier tier,
+                       const RuntimeTierOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const runtime::Tokenizer tok = runtime::tokenizer_of(checkpoint_dir);
+  auto tokens = tok.encode(text.text);
+  if (text.tokens > 0 && static_cast<std::int64_t>(tokens.size()) > text.tokens)
+    tokens.resize(static_cast<std::size_t>(text.tokens));
+  if (tokens.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text.source));
+  table.text_provenance = runtime::text_provenance(
+      text.source, std::string_view(text.text).substr(0, runtime::covered_bytes(tok, tokens, text.text.size())));
+  auto model = runtime::LlamaModel::load(checkpoint_dir);
+  add_activation_aware(table, layout, candidates, *model, tokens, options);
+  if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, tokens, options);
+  table.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace selq::planner

@@ -1,0 +1,58 @@
+#pragma once
+// Sensitivity tiers 2 and 3, which run the model (runtime/model.h) on
+// calibration text: the activation-aware output error of every unit and
+// candidate, and the KL increase measured with one unit quantized at a time.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/sensitivity.h"
+#include "runtime/model.h"
+
+namespace selq::planner {
+
+struct RuntimeTierOptions {
+  std::int64_t context{128};      // tokens per window
+  std::int64_t rows{256};         // input rows kept per unit for the output error (tier 2)
+  // Tier 3: candidates measured on every unit ("": the unit's most lossy one
+  // by tier 2). The others get the unit's measured KL per unit of output
+  // error, times their own output error (a per-unit linear fit).
+  std::vector<std::string> probes;
+  std::function<void(const std::string& stage, std::uint64_t done, std::uint64_t total)> on_progress;
+};
+
+// Adds output_nmse to every scored candidate: ||X W^T - qdq(X) Q^T||^2 / ||X W^T||^2
+// over `rows` input rows of each unit captured from `tokens` (members of a unit
+// share their input, as engines fuse them for that reason).
+void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                          runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                          const RuntimeTierOptions& options);
+
+// Needs add_activation_aware first. Adds kl and tv to every scored candidate:
+// measured for the probes, fitted for the rest; records which in `measured`.
+void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                  runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                  const RuntimeTierOptions& options);
+
+// The weights a unit's members have once `candidate` has quantized them
+// (dequantized to F32; NVFP4 members of a fused group share its global amax).
+std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
+                                                       const Candidate& candidate, runtime::LlamaModel& model);
+
+}  // namespace selq::planner
+
+namespace selq::planner {
+
+struct CalibrationText {
+  std::string text, source;   // default: runtime::default_text(Calibration)
+  std::int64_t tokens{512};   // tokens used (the text's first ones)
+};
+
+// Tiers 2 (and 3 when `tier` is Measured) on top of `table`: loads the model
+// from the checkpoint directory, tokenizes the text, records its provenance.
+void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                       const std::string& checkpoint_dir, const CalibrationText& text, Tier tier,
+                       const RuntimeTierOptions& options);
+
+}  // namespace selq::planner

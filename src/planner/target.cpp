@@ -1,0 +1,136 @@
+#include "planner/target.h"
+
+#include <chrono>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "export/module_names.h"
+#include "pipeline/plan.h"
+#include "recipe/recipe.h"
+
+namespace selq::planner {
+
+void check_mix_recipe(const io::Checkpoint& ckpt, const UnitLayout& layout, const Mix& mix,
+                      const std::string& recipe_yaml) {
+  auto recipe = recipe::parse_recipe(recipe_yaml, "planned recipe");
+  auto plan = pipeline::make_plan(ckpt, recipe);
+  std::map<std::string, const pipeline::PlannedTensor*> by_module;
+  for (const auto& t : plan.tensors)
+    if (t.source.ends_with(".weight")) by_module[t.module] = &t;
+  for (const auto& c : mix.choices) {
+    const Candidate* cand = find_candidate(c.candidate);
+    for (const auto& m : layout.units[c.unit].members) {
+      const auto it = by_module.find(m.module);
+      const bool quantized = it != by_module.end() && it->second->scheme.has_value();
+      const bool ok = cand->spec ? quantized && *it->second->scheme == dialect_spec(layout, *cand) : !quantized;
+      if (!ok)
+        throw_unsupported(fmt::format("planner bug: the emitted recipe plans {} as {}, the mix chose {}", m.module,
+                                      quantized ? it->second->scheme->name() : "unquantized", c.candidate));
+    }
+  }
+  const auto totals = plan.linear_totals();
+  if (totals.bytes != mix.linear_bytes)
+    throw_unsupported(fmt::format("planner bug: the emitted recipe stores {} linear bytes, the mix predicted {}",
+                                  totals.bytes, mix.linear_bytes));
+  exporter::ConfigInput ci;
+  ci.linear_modules = plan.linear_modules;
+  std::vector<std::string> names;
+  for (const auto& t : ckpt.tensors()) names.push_back(t.info.name);
+  ci.unstored_heads = exporter::unstored_head_modules(names);
+  if (ckpt.config().is_object() && ckpt.config().contains("quantization_config"))
+    ci.source_quantization_config = ckpt.config()["quantization_config"];
+  exporter::build_quantization_config(layout.dialect, ci);  // throws when an engine would misread it
+}
+
+TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TargetResult r;
+  r.table = load_sensitivity(req.sensitivity_path);
+  r.layout = decision_units(ckpt, req.dialect);
+  r.tier = req.tier.value_or(r.table.tier);
+  const std::string ids = req.candidates.empty() ? fmt::format("{}", fmt::join(r.table.candidates, ",")) : req.candidates;
+  r.candidates = select_candidates(ids, req.hardware, req.dialect);
+  MixPlanner planner(r.layout, r.table, r.candidates, {r.tier, req.acceptance});
+  r.min_bpw = planner.min_bits_per_weight();
+  r.max_bpw = planner.max_bits_per_weight();
+  if (req.target_bpw) {
+    r.mix = planner.for_bits_per_weight(*req.target_bpw);
+    if (!r.mix)
+      throw_bad_input(fmt::format("--target-bpw {} is below the smallest mix these candidates reach ({:.3f} "
+                                  "bits per linear weight; the largest is {:.3f})",
+                                  *req.target_bpw, r.min_bpw, r.max_bpw));
+    std::vector<std::string> header = {
+        fmt::format("Planned by selq for {} at <= {} bits per linear weight (got {:.4f}).", ckpt.dir(),
+                    *req.target_bpw, r.mix->bits_per_weight),
+        fmt::format("Sensitivity: {} ({} tier); objective: {}; hardware: {}.", req.sensitivity_path,
+                    tier_name(r.tier), req.acceptance ? "total variation (acceptance)" : "KL",
+                    hardware_name(req.hardware)),
+        fmt::format("`selq plan SRC --recipe THIS` reproduces the mix exactly; edit freely."),
+    };
+    r.recipe_yaml = mix_recipe(*r.mix, r.layout, req.recipe_name, header);
+    check_mix_recipe(ckpt, r.layout, *r.mix, r.recipe_yaml);
+  }
+  if (req.pareto_points > 0) r.front = planner.pareto(req.pareto_points);
+  for (const auto& c : r.candidates) r.uniforms.push_back(planner.uniform(c.id));
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+nlohmann::json TargetResult::to_json() const {
+  nlohmann::json j = {{"source", table.source},
+                      {"tier", tier_name(tier)},
+                      {"candidates", nlohmann::json::array()},
+                      {"units", layout.units.size()},
+                      {"min_bits_per_weight", min_bpw},
+                      {"max_bits_per_weight", max_bpw},
+                      {"seconds", seconds}};
+  for (const auto& c : candidates) j["candidates"].push_back(c.id);
+  if (mix) {
+    j["mix"] = mix->to_json(layout);
+    j["recipe"] = recipe_yaml;
+  }
+  if (!front.empty()) {
+    j["pareto"] = nlohmann::json::array();
+    for (const auto& m : front) j["pareto"].push_back(m.to_json(layout));
+  }
+  j["uniform"] = nlohmann::json::object();
+  for (std::size_t i = 0; i < uniforms.size(); ++i)
+    j["uniform"][candidates[i].id] = {{"bits_per_weight", uniforms[i].bits_per_weight},
+                                      {"score", uniforms[i].score}};
+  return j;
+}
+
+std::string TargetResult::format() const {
+  std::string s = fmt::format("{} decision units, {} candidates ({}), {} tier; reachable {:.3f}-{:.3f} bits per "
+                              "linear weight\n",
+                              layout.units.size(), candidates.size(),
+                              fmt::join([&] {
+                                std::vector<std::string> v;
+                                for (const auto& c : candidates) v.push_back(c.id);
+                                return v;
+                              }(),
+                                        ", "),
+                              tier_name(tier), min_bpw, max_bpw);
+  s += "\nuniform formats (score = summed predicted loss, lower is better):\n";
+  for (std::size_t i = 0; i < uniforms.size(); ++i)
+    s += fmt::format("  {:<12} {:>7.3f} bpw  score {:.4g}\n", candidates[i].id, uniforms[i].bits_per_weight,
+                     uniforms[i].score);
+  if (!front.empty()) {
+    s += "\nPareto front:\n";
+    for (const auto& m : front) {
+      s += fmt::format("  {:>7.3f} bpw  score {:.4g}\n", m.bits_per_weight, m.score);
+      for (const auto& line : mix_summary(m, layout)) s += "      " + line + "\n";
+    }
+  }
+  if (mix) {
+    s += fmt::format("\nmix: {:.4f} bits per linear weight, {} linear bytes, score {:.4g}\n", mix->bits_per_weight,
+                     mix->linear_bytes, mix->score);
+    for (const auto& line : mix_summary(*mix, layout)) s += "  " + line + "\n";
+  }
+  return s;
+}
+
+}  // namespace selq::planner

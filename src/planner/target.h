@@ -1,0 +1,54 @@
+#pragma once
+// `selq plan SRC --sensitivity S --target-bpw B`: the mix for one budget (and
+// the Pareto front over budgets), its recipe, and the proof that the recipe
+// plans to exactly that mix and that every engine reads its config as decided.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.h"
+#include "planner/mix.h"
+
+namespace selq::planner {
+
+struct TargetRequest {
+  std::string sensitivity_path;
+  std::optional<double> target_bpw;
+  int pareto_points{0};                  // 0: no front
+  std::optional<Tier> tier;              // default: the table's
+  bool acceptance{false};                // objective: total variation instead of KL
+  Hardware hardware{Hardware::Any};
+  std::string candidates;                // ids, "" = the table's
+  exporter::Dialect dialect{exporter::Dialect::CompressedTensors};
+  std::string recipe_name{"planned-mix"};
+};
+
+struct TargetResult {
+  SensitivityTable table;
+  UnitLayout layout;
+  std::vector<Candidate> candidates;
+  Tier tier{Tier::DataFree};
+  double min_bpw{0}, max_bpw{0};
+  std::optional<Mix> mix;      // for target_bpw
+  std::string recipe_yaml;     // the mix's recipe (checked)
+  std::vector<Mix> front;      // pareto_points budgets
+  std::vector<Mix> uniforms;   // every candidate alone, for comparison
+  double seconds{0};
+
+  nlohmann::json to_json() const;
+  std::string format() const;
+};
+
+// BadInput when the target is below the cheapest mix (the message says the
+// smallest and largest reachable bits per weight).
+TargetResult plan_target(const io::Checkpoint& checkpoint, const TargetRequest& request);
+
+// Plans `recipe_yaml` on the checkpoint and throws Error unless every unit
+// member gets the mix's scheme, the linear bytes equal the mix's, and the
+// dialect's config passes the engines' self-check.
+void check_mix_recipe(const io::Checkpoint& checkpoint, const UnitLayout& layout, const Mix& mix,
+                      const std::string& recipe_yaml);
+
+}  // namespace selq::planner

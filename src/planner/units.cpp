@@ -1,0 +1,89 @@
+#include "planner/units.h"
+
+#include <map>
+
+#include "core/error.h"
+#include "export/module_names.h"
+#include "pipeline/module_names.h"
+#include "pipeline/plan.h"
+#include "recipe/recipe.h"
+
+namespace selq::planner {
+
+std::uint64_t DecisionUnit::parameters() const {
+  std::uint64_t n = 0;
+  for (const auto& m : members) n += shape_numel(m.weight.shape);
+  return n;
+}
+
+UnitLayout decision_units(const io::Checkpoint& ckpt, exporter::Dialect dialect) {
+  UnitLayout layout;
+  layout.dialect = dialect;
+  layout.model_dtype = pipeline::model_float_dtype(ckpt);
+
+  recipe::Recipe keep_all;
+  keep_all.name = "keep-all";
+  keep_all.dialect = exporter::dialect_name(dialect);
+  std::vector<TensorInfo> infos;
+  for (const auto& t : ckpt.tensors()) infos.push_back(t.info);
+  auto resolution = recipe::resolve_recipe(keep_all, infos, ckpt.config());
+
+  std::map<std::string, TensorInfo> weight_of;  // decidable module -> its weight
+  std::vector<std::string> decidable;
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    const auto& d = resolution.decisions[i];
+    if (!d.eligible || d.protected_name || d.action != recipe::Action::Keep) continue;
+    weight_of.emplace(d.module, infos[i]);
+    decidable.push_back(d.module);
+  }
+  std::uint64_t unit_bytes = 0;
+  for (auto& em : exporter::engine_modules(exporter::EngineFamily::Vllm, decidable)) {
+    DecisionUnit u;
+    u.name = em.name;
+    u.layer = pipeline::layer_index_of(em.name).value_or(-1);
+    u.kind = pipeline::layer_relative_kind(em.name);
+    for (const auto& m : em.members) {
+      u.members.push_back({m, weight_of.at(m)});
+      unit_bytes += weight_of.at(m).nbytes();
+    }
+    layout.units.push_back(std::move(u));
+  }
+  // Everything else the plan counts as linear stays as it is in every choice.
+  auto plan = pipeline::make_plan(ckpt, keep_all);
+  const auto totals = plan.linear_totals();
+  layout.fixed_bytes = totals.bytes - unit_bytes;
+  layout.linear_elements = totals.elements;
+  return layout;
+}
+
+quant::SchemeSpec dialect_spec(const UnitLayout& layout, const Candidate& candidate) {
+  return exporter::adapt_scheme_for_dialect(layout.dialect, *candidate.spec, layout.model_dtype);
+}
+
+std::optional<std::uint64_t> unit_cost(const UnitLayout& layout, const DecisionUnit& unit, const Candidate& candidate) {
+  std::uint64_t bytes = 0;
+  if (!candidate.spec) {
+    for (const auto& m : unit.members) bytes += m.weight.nbytes();
+    return bytes;
+  }
+  const quant::SchemeSpec spec = dialect_spec(layout, candidate);
+  // The experts of a layer have a few distinct shapes among hundreds of members.
+  std::map<Shape, std::uint64_t> per_shape;
+  try {
+    for (const auto& m : unit.members) {
+      auto [it, fresh] = per_shape.emplace(m.weight.shape, 0);
+      if (fresh) {
+        for (const auto& o : quant::scheme_outputs(spec, m.weight.shape))
+          it->second += dtype_nbytes(o.dtype, shape_numel(o.shape));
+        if (auto a = quant::activation_scale_output(spec, m.weight.shape))
+          it->second += dtype_nbytes(a->dtype, shape_numel(a->shape));
+      }
+      bytes += it->second;
+    }
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+}  // namespace selq::planner

@@ -1,0 +1,148 @@
+#include "report/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace selq::report {
+namespace {
+
+constexpr double kWidth = 800, kHeight = 520, kLeft = 80, kRight = 230, kTop = 50, kBottom = 60;
+// Tableau-like palette, distinguishable in print and for most colour-blind readers.
+constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string number(double v) { return fmt::format("{:g}", v); }
+
+}  // namespace
+
+Chart Chart::from_json(const nlohmann::json& j, const std::string& path) {
+  Chart c;
+  try {
+    c.title = j.value("title", "");
+    c.x_label = j.value("x_label", "");
+    c.y_label = j.value("y_label", "");
+    c.log_y = j.value("log_y", false);
+    for (const auto& sj : j.at("series")) {
+      ChartSeries s;
+      s.name = sj.at("name").get<std::string>();
+      for (const auto& pj : sj.at("points"))
+        s.points.push_back({pj.at("x").get<double>(), pj.at("y").get<double>(), pj.value("lo", 0.0),
+                            pj.value("hi", 0.0)});
+      c.series.push_back(std::move(s));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw_bad_input(fmt::format("{}: malformed chart: {}", path, e.what()));
+  }
+  return c;
+}
+
+std::string render_svg(const Chart& chart) {
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
+  for (const auto& s : chart.series)
+    for (const auto& p : s.points) {
+      const double lo = p.lo == 0 && p.hi == 0 ? p.y : p.lo, hi = p.lo == 0 && p.hi == 0 ? p.y : p.hi;
+      if (chart.log_y && (p.y <= 0 || lo <= 0))
+        throw_bad_input(fmt::format("chart: series '{}' has a value <= 0 on a log axis", s.name));
+      x0 = std::min(x0, p.x);
+      x1 = std::max(x1, p.x);
+      y0 = std::min(y0, lo);
+      y1 = std::max(y1, hi);
+    }
+  if (!std::isfinite(x0)) throw_bad_input("chart: no points");
+  // Axes: x padded to whole numbers, y to decades (log) or 5% (linear).
+  x0 = std::floor(x0 - 0.25);
+  x1 = std::ceil(x1 + 0.25);
+  auto fy = [&](double v) { return chart.log_y ? std::log10(v) : v; };
+  double ly0 = fy(y0), ly1 = fy(y1);
+  if (chart.log_y) {
+    ly0 = std::floor(ly0);
+    ly1 = std::ceil(ly1);
+  } else {
+    const double pad = (ly1 - ly0) * 0.05 + 1e-12;
+    ly0 -= pad;
+    ly1 += pad;
+  }
+  if (ly1 <= ly0) ly1 = ly0 + 1;
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  auto px = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
+  auto py = [&](double y) { return kTop + (1.0 - (fy(y) - ly0) / (ly1 - ly0)) * ph; };
+
+  std::string o = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      kWidth, kHeight, kWidth, kHeight);
+  o += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2,
+                   xml_escape(chart.title));
+  // Grid and ticks.
+  for (double x = x0; x <= x1 + 1e-9; x += 1.0) {
+    o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>\n", px(x), kTop,
+                     kTop + ph);
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(x), kTop + ph + 18, number(x));
+  }
+  std::vector<double> yticks;
+  if (chart.log_y) {
+    for (double e = ly0; e <= ly1 + 1e-9; e += 1.0)
+      for (double m : {1.0, 2.0, 5.0})
+        if (std::log10(m) + e <= ly1 + 1e-9) yticks.push_back(m * std::pow(10.0, e));
+  } else {
+    for (int i = 0; i <= 5; ++i) yticks.push_back(ly0 + (ly1 - ly0) * i / 5);
+  }
+  for (double y : yticks) {
+    o += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", kLeft, py(y),
+                     kLeft + pw, py(y));
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", kLeft - 6, py(y) + 4,
+                     fmt::format("{:.3g}", y));
+  }
+  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", kLeft,
+                   kTop, pw, ph);
+  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2, kHeight - 18,
+                   xml_escape(chart.x_label));
+  o += fmt::format("<text transform=\"translate(22 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+                   kTop + ph / 2, xml_escape(chart.y_label + (chart.log_y ? " (log scale)" : "")));
+  // Series.
+  for (std::size_t i = 0; i < chart.series.size(); ++i) {
+    const auto& s = chart.series[i];
+    const char* color = kColors[i % std::size(kColors)];
+    auto pts = s.points;
+    std::sort(pts.begin(), pts.end(), [](const ChartPoint& a, const ChartPoint& b) { return a.x < b.x; });
+    if (pts.size() > 1) {
+      std::string path;
+      for (const auto& p : pts) path += fmt::format("{:.1f},{:.1f} ", px(p.x), py(p.y));
+      o += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n", path, color);
+    }
+    for (const auto& p : pts) {
+      if (p.lo != 0 || p.hi != 0)
+        o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\"/>\n",
+                         px(p.x), py(p.lo), py(p.hi), color);
+      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"><title>{}: {} bpw, {}</title></circle>\n",
+                       px(p.x), py(p.y), pts.size() > 1 ? 3.5 : 5.5, color, xml_escape(s.name), number(p.x),
+                       number(p.y));
+    }
+    const double ly = kTop + 10 + 20.0 * static_cast<double>(i);
+    o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"{}\"/>\n", kLeft + pw + 18, ly, color);
+    o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", kLeft + pw + 30, ly + 4, xml_escape(s.name));
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+}  // namespace selq::report

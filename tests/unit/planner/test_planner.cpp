@@ -1,0 +1,178 @@
+// Decision units, data-free scores, the mix and the recipe it emits, on a
+// small synthetic Llama checkpoint written by the test.
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "pipeline/plan.h"
+#include "pipeline/synth.h"
+#include "planner/mix.h"
+#include "planner/target.h"
+#include "recipe/recipe.h"
+
+namespace fs = std::filesystem;
+using namespace selq;
+using namespace selq::planner;
+
+namespace {
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / fmt::format("selq-planner-{}", ::getpid());
+    fs::remove_all(dir_);
+    pipeline::SynthOptions o;
+    o.arch = "llama";
+    o.scale = 2;
+    o.layers = 3;
+    o.vocab = 256;
+    pipeline::write_synth_checkpoint(o, (dir_ / "ckpt").string());
+    ckpt_ = io::Checkpoint::open((dir_ / "ckpt").string()).release();
+    layout_ = new UnitLayout(decision_units(*ckpt_, exporter::Dialect::CompressedTensors));
+    candidates_ = new std::vector<Candidate>(select_candidates("", Hardware::Any, exporter::Dialect::CompressedTensors));
+    table_ = new SensitivityTable(data_free_sensitivity(*ckpt_, *layout_, *candidates_));
+    fs::create_directories(dir_ / "out");
+    std::ofstream(dir_ / "out" / "sens.json") << table_->to_json().dump();
+  }
+  static void TearDownTestSuite() {
+    delete table_;
+    delete candidates_;
+    delete layout_;
+    delete ckpt_;
+    fs::remove_all(dir_);
+  }
+  static inline fs::path dir_;
+  static inline io::Checkpoint* ckpt_ = nullptr;
+  static inline UnitLayout* layout_ = nullptr;
+  static inline std::vector<Candidate>* candidates_ = nullptr;
+  static inline SensitivityTable* table_ = nullptr;
+};
+
+const CandidateScore& score(const SensitivityTable& t, const std::string& unit, const std::string& cand) {
+  return t.find(unit)->scores.at(cand);
+}
+
+}  // namespace
+
+TEST_F(PlannerTest, UnitsAreTheEnginesFusedModules) {
+  ASSERT_EQ(layout_->units.size(), 12u);  // 3 layers x {qkv, o, gate_up, down}
+  const auto& qkv = layout_->units.front();
+  EXPECT_EQ(qkv.name, "model.layers.0.self_attn.qkv_proj");
+  EXPECT_EQ(qkv.kind, "self_attn.qkv_proj");
+  EXPECT_EQ(qkv.layer, 0);
+  ASSERT_EQ(qkv.members.size(), 3u);
+  EXPECT_EQ(qkv.members[1].module, "model.layers.0.self_attn.k_proj");
+  int gate_up = 0;
+  for (const auto& u : layout_->units) gate_up += u.kind == "mlp.gate_up_proj" && u.members.size() == 2;
+  EXPECT_EQ(gate_up, 3);
+  // The budget's denominator is the plan's: every linear weight element.
+  auto plan = pipeline::make_plan(*ckpt_, recipe::parse_recipe("name: k\nrules: []\n", "k"));
+  EXPECT_EQ(plan.linear_totals().elements, layout_->linear_elements);
+}
+
+TEST_F(PlannerTest, DataFreeScoresOrderTheFormats) {
+  for (const auto& u : layout_->units) {
+    const double int8 = score(*table_, u.name, "int8-w8a16").weight_nmse;
+    const double fp8 = score(*table_, u.name, "fp8-w8a16").weight_nmse;
+    const double nvfp4 = score(*table_, u.name, "nvfp4-w4a16").weight_nmse;
+    const double mxfp4 = score(*table_, u.name, "mxfp4-w4a16").weight_nmse;
+    EXPECT_GT(int8, 0) << u.name;
+    EXPECT_LT(int8, fp8) << u.name;
+    EXPECT_LT(fp8, nvfp4) << u.name;
+    EXPECT_LT(nvfp4, mxfp4) << u.name;
+    // Same weights, so W4A4 differs from W4A16 only by the activation prior.
+    EXPECT_EQ(score(*table_, u.name, "mxfp4-w4a4").weight_nmse, mxfp4);
+    EXPECT_EQ(score(*table_, u.name, "bf16").weight_nmse, 0.0);
+  }
+  EXPECT_GT(activation_error_prior(quant::ActMode::MXFP4Dynamic), 10 * activation_error_prior(quant::ActMode::FP8PerToken));
+  EXPECT_EQ(activation_error_prior(quant::ActMode::None), 0.0);
+}
+
+TEST_F(PlannerTest, TableRoundTripsThroughJson) {
+  auto back = load_sensitivity((dir_ / "out" / "sens.json").string());
+  EXPECT_EQ(back.to_json(), table_->to_json());
+  nlohmann::json bad = table_->to_json();
+  bad["units"][0]["scores"]["int3-magic"] = {{"weight_nmse", 0.1}};
+  EXPECT_THROW(SensitivityTable::from_json(bad, "bad.json"), Error);
+  EXPECT_THROW(SensitivityTable::from_json(nlohmann::json::object(), "empty.json"), Error);
+}
+
+TEST_F(PlannerTest, EmittedRecipePlansToTheChosenMixExactly) {
+  for (double bpw : {4.6, 5.0, 6.0, 7.0, 8.5, 12.0}) {
+    TargetRequest req;
+    req.sensitivity_path = (dir_ / "out" / "sens.json").string();
+    req.target_bpw = bpw;
+    auto r = plan_target(*ckpt_, req);  // runs check_mix_recipe itself
+    ASSERT_TRUE(r.mix);
+    EXPECT_LE(r.mix->bits_per_weight, bpw);
+    // Independently: the recipe text, parsed and planned, has the same size and schemes.
+    auto recipe = recipe::parse_recipe(r.recipe_yaml, "emitted");
+    auto plan = pipeline::make_plan(*ckpt_, recipe);
+    EXPECT_EQ(plan.bits_per_weight(), r.mix->bits_per_weight) << r.recipe_yaml;
+    std::map<std::string, std::string> scheme_of;
+    for (const auto& t : plan.tensors)
+      if (t.source.ends_with(".weight")) scheme_of[t.module] = t.scheme ? t.scheme->name() : "bf16";
+    for (const auto& c : r.mix->choices) {
+      const Candidate* cand = find_candidate(c.candidate);
+      for (const auto& m : layout_->units[c.unit].members)
+        EXPECT_EQ(scheme_of.at(m.module), cand->spec ? cand->spec->name() : "bf16") << m.module;
+    }
+  }
+}
+
+TEST_F(PlannerTest, MoreBudgetNeverPredictsMoreLoss) {
+  MixPlanner planner(*layout_, *table_, *candidates_, {});
+  auto front = planner.pareto(10);
+  ASSERT_GE(front.size(), 5u);
+  for (std::size_t i = 1; i < front.size(); ++i) {
+    EXPECT_GT(front[i].bits_per_weight, front[i - 1].bits_per_weight);
+    EXPECT_LE(front[i].score, front[i - 1].score);
+  }
+  EXPECT_EQ(front.back().score, 0.0);  // the largest budget keeps everything
+  // At uniform NVFP4's size the plan is at least as good as uniform NVFP4.
+  auto nv = planner.uniform("nvfp4-w4a16");
+  auto mix = planner.for_bits_per_weight(nv.bits_per_weight);
+  ASSERT_TRUE(mix);
+  EXPECT_LE(mix->score, nv.score);
+  EXPECT_LE(mix->linear_bytes, nv.linear_bytes);
+}
+
+TEST_F(PlannerTest, HardwareAndDialectRestrictTheCandidates) {
+  auto ids = [](const std::vector<Candidate>& cs) {
+    std::vector<std::string> v;
+    for (const auto& c : cs) v.push_back(c.id);
+    return v;
+  };
+  auto hopper = ids(select_candidates("", Hardware::Hopper, exporter::Dialect::CompressedTensors));
+  EXPECT_EQ(hopper, (std::vector<std::string>{"bf16", "fp8-w8a8", "fp8-w8a16", "int8-w8a16", "int4-w4a16"}));
+  auto mi355 = ids(select_candidates("", Hardware::Mi355, exporter::Dialect::Quark));
+  for (const auto& id : mi355) EXPECT_TRUE(id == "bf16" || id.starts_with("fp8") || id.starts_with("mx")) << id;
+  EXPECT_THROW(select_candidates("fp8-w8a8,int3", Hardware::Any, exporter::Dialect::CompressedTensors), Error);
+  auto modelopt = ids(select_candidates("", Hardware::Any, exporter::Dialect::ModelOpt));
+  for (const auto& id : modelopt) EXPECT_NE(id, "mxfp4-w4a4") << "modelopt cannot write MXFP4 activations";
+}
+
+TEST_F(PlannerTest, BudgetBelowTheCheapestMixIsAClearError) {
+  TargetRequest req;
+  req.sensitivity_path = (dir_ / "out" / "sens.json").string();
+  req.target_bpw = 2.0;
+  try {
+    plan_target(*ckpt_, req);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("below the smallest mix"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(PlannerTest, TableOfAnotherCheckpointIsRefused) {
+  SensitivityTable other = *table_;
+  other.units.pop_back();
+  EXPECT_THROW(MixPlanner(*layout_, other, *candidates_, {}), Error);
+  // The data-free table has no measured scores.
+  EXPECT_THROW(MixPlanner(*layout_, *table_, *candidates_, {Tier::Measured, false}), Error);
+}
