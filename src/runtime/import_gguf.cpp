@@ -1,4 +1,4 @@
-// GGUF (Llama) -> HF BF16 checkpoint. One tensor is dequantized, un-permuted
+// GGUF (Llama, Qwen2) -> HF BF16 checkpoint. One tensor is dequantized, un-permuted
 // and written at a time, so memory stays at the largest tensor in F32.
 #include "runtime/import_gguf.h"
 
@@ -32,6 +32,33 @@ constexpr const char* kProvenance =
 // 9.999999747378752e-06), which is how HF configs spell these values.
 double clean_f32(double v) { return std::stod(fmt::format("{}", static_cast<float>(v))); }
 
+// What differs between the GGUF architectures selq imports; the tensor names,
+// metadata keys (under the architecture's prefix) and block layout are shared.
+struct ArchSpec {
+  std::string_view gguf;        // general.architecture
+  std::string_view hf_class;    // config.json "architectures"
+  std::string_view model_type;
+  // llama.cpp's converter permutes Q/K rows for Llama, whose ggml RoPE rotates
+  // adjacent pairs (LLAMA_ROPE_TYPE_NORM); Qwen2 runs NEOX RoPE, which is HF's
+  // rotate-half, so its rows are stored as HF has them.
+  bool permuted_qk;
+  // Qwen2Attention always has q/k/v biases and no o_proj bias (its config has
+  // no attention_bias switch); Llama's attention_bias covers q/k/v/o at once.
+  bool qkv_bias_only;
+};
+
+constexpr ArchSpec kArchs[] = {
+    {"llama", "LlamaForCausalLM", "llama", true, false},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", false, true},
+};
+
+const ArchSpec& arch_of(const GgufFile& g) {
+  const std::string arch = g.get_string("general.architecture");
+  for (const auto& a : kArchs)
+    if (a.gguf == arch) return a;
+  throw_unsupported(fmt::format("architecture '{}' (selq imports llama and qwen2)", arch), {g.path(), "", {}});
+}
+
 std::string meta_key(const GgufFile& g, const std::string& suffix) {
   return g.get_string("general.architecture") + "." + suffix;
 }
@@ -43,8 +70,27 @@ std::uint64_t n_head_for(const GgufFile& g, std::string_view gguf_name) {
   return g.get_uint_opt(meta_key(g, "attention.head_count_kv")).value_or(heads);
 }
 
-bool needs_unpermute(std::string_view name) {
-  return name.find(".attn_q.") != std::string_view::npos || name.find(".attn_k.") != std::string_view::npos;
+bool needs_unpermute(const ArchSpec& arch, std::string_view name) {
+  return arch.permuted_qk &&
+         (name.find(".attn_q.") != std::string_view::npos || name.find(".attn_k.") != std::string_view::npos);
+}
+
+// Qwen2: every block has q/k/v biases and nothing else has one, or the HF
+// model would not load the checkpoint as the runtime runs it.
+void check_biases(const GgufFile& g, const ArchSpec& arch) {
+  if (!arch.qkv_bias_only) return;
+  const std::uint64_t layers = g.get_uint(meta_key(g, "block_count"));
+  for (std::uint64_t i = 0; i < layers; ++i)
+    for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+      const std::string n = fmt::format("blk.{}.{}.bias", i, m);
+      if (!g.find_tensor(n)) throw_bad_input(fmt::format("{} needs q/k/v biases; tensor missing", arch.hf_class), {g.path(), n, {}});
+    }
+  for (const auto& t : g.tensors()) {
+    const bool qkv = t.name.find(".attn_q.") != std::string::npos || t.name.find(".attn_k.") != std::string::npos ||
+                     t.name.find(".attn_v.") != std::string::npos;
+    if (t.name.ends_with(".bias") && !qkv)
+      throw_unsupported(fmt::format("{} has no bias on this module", arch.hf_class), {g.path(), t.name, t.info_offset});
+  }
 }
 
 std::vector<std::uint8_t> to_bf16_bytes(const std::vector<float>& v) {
@@ -76,8 +122,8 @@ std::vector<Planned> plan_tensors(const GgufFile& g) {
   return out;
 }
 
-void write_weights(const GgufFile& g, const std::vector<Planned>& plan, const std::string& path,
-                   ImportGgufReport& rep) {
+void write_weights(const GgufFile& g, const ArchSpec& arch, const std::vector<Planned>& plan,
+                   const std::string& path, ImportGgufReport& rep) {
   std::vector<TensorInfo> infos;
   for (const auto& p : plan) infos.push_back(p.dst);
   io::SafetensorsWriter w(path, infos,
@@ -85,7 +131,7 @@ void write_weights(const GgufFile& g, const std::vector<Planned>& plan, const st
                            {"selq.note", kProvenance}});
   for (const auto& p : plan) {
     std::vector<float> v = g.dequantize(*p.src);
-    if (needs_unpermute(p.src->name)) {
+    if (needs_unpermute(arch, p.src->name)) {
       const std::uint64_t rows = p.src->n_dims >= 2 ? p.src->ne[1] : p.src->ne[0];
       const std::uint64_t row_len = p.src->n_dims >= 2 ? p.src->ne[0] : 1;  // biases: rows of one
       unpermute_qk_rows(v, rows, row_len, n_head_for(g, p.src->name));
@@ -128,16 +174,19 @@ json generation_config(const json& config) {
   return c;
 }
 
-std::string readme(const GgufFile& g, const ImportGgufReport& rep) {
+std::string readme(const GgufFile& g, const ArchSpec& arch, const ImportGgufReport& rep) {
   std::string types;
   for (const auto& [t, n] : rep.source_types) types += fmt::format("{}{} x{}", types.empty() ? "" : ", ", t, n);
+  const bool tied = rep.config.value("tie_word_embeddings", false);
   return fmt::format(
-      "# {}\n\nBF16 checkpoint written by `selq import-gguf` from `{}`.\n\n"
-      "Source tensor types: {}.\n\n{}\n\n"
-      "Q and K projection rows were un-permuted back to HF's rotate-half RoPE layout; "
-      "the tied output head is the embedding (`tie_word_embeddings`).\n",
-      g.find("general.name") ? g.get_string("general.name") : "imported model",
-      fs::path(g.path()).filename().string(), types, kProvenance);
+      "# {}\n\nBF16 checkpoint ({}) written by `selq import-gguf` from `{}`.\n\n"
+      "Source tensor types: {}.\n\n{}\n\n{}; {}.\n",
+      g.find("general.name") ? g.get_string("general.name") : "imported model", arch.hf_class,
+      fs::path(g.path()).filename().string(), types, kProvenance,
+      arch.permuted_qk ? "Q and K projection rows were un-permuted back to HF's rotate-half RoPE layout"
+                       : "Q and K projection rows are as the GGUF stores them (its RoPE is HF's rotate-half)",
+      tied ? "the tied output head is the embedding (`tie_word_embeddings`)"
+           : "the output head is the GGUF's own output.weight (`lm_head.weight`, untied)");
 }
 
 void write_json(const fs::path& p, const json& j) { io::write_file_atomic(p.string(), j.dump(2) + "\n"); }
@@ -187,8 +236,7 @@ void unpermute_qk_rows(std::span<float> w, std::uint64_t n_rows, std::uint64_t r
 }
 
 json llama_config_from_gguf(const GgufFile& g) {
-  const std::string arch = g.get_string("general.architecture");
-  if (arch != "llama") throw_unsupported(fmt::format("architecture '{}' (selq imports llama)", arch), {g.path(), "", {}});
+  const ArchSpec& arch = arch_of(g);
   auto u = [&](const char* k) { return g.get_uint(meta_key(g, k)); };
   const std::uint64_t hidden = u("embedding_length"), heads = u("attention.head_count");
   const std::uint64_t kv = g.get_uint_opt(meta_key(g, "attention.head_count_kv")).value_or(heads);
@@ -197,20 +245,32 @@ json llama_config_from_gguf(const GgufFile& g) {
   const std::uint64_t head_dim = hidden / heads;
   if (auto rd = g.get_uint_opt(meta_key(g, "rope.dimension_count")); rd && *rd != head_dim)
     throw_unsupported(fmt::format("partial rotary (rope dim {} of head dim {})", *rd, head_dim), {g.path(), "", {}});
-  const auto vocab = g.get_uint_opt(meta_key(g, "vocab_size"))
-                         .value_or(g.get_string_array("tokenizer.ggml.tokens").size());
+  // Not value_or: its argument is evaluated, and would demand the tokens array.
+  const auto vocab_key = g.get_uint_opt(meta_key(g, "vocab_size"));
+  const std::uint64_t vocab = vocab_key ? *vocab_key : g.get_string_array("tokenizer.ggml.tokens").size();
   const auto theta = g.find(meta_key(g, "rope.freq_base")) ? clean_f32(g.get_float(meta_key(g, "rope.freq_base"))) : 10000.0;
-  json c = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+  const std::uint64_t layers = u("block_count");
+  json c = {{"architectures", {std::string(arch.hf_class)}}, {"model_type", std::string(arch.model_type)},
             {"hidden_size", hidden}, {"intermediate_size", u("feed_forward_length")},
-            {"num_hidden_layers", u("block_count")}, {"num_attention_heads", heads},
+            {"num_hidden_layers", layers}, {"num_attention_heads", heads},
             {"num_key_value_heads", kv}, {"head_dim", head_dim}, {"hidden_act", "silu"},
             {"max_position_embeddings", u("context_length")},
             {"rms_norm_eps", clean_f32(g.get_float(meta_key(g, "attention.layer_norm_rms_epsilon")))},
             {"rope_theta", theta}, {"rope_scaling", nullptr}, {"vocab_size", vocab},
+            // HF's and llama.cpp's rule: tied exactly when the file has no output.weight.
             {"tie_word_embeddings", g.find_tensor("output.weight") == nullptr},
-            {"attention_bias", g.find_tensor("blk.0.attn_q.bias") != nullptr}, {"mlp_bias", false},
-            {"attention_dropout", 0.0}, {"initializer_range", 0.02}, {"pretraining_tp", 1},
+            {"attention_dropout", 0.0}, {"initializer_range", 0.02},
             {"use_cache", true}, {"torch_dtype", "bfloat16"}};
+  if (arch.qkv_bias_only) {
+    // The GGUF has no sliding-window keys; llama.cpp runs full attention on every layer.
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = nullptr;
+    c["max_window_layers"] = layers;
+  } else {
+    c["attention_bias"] = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c["mlp_bias"] = false;
+    c["pretraining_tp"] = 1;
+  }
   for (const auto& [key, field] : {std::pair{"bos_token_id", "tokenizer.ggml.bos_token_id"},
                                    {"eos_token_id", "tokenizer.ggml.eos_token_id"},
                                    {"pad_token_id", "tokenizer.ggml.padding_token_id"}})
@@ -231,19 +291,21 @@ ImportGgufReport import_gguf(const std::string& gguf_path, const std::string& ds
   ImportGgufReport rep;
   rep.source = gguf_path;
   rep.destination = dst_dir;
+  const ArchSpec& arch = arch_of(*g);
   rep.config = llama_config_from_gguf(*g);
+  check_biases(*g, arch);
   const Tokenizer tok = Tokenizer::from_gguf(*g);
   const auto plan = plan_tensors(*g);
   if (!g->find_tensor("token_embd.weight"))
     throw_bad_input("no token_embd.weight tensor", {gguf_path, "", {}});
   const fs::path dst(dst_dir);
   check_destination(dst, options.overwrite);
-  write_weights(*g, plan, (dst / "model.safetensors").string(), rep);
+  write_weights(*g, arch, plan, (dst / "model.safetensors").string(), rep);
   write_json(dst / "config.json", rep.config);
   write_json(dst / "generation_config.json", generation_config(rep.config));
   io::write_file_atomic((dst / "tokenizer.json").string(), tok.to_tokenizer_json().dump());
   write_json(dst / "tokenizer_config.json", tokenizer_config(*g, tok, rep.config));
-  io::write_file_atomic((dst / "README.md").string(), readme(*g, rep));
+  io::write_file_atomic((dst / "README.md").string(), readme(*g, arch, rep));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

@@ -1,7 +1,7 @@
 #pragma once
-// `selq import-gguf`: a Llama-architecture GGUF file as an HF-style BF16
-// checkpoint (model.safetensors, config.json, tokenizer files). Mapping and
-// the Q/K row un-permutation: GGUF_AND_LLAMA.md §3.
+// `selq import-gguf`: a Llama- or Qwen2-architecture GGUF file as an HF-style
+// BF16 checkpoint (model.safetensors, config.json, tokenizer files). Mapping
+// and the Q/K row un-permutation (Llama only): GGUF_AND_LLAMA.md §3.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -42,8 +42,9 @@ std::optional<std::string> hf_llama_tensor_name(std::string_view gguf_name);
 void unpermute_qk_rows(std::span<float> rows, std::uint64_t n_rows, std::uint64_t row_len,
                        std::uint64_t n_head);
 
-// config.json for LlamaForCausalLM from the GGUF metadata (and whether the
-// file has a separate output.weight).
+// config.json for LlamaForCausalLM or Qwen2ForCausalLM (general.architecture
+// llama or qwen2) from the GGUF metadata (and whether the file has a separate
+// output.weight); Unsupported for any other architecture.
 nlohmann::json llama_config_from_gguf(const GgufFile& gguf);
 
 }  // namespace selq::runtime

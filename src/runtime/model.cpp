@@ -1,5 +1,6 @@
 // Llama forward pass. Math follows HF LlamaForCausalLM (GGUF_AND_LLAMA.md):
-// RMSNorm in FP32, rotate-half RoPE, GQA with causal mask, SwiGLU.
+// RMSNorm in FP32, rotate-half RoPE, GQA with causal mask, SwiGLU. Qwen2 is
+// the same decoder with q/k/v biases, which the linears carry when stored.
 #include "runtime/model.h"
 
 #include <algorithm>
@@ -95,6 +96,8 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   auto check = [&](const Linear& l, std::int64_t out, std::int64_t in) {
     if (l.out != out || l.in != in)
       throw_bad_input(fmt::format("{}: {} is [{}, {}], config implies [{}, {}]", path, l.module, l.out, l.in, out, in));
+    if (!l.bias.empty() && static_cast<std::int64_t>(l.bias.size()) != out)
+      throw_bad_input(fmt::format("{}: {}.bias has {} elements, the weight has {} rows", path, l.module, l.bias.size(), out));
   };
   m->layers_.resize(static_cast<std::size_t>(c.layers));
   for (std::int64_t i = 0; i < c.layers; ++i) {

@@ -108,7 +108,7 @@ void Tokenizer::bpe(std::string_view word, std::vector<std::int32_t>& out) const
 
 void Tokenizer::encode_segment(std::string_view text, std::vector<std::int32_t>& out,
                                std::unordered_map<std::string, std::vector<std::int32_t>>& cache) const {
-  for (std::string_view piece : pretokenize(text, split_digits_)) {
+  for (std::string_view piece : pretokenize(text, pre_)) {
     auto [it, fresh] = cache.try_emplace(std::string(piece));
     if (fresh) bpe(piece, it->second);
     out.insert(out.end(), it->second.begin(), it->second.end());

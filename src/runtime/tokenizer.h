@@ -1,7 +1,7 @@
 #pragma once
-// Byte-level BPE tokenizer (GPT-2 style, as used by SmolLM2/Llama-family
-// checkpoints): added tokens matched literally, optional per-digit split,
-// the GPT-2 split pattern, byte-to-unicode mapping, merges by rank.
+// Byte-level BPE tokenizer (GPT-2 style, as used by SmolLM2/Llama-family and
+// Qwen2 checkpoints): added tokens matched literally, the model's split
+// pattern (PreTokenizer), byte-to-unicode mapping, merges by rank.
 // Pipeline and sources: GGUF_AND_LLAMA.md §4. Loads from an HF tokenizer.json
 // or from a GGUF file's tokenizer.ggml.* metadata, and writes tokenizer.json.
 #include <cstdint>
@@ -28,11 +28,25 @@ struct SpecialTokenIds {
   std::optional<std::int32_t> bos, eos, unk, pad;
 };
 
-// Splits text into pre-tokens with the GPT-2 pattern
-//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// after (when `split_digits`) isolating every \p{N} code point, as HF's
-// Sequence[Digits(individual_digits), ByteLevel(use_regex)] does.
-std::vector<std::string_view> pretokenize(std::string_view text, bool split_digits);
+// The split patterns selq implements, by llama.cpp's tokenizer.ggml.pre names.
+enum class PreTokenizer {
+  // "gpt-2"/"default": 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  // (HF: ByteLevel(use_regex)).
+  Gpt2,
+  // "smollm": every \p{N} code point isolated first, then the GPT-2 pattern
+  // (HF: Sequence[Digits(individual_digits), ByteLevel(use_regex)]).
+  Smollm,
+  // "qwen2": kQwen2Pattern (HF: Sequence[Split(Isolated), ByteLevel(no regex)]).
+  Qwen2,
+};
+
+// Qwen2's split pattern exactly as its tokenizer.json (and transformers'
+// GGUF loader) spells it; tokenizer.json files are matched against it.
+inline constexpr std::string_view kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// Splits text into pre-tokens with `kind`'s pattern.
+std::vector<std::string_view> pretokenize(std::string_view text, PreTokenizer kind);
 
 class Tokenizer {
  public:
@@ -54,7 +68,7 @@ class Tokenizer {
   std::optional<std::int32_t> token_id(std::string_view token) const;
   const std::vector<AddedToken>& added_tokens() const { return added_; }
   const SpecialTokenIds& special_ids() const { return special_; }
-  bool split_digits() const { return split_digits_; }
+  PreTokenizer pre_tokenizer() const { return pre_; }
 
  private:
   struct Merge {
@@ -74,7 +88,7 @@ class Tokenizer {
   std::int32_t byte_id_[256]{};
   std::vector<AddedToken> added_;
   SpecialTokenIds special_;
-  bool split_digits_{true};
+  PreTokenizer pre_{PreTokenizer::Smollm};
 };
 
 // GPT-2's reversible byte <-> printable code point map.

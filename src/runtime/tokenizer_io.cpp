@@ -19,19 +19,27 @@ using nlohmann::json;
   throw_unsupported(fmt::format("tokenizer: {} (selq implements byte-level BPE only)", what), {source, "", {}});
 }
 
-bool is_byte_level(const json& p) {
-  return p.is_object() && p.value("type", "") == "ByteLevel" && p.value("use_regex", true) &&
+bool is_byte_level(const json& p, bool use_regex) {
+  return p.is_object() && p.value("type", "") == "ByteLevel" && p.value("use_regex", true) == use_regex &&
          !p.value("add_prefix_space", false);
 }
 
-// Returns whether digits are split individually before the ByteLevel regex.
-bool parse_pre_tokenizer(const json& p, const std::string& source) {
-  if (is_byte_level(p)) return false;
+// Qwen2's Split: the pattern must be kQwen2Pattern, character for character;
+// any other regex would need its own scanner in tokenizer_pretok.cpp.
+bool is_qwen2_split(const json& p) {
+  return p.is_object() && p.value("type", "") == "Split" && p.contains("pattern") &&
+         p["pattern"].is_object() && p["pattern"].value("Regex", "") == kQwen2Pattern &&
+         p.value("behavior", "") == "Isolated" && !p.value("invert", false);
+}
+
+PreTokenizer parse_pre_tokenizer(const json& p, const std::string& source) {
+  if (is_byte_level(p, true)) return PreTokenizer::Gpt2;
   if (p.is_object() && p.value("type", "") == "Sequence" && p.contains("pretokenizers")) {
     const json& seq = p["pretokenizers"];
     if (seq.size() == 2 && seq[0].value("type", "") == "Digits" &&
-        seq[0].value("individual_digits", false) && is_byte_level(seq[1]))
-      return true;
+        seq[0].value("individual_digits", false) && is_byte_level(seq[1], true))
+      return PreTokenizer::Smollm;
+    if (seq.size() == 2 && is_qwen2_split(seq[0]) && is_byte_level(seq[1], false)) return PreTokenizer::Qwen2;
   }
   unsupported(source, "pre_tokenizer " + p.dump().substr(0, 200));
 }
@@ -64,7 +72,7 @@ Tokenizer Tokenizer::from_tokenizer_json(const json& j, const std::string& sourc
   try {
     Tokenizer t;
     if (j.contains("normalizer") && !j["normalizer"].is_null()) unsupported(source, "a normalizer");
-    t.split_digits_ = parse_pre_tokenizer(j.at("pre_tokenizer"), source);
+    t.pre_ = parse_pre_tokenizer(j.at("pre_tokenizer"), source);
     const json& m = j.at("model");
     check_model(m, source);
     std::size_t n = 0;
@@ -111,10 +119,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
   if (model != "gpt2") unsupported(src, fmt::format("tokenizer.ggml.model '{}'", model));
   const GgufValue* pre = g.find("tokenizer.ggml.pre");
   const std::string pre_name = pre ? g.get_string("tokenizer.ggml.pre") : "default";
-  // llama.cpp's pre-tokenizer names: "smollm" is \p{N} isolation followed by
-  // the GPT-2 pattern; "gpt-2"/"default" is the GPT-2 pattern alone.
-  if (pre_name == "smollm") t.split_digits_ = true;
-  else if (pre_name == "gpt-2" || pre_name == "default") t.split_digits_ = false;
+  // llama.cpp's pre-tokenizer names (PreTokenizer says what each means).
+  if (pre_name == "smollm") t.pre_ = PreTokenizer::Smollm;
+  else if (pre_name == "qwen2") t.pre_ = PreTokenizer::Qwen2;
+  else if (pre_name == "gpt-2" || pre_name == "default") t.pre_ = PreTokenizer::Gpt2;
   else unsupported(src, fmt::format("tokenizer.ggml.pre '{}'", pre_name));
   std::vector<std::string> tokens = g.get_string_array("tokenizer.ggml.tokens");
   if (g.find("tokenizer.ggml.token_type")) {
@@ -149,11 +157,28 @@ json Tokenizer::to_tokenizer_json() const {
   for (const auto& a : added_)
     added.push_back({{"id", a.id}, {"content", a.content}, {"single_word", false}, {"lstrip", false},
                      {"rstrip", false}, {"normalized", false}, {"special", a.special}});
-  json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  json pre = split_digits_
-                 ? json{{"type", "Sequence"},
-                        {"pretokenizers", json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level})}}
-                 : byte_level;
+  // trim_offsets (offsets only, never ids) as SmolLM2's and Qwen2's own files set it.
+  auto byte_level = [](bool use_regex) {
+    return json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", use_regex},
+                {"use_regex", use_regex}};
+  };
+  json pre;
+  switch (pre_) {
+    case PreTokenizer::Gpt2: pre = byte_level(true); break;
+    case PreTokenizer::Smollm:
+      pre = {{"type", "Sequence"},
+             {"pretokenizers", json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)})}};
+      break;
+    case PreTokenizer::Qwen2:
+      // As Qwen2's own tokenizer.json, less its NFC normalizer: neither selq
+      // nor llama.cpp (whose GGUF has no normalizer key) applies one.
+      pre = {{"type", "Sequence"},
+             {"pretokenizers",
+              json::array({{{"type", "Split"}, {"pattern", {{"Regex", kQwen2Pattern}}}, {"behavior", "Isolated"},
+                            {"invert", false}},
+                           byte_level(false)})}};
+      break;
+  }
   json vocab = json::object();
   for (std::size_t i = 0; i < id_to_token_.size(); ++i) vocab[id_to_token_[i]] = i;
   json merges = json::array();

