@@ -18,6 +18,7 @@ struct SensitivityArgs {
   std::string source, out, candidates, dialect{"compressed-tensors"}, hardware{"any"}, tier{"data-free"};
   std::string text, probes;
   std::int64_t tokens{512}, context{128}, rows{256};
+  int probe_every{1};
   bool quiet{false};
 };
 
@@ -52,6 +53,9 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   cmd->add_option("--rows", a->rows, "Input rows kept per unit (activation-aware)")->capture_default_str();
   cmd->add_option("--probes", a->probes,
                   "Candidates measured on every unit (measured tier; default: each unit's most lossy)");
+  cmd->add_option("--probe-every", a->probe_every,
+                  "Measured tier: measure the units of every N-th layer and the last; interpolate the others")
+      ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
     auto dialect = exporter::dialect_from_name(a->dialect);
@@ -73,6 +77,8 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       planner::RuntimeTierOptions ropt;
       ropt.context = a->context;
       ropt.rows = a->rows;
+      if (a->probe_every < 1) throw_bad_input("--probe-every must be at least 1");
+      ropt.probe_every = a->probe_every;
       for (std::size_t s = 0, e; s < a->probes.size(); s = e + 1) {
         e = a->probes.find(',', s);
         if (e == std::string::npos) e = a->probes.size();

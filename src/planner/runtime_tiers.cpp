@@ -11,6 +11,8 @@
 #include "pipeline/module_names.h"
 #include "runtime/blas.h"
 #include "runtime/eval.h"
+#include "runtime/text_overlap.h"
+#include "runtime/tokenizer.h"
 
 namespace selq::planner {
 namespace {
@@ -169,15 +171,76 @@ void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, con
   if (table.tier == Tier::DataFree) table.tier = Tier::ActivationAware;
 }
 
+namespace {
+
+// KL and TV per unit of output error, measured on one unit.
+struct Slope {
+  double kl{0}, tv{0};
+  bool known{false};
+};
+
+// Units measured when sampling every `every`-th layer: those layers, the last
+// layer (the most sensitive on the models tried) and units outside layers.
+std::vector<bool> measured_units(const UnitLayout& layout, int every) {
+  int last = -1;
+  for (const auto& u : layout.units) last = std::max(last, u.layer);
+  std::vector<bool> out;
+  for (const auto& u : layout.units) out.push_back(every <= 1 || u.layer < 0 || u.layer % every == 0 || u.layer == last);
+  return out;
+}
+
+// The slope of an unmeasured unit: linear in depth between the nearest
+// measured layers of the same kind, else the mean of every measured unit.
+Slope interpolated_slope(const UnitLayout& layout, const std::vector<Slope>& slopes, std::size_t u) {
+  const auto& unit = layout.units[u];
+  const std::size_t none = slopes.size();
+  std::size_t below = none, above = none;
+  for (std::size_t v = 0; v < slopes.size(); ++v) {
+    const auto& o = layout.units[v];
+    if (!slopes[v].known || o.kind != unit.kind) continue;
+    if (o.layer <= unit.layer && (below == none || o.layer > layout.units[below].layer)) below = v;
+    if (o.layer >= unit.layer && (above == none || o.layer < layout.units[above].layer)) above = v;
+  }
+  if (below != none && above != none && below != above) {
+    const double t = static_cast<double>(unit.layer - layout.units[below].layer) /
+                     static_cast<double>(layout.units[above].layer - layout.units[below].layer);
+    return {slopes[below].kl + t * (slopes[above].kl - slopes[below].kl),
+            slopes[below].tv + t * (slopes[above].tv - slopes[below].tv), true};
+  }
+  if (below != none) return slopes[below];
+  if (above != none) return slopes[above];
+  Slope mean;
+  int n = 0;
+  for (const auto& s : slopes)
+    if (s.known) {
+      mean.kl += s.kl;
+      mean.tv += s.tv;
+      ++n;
+    }
+  if (n > 0) {
+    mean.kl /= n;
+    mean.tv /= n;
+  }
+  mean.known = true;
+  return mean;
+}
+
+}  // namespace
+
 void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
                   runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
                   const RuntimeTierOptions& options) {
   const std::int64_t V = model.config().vocab;
   const auto base = window_logprobs(model, tokens, options.context);
   const std::int64_t positions = static_cast<std::int64_t>(base.size()) / V;
+  const auto measure = measured_units(layout, options.probe_every);
+  std::vector<Slope> slopes(layout.units.size());
+  const auto to_measure = static_cast<std::uint64_t>(std::count(measure.begin(), measure.end(), true));
   std::uint64_t done = 0;
-  for (const auto& unit : layout.units) {
-    auto& us = table.units.at(static_cast<std::size_t>(&unit - layout.units.data()));
+  for (std::size_t ui = 0; ui < layout.units.size(); ++ui) {
+    if (!measure[ui]) continue;
+    const auto& unit = layout.units[ui];
+    auto& us = table.units.at(ui);
     // Which candidates to measure on this unit.
     std::vector<const Candidate*> probes;
     for (const auto& cand : candidates) {
@@ -195,7 +258,7 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
           worst = &cand;
       if (worst) probes.push_back(worst);
     }
-    double kl_per_err = 0, tv_per_err = 0;
+    Slope slope;
     int fits = 0;
     for (const Candidate* cand : probes) {
       auto qw = quantized_unit_weights(layout, unit, *cand, model);
@@ -225,31 +288,30 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
       s.tv = tv / static_cast<double>(positions);
       s.measured = true;
       if (*s.output_nmse > 0) {
-        kl_per_err += *s.kl / *s.output_nmse;
-        tv_per_err += *s.tv / *s.output_nmse;
+        slope.kl += *s.kl / *s.output_nmse;
+        slope.tv += *s.tv / *s.output_nmse;
         ++fits;
       }
     }
     if (fits > 0) {
-      kl_per_err /= fits;
-      tv_per_err /= fits;
+      slope.kl /= fits;
+      slope.tv /= fits;
+      slope.known = true;
     }
-    for (auto& [id, s] : us.scores) {
+    slopes[ui] = slope;
+    if (options.on_progress) options.on_progress("measured", ++done, to_measure);
+  }
+  // The candidates not measured (on measured units: the unit's own slope).
+  for (std::size_t ui = 0; ui < layout.units.size(); ++ui) {
+    const Slope slope = measure[ui] ? slopes[ui] : interpolated_slope(layout, slopes, ui);
+    for (auto& [id, s] : table.units[ui].scores) {
       if (s.measured) continue;
-      s.kl = kl_per_err * s.output_nmse.value_or(0.0);
-      s.tv = tv_per_err * s.output_nmse.value_or(0.0);
+      s.kl = slope.kl * s.output_nmse.value_or(0.0);
+      s.tv = slope.tv * s.output_nmse.value_or(0.0);
     }
-    if (options.on_progress) options.on_progress("measured", ++done, layout.units.size());
   }
   table.tier = Tier::Measured;
 }
-
-}  // namespace selq::planner
-
-#include "runtime/text_overlap.h"
-#include "runtime/tokenizer.h"
-
-namespace selq::planner {
 
 void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
                        const std::string& checkpoint_dir, const CalibrationText& text, Tier tier,

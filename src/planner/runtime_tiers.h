@@ -19,6 +19,9 @@ struct RuntimeTierOptions {
   // by tier 2). The others get the unit's measured KL per unit of output
   // error, times their own output error (a per-unit linear fit).
   std::vector<std::string> probes;
+  // Tier 3 on the units of every N-th layer (and the last) only; the others
+  // get the KL per output error of their kind interpolated over depth.
+  int probe_every{1};
   std::function<void(const std::string& stage, std::uint64_t done, std::uint64_t total)> on_progress;
 };
 
@@ -39,10 +42,6 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
 // (dequantized to F32; NVFP4 members of a fused group share its global amax).
 std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
                                                        const Candidate& candidate, runtime::LlamaModel& model);
-
-}  // namespace selq::planner
-
-namespace selq::planner {
 
 struct CalibrationText {
   std::string text, source;   // default: runtime::default_text(Calibration)

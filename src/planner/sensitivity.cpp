@@ -209,6 +209,8 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
         weights_only.act = quant::ActMode::None;
         if (std::find(scored.begin(), scored.end(), weights_only) != scored.end()) continue;
         scored.push_back(weights_only);
+        const std::string key = std::to_string(scored.size() - 1);  // index into `scored`
+        weight_key[candidates[c].id] = key;
         quant::QuantizeOptions qopt;
         if (spec.kind == quant::SchemeKind::NVFP4) {
           if (!group_amax) {
@@ -232,14 +234,13 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
           }
           quant::ErrorMetrics em;
           quant::quantize_weight(weights_only, fetched[i].view, outs, em, qopt);
-          metrics[weights_only.name() + "/" + std::to_string(scored.size())].merge(em);
-          weight_key[candidates[c].id] = weights_only.name() + "/" + std::to_string(scored.size());
+          metrics[key].merge(em);
         }
         for (std::size_t d = c + 1; d < candidates.size(); ++d) {
           if (!applies[d]) continue;
           quant::SchemeSpec other = dialect_spec(layout, candidates[d]);
           other.act = quant::ActMode::None;
-          if (other == weights_only) weight_key[candidates[d].id] = weight_key[candidates[c].id];
+          if (other == weights_only) weight_key[candidates[d].id] = key;
         }
       }
       for (const auto* m : members) done += m->weight.nbytes();
