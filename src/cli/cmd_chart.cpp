@@ -1,7 +1,4 @@
 // `selq chart FRONT.json -o front.svg`: draws a quality front (report/svg_chart.h).
-#include <fstream>
-#include <sstream>
-
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -25,11 +22,7 @@ const CommandRegistration kChart(80, [](CLI::App& root, int& status) {
   cmd->add_option("input", *in, "Chart JSON")->required();
   cmd->add_option("--out,-o", *out, "Output SVG file")->required();
   cmd->callback([in, out, &status] {
-    std::ifstream f(*in);
-    if (!f) throw_io(fmt::format("{}: cannot open", *in));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    auto j = nlohmann::json::parse(io::read_file(*in), nullptr, false);
     if (j.is_discarded()) throw_bad_input(fmt::format("{}: not valid JSON", *in));
     io::write_file_atomic(*out, report::render_svg(report::Chart::from_json(j, *in)));
     status = 0;

@@ -179,7 +179,7 @@ int run_demo(DemoArgs& a) {
       const auto dialect = exporter::Dialect::CompressedTensors;
       auto layout = planner::decision_units(*ck, dialect);
       auto table = planner::data_free_sensitivity(
-          *ck, layout, planner::select_candidates("", planner::Hardware::Blackwell, dialect));
+          *ck, layout, planner::select_candidates({}, planner::Hardware::Blackwell, dialect));
       io::write_file_atomic(sens_path, table.to_json().dump(1) + "\n");
       planner::TargetRequest req;
       req.sensitivity_path = sens_path;

@@ -16,7 +16,8 @@ namespace selq::cli {
 namespace {
 
 struct TargetArgs {
-  std::string sensitivity, emit_recipe, hardware{"any"}, objective{"kl"}, tier, candidates, arch, kv_cache{"bf16"};
+  std::string sensitivity, emit_recipe, hardware{"any"}, objective{"kl"}, tier, arch, kv_cache{"bf16"};
+  std::vector<std::string> candidates;
   bool prefill_query_quant{false};
   double target_bpw{0};
   bool pareto{false};
@@ -28,25 +29,16 @@ planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t)
   req.sensitivity_path = t.sensitivity;
   if (t.target_bpw > 0) req.target_bpw = t.target_bpw;
   if (t.pareto) req.pareto_points = t.pareto_points;
-  auto hw = planner::hardware_from_name(t.hardware);
-  if (!hw) throw_bad_input(fmt::format("unknown --hardware '{}' (blackwell, hopper, mi355, any)", t.hardware));
-  req.hardware = *hw;
+  req.hardware = planner::parse_hardware(t.hardware);
   if (t.objective != "kl" && t.objective != "acceptance")
     throw_bad_input(fmt::format("unknown --objective '{}' (kl, acceptance)", t.objective));
   req.acceptance = t.objective == "acceptance";
-  if (!t.tier.empty()) {
-    req.tier = planner::tier_from_name(t.tier);
-    if (!req.tier) throw_bad_input(fmt::format("unknown --tier '{}' (data-free, activation-aware, measured)", t.tier));
-  }
+  if (!t.tier.empty()) req.tier = planner::parse_tier(t.tier);
   req.candidates = t.candidates;
   if (t.kv_cache != "bf16" && t.kv_cache != "fp8")
     throw_bad_input(fmt::format("unknown --kv-cache '{}' (bf16, fp8)", t.kv_cache));
   req.serving = {t.arch, t.kv_cache == "fp8", t.prefill_query_quant};
-  if (!args.dialect.empty()) {
-    auto d = exporter::dialect_from_name(args.dialect);
-    if (!d) throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", args.dialect));
-    req.dialect = *d;
-  }
+  if (!args.dialect.empty()) req.dialect = exporter::parse_dialect(args.dialect);
   if (!t.emit_recipe.empty()) {
     auto stem = std::filesystem::path(t.emit_recipe).stem().string();
     if (!stem.empty()) req.recipe_name = stem;
@@ -82,7 +74,7 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
   cmd->add_option("--objective", t->objective,
                   "kl (mean KL) or acceptance (mean total variation; measured tier)")->capture_default_str();
   cmd->add_option("--tier", t->tier, "Score tier to plan with (default: the table's best)");
-  cmd->add_option("--candidates", t->candidates, "Candidate formats (default: the table's)");
+  cmd->add_option("--candidates", t->candidates, "Candidate formats (default: the table's)")->delimiter(',');
   cmd->add_option("--arch", t->arch, "Template family written into the planned recipe (kimi-k3, deepseek-v3, ...)");
   cmd->add_option("--kv-cache", t->kv_cache, "Serving KV cache (bf16, fp8): with --prefill-query-quant, MLA "
                                              "kv_b_proj/o_proj take no activation-quantizing format")

@@ -15,8 +15,8 @@ namespace selq::cli {
 namespace {
 
 struct SensitivityArgs {
-  std::string source, out, candidates, dialect{"compressed-tensors"}, hardware{"any"}, tier{"data-free"};
-  std::string text, probes;
+  std::string source, out, dialect{"compressed-tensors"}, hardware{"any"}, tier{"data-free"}, text;
+  std::vector<std::string> candidates, probes;
   std::int64_t tokens{512}, context{128}, rows{256};
   int probe_every{1};
   bool quiet{false};
@@ -41,7 +41,7 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   cmd->add_option("source", a->source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
       ->required();
   cmd->add_option("--out,-o", a->out, "Output JSON file")->required();
-  cmd->add_option("--candidates", a->candidates, "Candidate formats to score (default: all)");
+  cmd->add_option("--candidates", a->candidates, "Candidate formats to score (default: all)")->delimiter(',');
   cmd->add_option("--dialect", a->dialect, "Dialect whose scale conventions are scored")->capture_default_str();
   cmd->add_option("--hardware", a->hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
       ->capture_default_str();
@@ -52,43 +52,36 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   cmd->add_option("--context", a->context, "Tokens per window (runtime tiers)")->capture_default_str();
   cmd->add_option("--rows", a->rows, "Input rows kept per unit (activation-aware)")->capture_default_str();
   cmd->add_option("--probes", a->probes,
-                  "Candidates measured on every unit (measured tier; default: each unit's most lossy)");
+                  "Candidates measured on every unit (measured tier; default: each unit's most lossy)")
+      ->delimiter(',');
   cmd->add_option("--probe-every", a->probe_every,
                   "Measured tier: measure the units of every N-th layer and the last; interpolate the others")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
-    auto dialect = exporter::dialect_from_name(a->dialect);
-    if (!dialect) throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", a->dialect));
-    auto hw = planner::hardware_from_name(a->hardware);
-    if (!hw) throw_bad_input(fmt::format("unknown hardware '{}' (blackwell, hopper, mi355, any)", a->hardware));
+    const auto dialect = exporter::parse_dialect(a->dialect);
+    const auto tier = planner::parse_tier(a->tier);
+    if (a->probe_every < 1) throw_bad_input("--probe-every must be at least 1");
     auto ckpt = io::Checkpoint::open(a->source);
-    auto layout = planner::decision_units(*ckpt, *dialect);
-    auto candidates = planner::select_candidates(a->candidates, *hw, *dialect);
+    auto layout = planner::decision_units(*ckpt, dialect);
+    auto candidates = planner::select_candidates(a->candidates, planner::parse_hardware(a->hardware), dialect);
     ProgressBar bar("sensitivity", !a->quiet && stderr_is_tty());
     planner::SensitivityOptions opt;
     opt.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-    auto tier = planner::tier_from_name(a->tier);
-    if (!tier) throw_bad_input(fmt::format("unknown --tier '{}' (data-free, activation-aware, measured)", a->tier));
     auto table = planner::data_free_sensitivity(*ckpt, layout, candidates, opt);
     bar.finish();
-    if (*tier != planner::Tier::DataFree) {
+    if (tier != planner::Tier::DataFree) {
       const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Calibration);
       planner::RuntimeTierOptions ropt;
       ropt.context = a->context;
       ropt.rows = a->rows;
-      if (a->probe_every < 1) throw_bad_input("--probe-every must be at least 1");
       ropt.probe_every = a->probe_every;
-      for (std::size_t s = 0, e; s < a->probes.size(); s = e + 1) {
-        e = a->probes.find(',', s);
-        if (e == std::string::npos) e = a->probes.size();
-        if (e > s) ropt.probes.push_back(a->probes.substr(s, e - s));
-      }
+      ropt.probes = a->probes;
       ProgressBar units_bar("units", !a->quiet && stderr_is_tty());
       ropt.on_progress = [&](const std::string& stage, std::uint64_t done, std::uint64_t total) {
         units_bar.update(done, total, stage);
       };
-      planner::add_runtime_tiers(table, layout, candidates, a->source, {text.text, text.source, a->tokens}, *tier,
+      planner::add_runtime_tiers(table, layout, candidates, a->source, {text.text, text.source, a->tokens}, tier,
                                  ropt);
       units_bar.finish();
     }

@@ -54,9 +54,7 @@ std::uint64_t parse_size(const std::string& text) {
 pipeline::PlanOptions plan_options(const PlanArgs& args) {
   pipeline::PlanOptions o;
   if (!args.dialect.empty()) {
-    o.dialect = exporter::dialect_from_name(args.dialect);
-    if (!o.dialect)
-      throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", args.dialect));
+    o.dialect = exporter::parse_dialect(args.dialect);
   }
   if (!args.max_shard_size.empty()) o.max_shard_bytes = parse_size(args.max_shard_size);
   if (!args.calibration.empty()) {

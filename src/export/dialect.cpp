@@ -72,6 +72,12 @@ static std::string act_label(ActMode a) {
 
 std::string scheme_label(const SchemeSpec& s) { return kind_label(s) + ", " + act_label(s.act); }
 
+Dialect parse_dialect(const std::string& name) {
+  auto d = dialect_from_name(name);
+  if (!d) throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", name));
+  return *d;
+}
+
 void check_dialect_supports(Dialect d, const SchemeSpec& spec) {
   switch (d) {
     case Dialect::CompressedTensors: return detail::ct_check(spec);

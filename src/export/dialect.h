@@ -17,6 +17,8 @@ enum class Dialect { CompressedTensors, Quark, ModelOpt };
 
 std::string dialect_name(Dialect d);                   // "compressed-tensors", "quark", "modelopt"
 std::optional<Dialect> dialect_from_name(const std::string& name);
+// Same, for a name a user typed: BadInput listing the dialects when unknown.
+Dialect parse_dialect(const std::string& name);
 
 // Throws Unsupported ("the quark dialect cannot express nvfp4 with int8 ...")
 // when the dialect cannot express the scheme.

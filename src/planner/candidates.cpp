@@ -51,12 +51,10 @@ std::vector<Candidate> make_candidates() {
 
 }  // namespace
 
-std::optional<Hardware> hardware_from_name(const std::string& name) {
-  if (name == "any") return Any;
-  if (name == "blackwell") return Blackwell;
-  if (name == "hopper") return Hopper;
-  if (name == "mi355") return Mi355;
-  return std::nullopt;
+Hardware parse_hardware(const std::string& name) {
+  for (Hardware h : {Any, Blackwell, Hopper, Mi355})
+    if (hardware_name(h) == name) return h;
+  throw_bad_input(fmt::format("unknown hardware '{}' (blackwell, hopper, mi355, any)", name));
 }
 
 std::string hardware_name(Hardware h) {
@@ -80,18 +78,12 @@ const Candidate* find_candidate(const std::string& id) {
   return nullptr;
 }
 
-std::vector<Candidate> select_candidates(const std::string& ids, Hardware hw, exporter::Dialect dialect) {
-  std::vector<std::string> wanted;
-  if (ids.empty() || ids == "all") {
+std::vector<Candidate> select_candidates(const std::vector<std::string>& ids, Hardware hw,
+                                         exporter::Dialect dialect) {
+  std::vector<std::string> wanted = ids;
+  if (wanted.empty() || wanted == std::vector<std::string>{"all"}) {
+    wanted.clear();
     for (const auto& c : all_candidates()) wanted.push_back(c.id);
-  } else {
-    std::size_t start = 0;
-    while (start <= ids.size()) {
-      auto end = ids.find(',', start);
-      if (end == std::string::npos) end = ids.size();
-      if (end > start) wanted.push_back(ids.substr(start, end - start));
-      start = end + 1;
-    }
   }
   std::vector<std::string> known;
   for (const auto& c : all_candidates()) known.push_back(c.id);

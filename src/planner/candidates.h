@@ -3,7 +3,6 @@
 // engines run it with ("nvfp4-w4a16", "fp8-w8a8", ...), plus "bf16" (keep).
 // Each is written as the recipe text it becomes, and its SchemeSpec comes from
 // parsing that text, so a plan and the recipe it emits cannot disagree.
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +12,8 @@
 namespace selq::planner {
 
 enum class Hardware { Any, Blackwell, Hopper, Mi355 };
-std::optional<Hardware> hardware_from_name(const std::string& name);  // "blackwell", ...
+// "blackwell", "hopper", "mi355", "any"; BadInput listing them otherwise.
+Hardware parse_hardware(const std::string& name);
 std::string hardware_name(Hardware h);
 
 struct Candidate {
@@ -29,9 +29,10 @@ struct Candidate {
 const std::vector<Candidate>& all_candidates();
 const Candidate* find_candidate(const std::string& id);
 
-// The candidates named in `ids` ("" or "all": every one), restricted to those
-// `hw` runs and `dialect` can express; "bf16" is always included. BadInput
-// names an unknown id.
-std::vector<Candidate> select_candidates(const std::string& ids, Hardware hw, exporter::Dialect dialect);
+// The candidates named in `ids` (empty: every one), restricted to those `hw`
+// runs and `dialect` can express; "bf16" is always included. BadInput names
+// an unknown id.
+std::vector<Candidate> select_candidates(const std::vector<std::string>& ids, Hardware hw,
+                                         exporter::Dialect dialect);
 
 }  // namespace selq::planner

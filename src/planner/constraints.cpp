@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "pipeline/module_names.h"
 #include "recipe/recipe.h"
 
 namespace selq::planner {
@@ -16,17 +17,11 @@ std::vector<std::set<std::string>> forbidden_candidates(const io::Checkpoint& ck
   if (!serving.constrains()) return out;
   // The constraint depends on the layer (MLA or not), so each trial resolves
   // the unit's whole layer, with one rule that gives the unit the candidate.
-  std::map<int, std::vector<TensorInfo>> by_layer;
-  std::vector<TensorInfo> all;
-  for (const auto& t : ckpt.tensors()) all.push_back(t.info);
+  std::map<int, std::vector<TensorInfo>> by_layer;  // layer index (-1: none) -> its tensors
+  for (const auto& t : ckpt.tensors()) by_layer[pipeline::layer_index_of(t.info.name).value_or(-1)].push_back(t.info);
   for (std::size_t u = 0; u < layout.units.size(); ++u) {
     const auto& unit = layout.units[u];
-    auto [it, fresh] = by_layer.try_emplace(unit.layer);
-    if (fresh) {
-      const std::string prefix = fmt::format("layers.{}.", unit.layer);
-      for (const auto& t : all)
-        if (unit.layer < 0 || t.name.find(prefix) != std::string::npos) it->second.push_back(t);
-    }
+    const auto& layer_tensors = by_layer[unit.layer];
     for (const auto& c : candidates) {
       if (!c.spec || c.spec->act == quant::ActMode::None) continue;  // only activation quantization is constrained
       recipe::Recipe r;
@@ -44,7 +39,7 @@ std::vector<std::set<std::string>> forbidden_candidates(const io::Checkpoint& ck
       rule.scheme = *c.spec;
       r.rules.push_back(std::move(rule));
       try {
-        recipe::resolve_recipe(r, it->second, ckpt.config());
+        recipe::resolve_recipe(r, layer_tensors, ckpt.config());
       } catch (const Error&) {
         out[u].insert(c.id);
       }

@@ -16,6 +16,7 @@ namespace selq::planner {
 MixPlanner::MixPlanner(const UnitLayout& layout, const SensitivityTable& table, std::vector<Candidate> candidates,
                        const MixOptions& options)
     : layout_(layout), candidates_(std::move(candidates)), options_(options) {
+  std::vector<std::vector<Option>> unit_options;  // moved into the solver
   for (const auto& unit : layout_.units) {
     const UnitSensitivity* us = table.find(unit.name);
     if (!us)
@@ -27,7 +28,7 @@ MixPlanner::MixPlanner(const UnitLayout& layout, const SensitivityTable& table, 
     for (std::size_t c = 0; c < candidates_.size(); ++c) {
       const auto it = us->scores.find(candidates_[c].id);
       if (it == us->scores.end()) continue;  // not scored: cannot apply, or not asked for
-      const std::size_t u = options_per_unit_.size();
+      const std::size_t u = unit_options.size();
       if (u < options_.forbidden.size() && options_.forbidden[u].count(candidates_[c].id)) continue;
       const auto cost = unit_cost(layout_, unit, candidates_[c]);
       if (!cost) continue;
@@ -42,11 +43,11 @@ MixPlanner::MixPlanner(const UnitLayout& layout, const SensitivityTable& table, 
     std::uint64_t most = 0;
     for (const auto& o : opts) most = std::max(most, o.cost);
     max_linear_bytes_ += most;
-    options_per_unit_.push_back(std::move(opts));
+    unit_options.push_back(std::move(opts));
     candidate_of_option_.push_back(std::move(which));
   }
   max_linear_bytes_ += layout_.fixed_bytes;
-  solver_.emplace(options_per_unit_, max_linear_bytes_ - layout_.fixed_bytes);
+  solver_.emplace(std::move(unit_options), max_linear_bytes_ - layout_.fixed_bytes);
 }
 
 std::uint64_t MixPlanner::budget_for(double bpw) const {
@@ -59,7 +60,7 @@ Mix MixPlanner::make_mix(const std::vector<std::size_t>& pick) const {
   Mix m;
   m.linear_bytes = layout_.fixed_bytes;
   for (std::size_t u = 0; u < pick.size(); ++u) {
-    const Option& o = options_per_unit_[u][pick[u]];
+    const Option& o = solver_->units()[u][pick[u]];
     m.choices.push_back({u, candidates_[candidate_of_option_[u][pick[u]]].id, o.cost, o.score});
     m.linear_bytes += o.cost;
     m.score += o.score;
@@ -101,7 +102,7 @@ std::vector<Mix> MixPlanner::pareto(int points) const {
 
 Mix MixPlanner::uniform(const std::string& candidate) const {
   std::vector<std::size_t> pick;
-  for (std::size_t u = 0; u < options_per_unit_.size(); ++u) {
+  for (std::size_t u = 0; u < candidate_of_option_.size(); ++u) {
     std::size_t chosen = 0;
     bool found = false;
     for (std::size_t o = 0; o < candidate_of_option_[u].size(); ++o) {
@@ -178,7 +179,8 @@ std::vector<std::string> mix_summary(const Mix& mix, const UnitLayout& layout) {
     std::vector<std::pair<int, std::string>> parts;
     for (auto& [cand, layers] : per) {
       std::sort(layers.begin(), layers.end());
-      parts.emplace_back(layers.front(), fmt::format("{} {}", cand, layer_ranges(layers)));
+      parts.emplace_back(layers.front(),
+                         layers.front() < 0 ? cand : fmt::format("{} {}", cand, layer_ranges(layers)));
     }
     std::sort(parts.begin(), parts.end());
     std::vector<std::string> texts;

@@ -65,7 +65,6 @@ class MixPlanner {
   std::vector<Candidate> candidates_;
   MixOptions options_;
   std::vector<std::vector<std::size_t>> candidate_of_option_;  // per unit: option -> candidates_ index
-  std::vector<std::vector<Option>> options_per_unit_;
   std::optional<KnapsackSolver> solver_;
   std::uint64_t max_linear_bytes_{0};
 

@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "pipeline/module_names.h"
-#include "runtime/blas.h"
 #include "runtime/eval.h"
 #include "runtime/text_overlap.h"
 #include "runtime/tokenizer.h"
@@ -25,28 +24,26 @@ runtime::Linear& linear_of(runtime::LlamaModel& model, const std::string& module
   return *l;
 }
 
-// y[rows, out] = x[rows, in] * w[out, in]^T
-void matmul(const float* x, std::int64_t rows, const std::vector<float>& w, std::int64_t out, std::int64_t in,
-            float* y) {
-  runtime::blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
-                       static_cast<int>(in), 1.0f, x, static_cast<int>(in), w.data(), static_cast<int>(in), 0.0f, y,
-                       static_cast<int>(out));
+// `l` with `weight` and the candidate's activation mode (dynamic modes only).
+runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weight, const Candidate& c) {
+  runtime::Linear q;
+  q.module = l.module;
+  q.out = l.out;
+  q.in = l.in;
+  q.weight = std::move(weight);
+  q.bias = l.bias;
+  q.act = c.spec->act;
+  q.act_rule = c.spec->scale_rule;
+  return q;
 }
 
-// Runs every window of `tokens` and returns the log-probabilities of every position.
+// Log-probabilities of every predicted position of the calibration windows
+// (the evaluation's own routine, so tier 3 scores what `selq eval` measures).
 std::vector<float> window_logprobs(runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
                                    std::int64_t context) {
-  const auto n = static_cast<std::int64_t>(tokens.size());
-  const std::int64_t V = model.config().vocab;
-  std::vector<float> out;
-  out.reserve(static_cast<std::size_t>(n * V));
-  for (std::int64_t b = 0; b < n; b += context) {
-    model.reset();
-    const auto len = std::min(context, n - b);
-    auto logits = model.forward(std::span(tokens).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(len)));
-    for (std::int64_t r = 0; r < len; ++r) runtime::log_softmax_inplace(logits.data() + r * V, V);
-    out.insert(out.end(), logits.begin(), logits.end());
-  }
+  double nll = 0;
+  auto out = runtime::text_logprobs(model, tokens, runtime::windows(static_cast<std::int64_t>(tokens.size()), context),
+                                    nll, [](std::uint64_t) {});
   model.reset();
   return out;
 }
@@ -67,26 +64,23 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
     const auto& w = linear_of(model, unit.members[i].module).weight;
     return TensorView{&infos[i], std::span(reinterpret_cast<const std::uint8_t*>(w.data()), w.size() * 4)};
   };
+  // NVFP4 members of a fused group share the group's global amax.
+  std::vector<std::string> group;
+  for (const auto& m : unit.members) {
+    std::string key = pipeline::nvfp4_fused_group(m.module);
+    group.push_back(key.empty() ? m.module : key);
+  }
   if (spec.kind == quant::SchemeKind::NVFP4)
     for (std::size_t i = 0; i < unit.members.size(); ++i) {
-      std::string key = pipeline::nvfp4_fused_group(unit.members[i].module);
-      if (key.empty()) key = unit.members[i].module;
-      float& a = group_amax[key];
+      float& a = group_amax[group[i]];
       a = std::max(a, quant::tensor_amax(view_of(i)));
     }
+  std::vector<std::uint8_t> storage;
   for (std::size_t i = 0; i < unit.members.size(); ++i) {
-    const auto outs_spec = quant::scheme_outputs(spec, infos[i].shape);
-    std::vector<std::vector<std::uint8_t>> bufs;
-    std::vector<std::span<std::uint8_t>> outs;
-    for (const auto& o : outs_spec) bufs.emplace_back(dtype_nbytes(o.dtype, shape_numel(o.shape)));
-    for (auto& b : bufs) outs.emplace_back(b);
     quant::QuantizeOptions qopt;
-    if (spec.kind == quant::SchemeKind::NVFP4) {
-      std::string key = pipeline::nvfp4_fused_group(unit.members[i].module);
-      qopt.global_amax = group_amax[key.empty() ? unit.members[i].module : key];
-    }
+    if (spec.kind == quant::SchemeKind::NVFP4) qopt.global_amax = group_amax[group[i]];
     quant::ErrorMetrics em;
-    quant::quantize_weight(spec, view_of(i), outs, em, qopt);
+    const auto outs = quantize_to_buffer(spec, view_of(i), storage, em, qopt);
     std::vector<std::span<const std::uint8_t>> couts(outs.begin(), outs.end());
     out.push_back(quant::dequantize_weight(spec, infos[i].shape, couts));
   }
@@ -131,13 +125,14 @@ void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, con
     const std::int64_t in = linear_of(model, unit.members.front().module).in;
     const std::int64_t rows = static_cast<std::int64_t>(x.size()) / in;
     if (rows == 0) throw_bad_input(fmt::format("no calibration rows reached {}", unit.name));
-    // Reference outputs once per member.
+    // Reference outputs once per member; the candidate's through a Linear
+    // with its weights and activation mode, as the runtime would run it.
     std::vector<std::vector<float>> ref;
     double ref_sq = 0;
     for (const auto& m : unit.members) {
       const auto& l = linear_of(model, m.module);
       std::vector<float> y(static_cast<std::size_t>(rows * l.out));
-      matmul(x.data(), rows, l.weight, l.out, l.in, y.data());
+      l.forward(x.data(), rows, y.data());
       for (float v : y) ref_sq += static_cast<double>(v) * v;
       ref.push_back(std::move(y));
     }
@@ -149,16 +144,11 @@ void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, con
         continue;
       }
       auto qw = quantized_unit_weights(layout, unit, cand, model);
-      std::vector<float> xq = x;
-      if (cand.spec->act != quant::ActMode::None)
-        for (std::int64_t r = 0; r < rows; ++r)
-          quant::qdq_activation_row(cand.spec->act, xq.data() + r * in, static_cast<std::size_t>(in), 0.0f,
-                                    cand.spec->scale_rule);
       double err = 0;
       for (std::size_t i = 0; i < unit.members.size(); ++i) {
-        const auto& l = linear_of(model, unit.members[i].module);
-        std::vector<float> y(static_cast<std::size_t>(rows * l.out));
-        matmul(xq.data(), rows, qw[i], l.out, l.in, y.data());
+        runtime::Linear q = with_candidate(linear_of(model, unit.members[i].module), std::move(qw[i]), cand);
+        std::vector<float> y(static_cast<std::size_t>(rows * q.out));
+        q.forward(x.data(), rows, y.data());
         for (std::size_t k = 0; k < y.size(); ++k) {
           const double d = static_cast<double>(y[k]) - ref[i][k];
           err += d * d;
@@ -262,22 +252,16 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
     int fits = 0;
     for (const Candidate* cand : probes) {
       auto qw = quantized_unit_weights(layout, unit, *cand, model);
-      std::vector<std::vector<float>> saved;
-      std::vector<quant::ActMode> saved_act;
+      std::vector<runtime::Linear> saved;
       for (std::size_t i = 0; i < unit.members.size(); ++i) {
         auto& l = linear_of(model, unit.members[i].module);
-        saved.push_back(std::move(l.weight));
-        saved_act.push_back(l.act);
-        l.weight = std::move(qw[i]);
-        l.act = cand->spec->act;
-        l.act_rule = cand->spec->scale_rule;
+        runtime::Linear q = with_candidate(l, std::move(qw[i]), *cand);
+        saved.push_back(std::move(l));
+        l = std::move(q);
       }
       const auto q = window_logprobs(model, tokens, options.context);
-      for (std::size_t i = 0; i < unit.members.size(); ++i) {
-        auto& l = linear_of(model, unit.members[i].module);
-        l.weight = std::move(saved[i]);
-        l.act = saved_act[i];
-      }
+      for (std::size_t i = 0; i < unit.members.size(); ++i)
+        linear_of(model, unit.members[i].module) = std::move(saved[i]);
       double kl = 0, tv = 0;
       for (std::int64_t p = 0; p < positions; ++p) {
         kl += runtime::kl_divergence(base.data() + p * V, q.data() + p * V, V);

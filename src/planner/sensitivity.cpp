@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <mutex>
 #include <random>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "pipeline/module_names.h"
 
 namespace selq::planner {
@@ -29,6 +28,12 @@ std::optional<Tier> tier_from_name(const std::string& name) {
   if (name == "activation-aware") return Tier::ActivationAware;
   if (name == "measured") return Tier::Measured;
   return std::nullopt;
+}
+
+Tier parse_tier(const std::string& name) {
+  auto t = tier_from_name(name);
+  if (!t) throw_bad_input(fmt::format("unknown tier '{}' (data-free, activation-aware, measured)", name));
+  return *t;
 }
 
 std::optional<double> objective_score(const CandidateScore& s, const Candidate& candidate, Tier tier,
@@ -157,11 +162,7 @@ const UnitSensitivity* SensitivityTable::find(const std::string& unit) const {
 }
 
 SensitivityTable load_sensitivity(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_io(fmt::format("{}: cannot open sensitivity table", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, false);
   if (j.is_discarded()) throw_bad_input(fmt::format("{}: not valid JSON", path));
   return SensitivityTable::from_json(j, path);
 }
@@ -184,11 +185,19 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
   for (const auto& unit : layout.units) {
     UnitSensitivity us{unit.name, unit.kind, unit.layer, {}, {}};
     for (const auto& m : unit.members) us.members.push_back(m.module);
-    std::map<std::string, quant::ErrorMetrics> metrics;  // weight format -> over the unit
-    std::map<std::string, std::string> weight_key;       // candidate id -> its weight format
-    std::vector<bool> applies(candidates.size(), true);
-    for (std::size_t c = 0; c < candidates.size(); ++c)
-      applies[c] = candidates[c].spec.has_value() && unit_cost(layout, unit, candidates[c]).has_value();
+    // The distinct weight formats of the candidates that apply: candidates that
+    // differ only in activations store the same weights, so they are scored once.
+    std::vector<quant::SchemeSpec> formats;
+    std::vector<std::optional<std::size_t>> format_of(candidates.size());
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      if (!candidates[c].spec || !unit_cost(layout, unit, candidates[c])) continue;
+      quant::SchemeSpec weights = dialect_spec(layout, candidates[c]);
+      weights.act = quant::ActMode::None;
+      auto it = std::find(formats.begin(), formats.end(), weights);
+      format_of[c] = static_cast<std::size_t>(it - formats.begin());
+      if (it == formats.end()) formats.push_back(weights);
+    }
+    std::vector<quant::ErrorMetrics> metrics(formats.size());
 
     // Fused groups share an NVFP4 global scale, so their members are read together.
     std::map<std::string, std::vector<const UnitMember*>> groups;
@@ -200,63 +209,30 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
       std::vector<io::FetchedTensor> fetched;
       for (const auto* m : members) fetched.push_back(ckpt.fetch(m->weight.name));
       std::optional<float> group_amax;
-      // Candidates that differ only in activations store the same weights: score those once.
-      std::vector<quant::SchemeSpec> scored;
-      for (std::size_t c = 0; c < candidates.size(); ++c) {
-        if (!applies[c]) continue;
-        const quant::SchemeSpec spec = dialect_spec(layout, candidates[c]);
-        quant::SchemeSpec weights_only = spec;
-        weights_only.act = quant::ActMode::None;
-        if (std::find(scored.begin(), scored.end(), weights_only) != scored.end()) continue;
-        scored.push_back(weights_only);
-        const std::string key = std::to_string(scored.size() - 1);  // index into `scored`
-        weight_key[candidates[c].id] = key;
+      for (std::size_t f = 0; f < formats.size(); ++f) {
         quant::QuantizeOptions qopt;
-        if (spec.kind == quant::SchemeKind::NVFP4) {
+        if (formats[f].kind == quant::SchemeKind::NVFP4) {
           if (!group_amax) {
             float a = 0;
-            for (const auto& f : fetched) a = std::max(a, quant::tensor_amax(f.view));
+            for (const auto& t : fetched) a = std::max(a, quant::tensor_amax(t.view));
             group_amax = a;
           }
           qopt.global_amax = group_amax;
         }
-        for (std::size_t i = 0; i < members.size(); ++i) {
-          const auto outs_spec = quant::scheme_outputs(weights_only, members[i]->weight.shape);
-          std::uint64_t need = 0;
-          for (const auto& o : outs_spec) need += dtype_nbytes(o.dtype, shape_numel(o.shape));
-          if (scratch.size() < need) scratch.resize(need);
-          std::vector<std::span<std::uint8_t>> outs;
-          std::uint64_t off = 0;
-          for (const auto& o : outs_spec) {
-            const auto n = dtype_nbytes(o.dtype, shape_numel(o.shape));
-            outs.emplace_back(scratch.data() + off, n);
-            off += n;
-          }
-          quant::ErrorMetrics em;
-          quant::quantize_weight(weights_only, fetched[i].view, outs, em, qopt);
-          metrics[key].merge(em);
-        }
-        for (std::size_t d = c + 1; d < candidates.size(); ++d) {
-          if (!applies[d]) continue;
-          quant::SchemeSpec other = dialect_spec(layout, candidates[d]);
-          other.act = quant::ActMode::None;
-          if (other == weights_only) weight_key[candidates[d].id] = key;
-        }
+        for (const auto& t : fetched) quantize_to_buffer(formats[f], t.view, scratch, metrics[f], qopt);
       }
       for (const auto* m : members) done += m->weight.nbytes();
       if (options.on_progress) options.on_progress(done, total);
     }
     for (std::size_t c = 0; c < candidates.size(); ++c) {
-      const auto& cand = candidates[c];
-      if (!cand.spec) {
-        us.scores.emplace(cand.id, CandidateScore{});
-        continue;
+      if (!candidates[c].spec) {
+        us.scores.emplace(candidates[c].id, CandidateScore{});
+      } else if (format_of[c]) {
+        const auto& em = metrics[*format_of[c]];
+        CandidateScore s;
+        s.weight_nmse = em.sum_sq_ref > 0 ? em.sum_sq_err / em.sum_sq_ref : 0.0;
+        us.scores.emplace(candidates[c].id, s);
       }
-      if (!applies[c]) continue;
-      const auto& em = metrics.at(weight_key.at(cand.id));
-      CandidateScore s;
-      s.weight_nmse = em.sum_sq_ref > 0 ? em.sum_sq_err / em.sum_sq_ref : 0.0;
-      us.scores.emplace(cand.id, s);
     }
     table.units.push_back(std::move(us));
   }

@@ -27,6 +27,7 @@ namespace selq::planner {
 enum class Tier { DataFree, ActivationAware, Measured };
 std::string tier_name(Tier t);                                   // "data-free", ...
 std::optional<Tier> tier_from_name(const std::string& name);
+Tier parse_tier(const std::string& name);  // BadInput listing the tiers when unknown
 
 struct CandidateScore {
   double weight_nmse{0};                // data-free

@@ -34,6 +34,7 @@ class KnapsackSolver {
   std::optional<Solution> solve(std::uint64_t budget) const;
 
   std::uint64_t min_cost() const { return min_total_; }
+  const std::vector<std::vector<Option>>& units() const { return units_; }
   std::uint64_t bucket_bytes() const { return bucket_; }
 
  private:

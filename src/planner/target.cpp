@@ -7,7 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
-#include "export/module_names.h"
+#include "pipeline/manifest.h"
 #include "pipeline/plan.h"
 #include "recipe/recipe.h"
 
@@ -35,14 +35,8 @@ void check_mix_recipe(const io::Checkpoint& ckpt, const UnitLayout& layout, cons
   if (totals.bytes != mix.linear_bytes)
     throw_unsupported(fmt::format("planner bug: the emitted recipe stores {} linear bytes, the mix predicted {}",
                                   totals.bytes, mix.linear_bytes));
-  exporter::ConfigInput ci;
-  ci.linear_modules = plan.linear_modules;
-  std::vector<std::string> names;
-  for (const auto& t : ckpt.tensors()) names.push_back(t.info.name);
-  ci.unstored_heads = exporter::unstored_head_modules(names);
-  if (ckpt.config().is_object() && ckpt.config().contains("quantization_config"))
-    ci.source_quantization_config = ckpt.config()["quantization_config"];
-  exporter::build_quantization_config(layout.dialect, ci);  // throws when an engine would misread it
+  // Throws when an engine would misread the config.
+  exporter::build_quantization_config(layout.dialect, pipeline::config_input(ckpt, plan));
 }
 
 TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
@@ -51,8 +45,8 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
   r.table = load_sensitivity(req.sensitivity_path);
   r.layout = decision_units(ckpt, req.dialect);
   r.tier = req.tier.value_or(r.table.tier);
-  const std::string ids = req.candidates.empty() ? fmt::format("{}", fmt::join(r.table.candidates, ",")) : req.candidates;
-  r.candidates = select_candidates(ids, req.hardware, req.dialect);
+  r.candidates = select_candidates(req.candidates.empty() ? r.table.candidates : req.candidates, req.hardware,
+                                   req.dialect);
   MixOptions mo{r.tier, req.acceptance, forbidden_candidates(ckpt, r.layout, r.candidates, req.serving)};
   MixPlanner planner(r.layout, r.table, r.candidates, mo);
   r.min_bpw = planner.min_bits_per_weight();

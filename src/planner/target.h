@@ -20,7 +20,7 @@ struct TargetRequest {
   std::optional<Tier> tier;              // default: the table's
   bool acceptance{false};                // objective: total variation instead of KL
   Hardware hardware{Hardware::Any};
-  std::string candidates;                // ids, "" = the table's
+  std::vector<std::string> candidates;   // ids; empty: the table's
   exporter::Dialect dialect{exporter::Dialect::CompressedTensors};
   std::string recipe_name{"planned-mix"};
   ServingContext serving;                // constraints to respect, written into the recipe

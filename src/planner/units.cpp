@@ -56,6 +56,27 @@ UnitLayout decision_units(const io::Checkpoint& ckpt, exporter::Dialect dialect)
   return layout;
 }
 
+std::vector<std::span<std::uint8_t>> quantize_to_buffer(const quant::SchemeSpec& spec, const TensorView& src,
+                                                       std::vector<std::uint8_t>& storage,
+                                                       quant::ErrorMetrics& metrics,
+                                                       const quant::QuantizeOptions& options) {
+  const auto specs = quant::scheme_outputs(spec, src.info->shape);
+  std::uint64_t need = 0;
+  for (const auto& o : specs) need += dtype_nbytes(o.dtype, shape_numel(o.shape));
+  if (storage.size() < need) storage.resize(need);
+  std::vector<std::span<std::uint8_t>> outs;
+  std::uint64_t off = 0;
+  for (const auto& o : specs) {
+    const auto n = dtype_nbytes(o.dtype, shape_numel(o.shape));
+    outs.emplace_back(storage.data() + off, n);
+    off += n;
+  }
+  quant::ErrorMetrics em;
+  quant::quantize_weight(spec, src, outs, em, options);
+  metrics.merge(em);
+  return outs;
+}
+
 quant::SchemeSpec dialect_spec(const UnitLayout& layout, const Candidate& candidate) {
   return exporter::adapt_scheme_for_dialect(layout.dialect, *candidate.spec, layout.model_dtype);
 }

@@ -5,6 +5,7 @@
 // and what each candidate format costs for them in exact stored bytes.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ UnitLayout decision_units(const io::Checkpoint& checkpoint, exporter::Dialect di
 // Stored bytes of `unit` under `candidate` in the layout's dialect, or
 // nullopt when the candidate cannot quantize one of its members (shape).
 std::optional<std::uint64_t> unit_cost(const UnitLayout& layout, const DecisionUnit& unit, const Candidate& candidate);
+
+// Quantizes `src` with `spec` into `storage` (grown as needed) and adds its
+// error to `metrics`; returns the output tensors in scheme_outputs order.
+std::vector<std::span<std::uint8_t>> quantize_to_buffer(const quant::SchemeSpec& spec, const TensorView& src,
+                                                       std::vector<std::uint8_t>& storage,
+                                                       quant::ErrorMetrics& metrics,
+                                                       const quant::QuantizeOptions& options = {});
 
 // The candidate's SchemeSpec as the layout's dialect writes it.
 quant::SchemeSpec dialect_spec(const UnitLayout& layout, const Candidate& candidate);

@@ -219,43 +219,6 @@ std::int32_t argmax(const float* v, std::int64_t n) {
   return static_cast<std::int32_t>(std::max_element(v, v + n) - v);
 }
 
-struct Windows {
-  std::vector<std::pair<std::int64_t, std::int64_t>> spans;  // [begin, end) in tokens
-  std::int64_t predicted{0};
-};
-
-Windows windows(std::int64_t n, std::int64_t context) {
-  Windows w;
-  for (std::int64_t b = 0; b + 1 < n; b += context) {
-    std::int64_t e = std::min(n, b + context);
-    w.spans.push_back({b, e});
-    w.predicted += e - b - 1;
-  }
-  return w;
-}
-
-// Log-probabilities of every predicted position of every window; also NLL.
-std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
-                                 double& nll_sum, const std::function<void(std::uint64_t)>& tick) {
-  const std::int64_t V = m.config().vocab;
-  std::vector<float> out(static_cast<std::size_t>(w.predicted * V));
-  std::int64_t row = 0;
-  nll_sum = 0;
-  for (std::size_t wi = 0; wi < w.spans.size(); ++wi) {
-    auto [b, e] = w.spans[wi];
-    m.reset();
-    auto logits = m.forward(std::span(toks).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(e - b)));
-    for (std::int64_t t = 0; t + 1 < e - b; ++t, ++row) {
-      float* dst = out.data() + row * V;
-      std::copy_n(logits.data() + t * V, V, dst);
-      log_softmax_inplace(dst, V);
-      nll_sum -= dst[toks[static_cast<std::size_t>(b + t + 1)]];
-    }
-    tick(wi + 1);
-  }
-  return out;
-}
-
 struct SpecStats {
   std::int64_t steps{0};
   double greedy{0}, expected{0};
@@ -327,6 +290,37 @@ std::vector<std::vector<std::int32_t>> prompt_tokens(const Tokenizer& tok, const
 }
 
 }  // namespace
+
+Windows windows(std::int64_t n, std::int64_t context) {
+  Windows w;
+  for (std::int64_t b = 0; b + 1 < n; b += context) {
+    std::int64_t e = std::min(n, b + context);
+    w.spans.push_back({b, e});
+    w.predicted += e - b - 1;
+  }
+  return w;
+}
+
+std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+                                 double& nll_sum, const std::function<void(std::uint64_t)>& tick) {
+  const std::int64_t V = m.config().vocab;
+  std::vector<float> out(static_cast<std::size_t>(w.predicted * V));
+  std::int64_t row = 0;
+  nll_sum = 0;
+  for (std::size_t wi = 0; wi < w.spans.size(); ++wi) {
+    auto [b, e] = w.spans[wi];
+    m.reset();
+    auto logits = m.forward(std::span(toks).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(e - b)));
+    for (std::int64_t t = 0; t + 1 < e - b; ++t, ++row) {
+      float* dst = out.data() + row * V;
+      std::copy_n(logits.data() + t * V, V, dst);
+      log_softmax_inplace(dst, V);
+      nll_sum -= dst[toks[static_cast<std::size_t>(b + t + 1)]];
+    }
+    tick(wi + 1);
+  }
+  return out;
+}
 
 EvalReport evaluate(const std::string& base_path, const std::vector<std::string>& quantized,
                     const std::string& text, const std::string& text_source,

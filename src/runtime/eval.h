@@ -89,6 +89,19 @@ EvalReport evaluate(const std::string& base, const std::vector<std::string>& qua
 
 // ---- building blocks (tested on their own) ----
 
+// Non-overlapping windows of `context` tokens over n tokens; each predicts
+// its tokens after the first.
+struct Windows {
+  std::vector<std::pair<std::int64_t, std::int64_t>> spans;  // [begin, end) in tokens
+  std::int64_t predicted{0};
+};
+Windows windows(std::int64_t n, std::int64_t context);
+
+// Log-probabilities [w.predicted, vocab] of every predicted position of every
+// window (the model's cache is reset per window); `nll_sum` gets their NLL.
+std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+                                 double& nll_sum, const std::function<void(std::uint64_t)>& tick);
+
 // sum_x p(x) (log p(x) - log q(x)) from log-probabilities.
 double kl_divergence(const float* logp, const float* logq, std::int64_t n);
 // sum_x min(p(x), q(x)) from log-probabilities: the probability that a

@@ -22,20 +22,26 @@ using namespace selq::planner;
 
 namespace {
 
+std::unique_ptr<io::Checkpoint> write_synth(const fs::path& dir, const std::string& arch, int scale, int layers,
+                                            int experts, std::int64_t vocab) {
+  pipeline::SynthOptions o;
+  o.arch = arch;
+  o.scale = scale;
+  o.layers = layers;
+  o.experts = experts;
+  o.vocab = vocab;
+  pipeline::write_synth_checkpoint(o, dir.string());
+  return io::Checkpoint::open(dir.string());
+}
+
 class PlannerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / fmt::format("selq-planner-{}", ::getpid());
     fs::remove_all(dir_);
-    pipeline::SynthOptions o;
-    o.arch = "llama";
-    o.scale = 2;
-    o.layers = 3;
-    o.vocab = 256;
-    pipeline::write_synth_checkpoint(o, (dir_ / "ckpt").string());
-    ckpt_ = io::Checkpoint::open((dir_ / "ckpt").string()).release();
+    ckpt_ = write_synth(dir_ / "ckpt", "llama", 2, 3, -1, 256).release();
     layout_ = new UnitLayout(decision_units(*ckpt_, exporter::Dialect::CompressedTensors));
-    candidates_ = new std::vector<Candidate>(select_candidates("", Hardware::Any, exporter::Dialect::CompressedTensors));
+    candidates_ = new std::vector<Candidate>(select_candidates({}, Hardware::Any, exporter::Dialect::CompressedTensors));
     table_ = new SensitivityTable(data_free_sensitivity(*ckpt_, *layout_, *candidates_));
     fs::create_directories(dir_ / "out");
     std::ofstream(dir_ / "out" / "sens.json") << table_->to_json().dump();
@@ -149,12 +155,12 @@ TEST_F(PlannerTest, HardwareAndDialectRestrictTheCandidates) {
     for (const auto& c : cs) v.push_back(c.id);
     return v;
   };
-  auto hopper = ids(select_candidates("", Hardware::Hopper, exporter::Dialect::CompressedTensors));
+  auto hopper = ids(select_candidates({}, Hardware::Hopper, exporter::Dialect::CompressedTensors));
   EXPECT_EQ(hopper, (std::vector<std::string>{"bf16", "fp8-w8a8", "fp8-w8a16", "int8-w8a16", "int4-w4a16"}));
-  auto mi355 = ids(select_candidates("", Hardware::Mi355, exporter::Dialect::Quark));
+  auto mi355 = ids(select_candidates({}, Hardware::Mi355, exporter::Dialect::Quark));
   for (const auto& id : mi355) EXPECT_TRUE(id == "bf16" || id.starts_with("fp8") || id.starts_with("mx")) << id;
-  EXPECT_THROW(select_candidates("fp8-w8a8,int3", Hardware::Any, exporter::Dialect::CompressedTensors), Error);
-  auto modelopt = ids(select_candidates("", Hardware::Any, exporter::Dialect::ModelOpt));
+  EXPECT_THROW(select_candidates({"fp8-w8a8", "int3"}, Hardware::Any, exporter::Dialect::CompressedTensors), Error);
+  auto modelopt = ids(select_candidates({}, Hardware::Any, exporter::Dialect::ModelOpt));
   for (const auto& id : modelopt) EXPECT_NE(id, "mxfp4-w4a4") << "modelopt cannot write MXFP4 activations";
 }
 
@@ -181,15 +187,9 @@ TEST_F(PlannerTest, TableOfAnotherCheckpointIsRefused) {
 TEST(PlannerConstraints, Fp8KvCacheKeepsActivationQuantizationOffMlaKvbAndOproj) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("selq-planner-k3-{}", ::getpid());
   fs::remove_all(dir);
-  pipeline::SynthOptions o;
-  o.arch = "kimi-k3";
-  o.scale = 64;
-  o.layers = 2;
-  o.experts = 4;
-  pipeline::write_synth_checkpoint(o, (dir / "ckpt").string());
-  auto ckpt = io::Checkpoint::open((dir / "ckpt").string());
+  auto ckpt = write_synth(dir / "ckpt", "kimi-k3", 64, 2, 4, -1);
   auto layout = decision_units(*ckpt, exporter::Dialect::CompressedTensors);
-  auto cands = select_candidates("fp8-w8a8,fp8-w8a16,mxfp4-w4a4", Hardware::Any, exporter::Dialect::CompressedTensors);
+  auto cands = select_candidates({"fp8-w8a8", "fp8-w8a16", "mxfp4-w4a4"}, Hardware::Any, exporter::Dialect::CompressedTensors);
   const ServingContext serving{"kimi-k3", true, true};
   auto forbidden = forbidden_candidates(*ckpt, layout, cands, serving);
   int constrained = 0;
