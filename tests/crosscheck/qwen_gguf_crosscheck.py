@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import xref  # noqa: E402
 from xref import missing, qwen_gguf  # noqa: E402
 
 try:
@@ -74,11 +75,7 @@ def check_dequant(exe, path, reader, names, workdir):
         mine = ours[pos:pos + ref.size]
         pos += ref.size
         types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
-        diff = np.flatnonzero(ref.view(np.uint32) != mine.view(np.uint32))
-        if diff.size:
-            bad += 1
-            print(f"MISMATCH {t.name} ({t.tensor_type.name}): {diff.size} elements differ, "
-                  f"first at {diff[0]}: selq {mine[diff[0]]!r} vs gguf-py {ref[diff[0]]!r}")
+        bad += xref.report_bit_mismatch(f"{t.name} ({t.tensor_type.name})", mine, ref)
     if pos != ours.size:
         print(f"MISMATCH: selq wrote {ours.size} values, gguf-py has {pos}")
         bad += 1

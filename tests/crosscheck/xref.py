@@ -38,3 +38,15 @@ def qwen_gguf():
 
 # The real models a cross-check can run on, by the name its command line takes.
 GGUFS = {"smollm2": smollm2_gguf, "qwen2.5-coder-1.5b": qwen_gguf}
+
+
+def report_bit_mismatch(label, mine, ref):
+    """1 (and a MISMATCH line naming the first differing element) unless the
+    two float32 arrays are bit-identical, else 0."""
+    import numpy as np
+    diff = np.flatnonzero(ref.view(np.uint32) != mine.view(np.uint32))
+    if not diff.size:
+        return 0
+    i = diff[0]
+    print(f"MISMATCH {label}: {diff.size} elements differ, first at {i}: selq {mine[i]!r} vs gguf-py {ref[i]!r}")
+    return 1
