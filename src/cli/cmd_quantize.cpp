@@ -6,6 +6,7 @@
 #include "cli/progress_bar.h"
 #include "io/checkpoint.h"
 #include "pipeline/quantize.h"
+#include "report/html_report.h"
 
 #include <filesystem>
 
@@ -41,7 +42,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "Quantize SRC into DST following a recipe. Streams tensor by tensor on all cores\n"
       "(memory bounded by the tensors in flight), writes shards, index, config.json with\n"
       "the dialect's quantization_config, the non-tensor files, selq-manifest.json and\n"
-      "selq-report.txt. Output is staged in DST.selq-partial and renamed when complete.");
+      "selq-report.txt and selq-report.html (selq report). Output is staged in DST.selq-partial and renamed when complete.");
   cmd->footer(
       "Examples:\n"
       "  selq quantize /models/Llama-3.1-8B out/llama-fp8 --recipe llama-fp8\n"
@@ -97,6 +98,15 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       status = 0;
       return;
     }
+    // The HTML report beside selq-report.txt; a checkpoint without one is still a good checkpoint.
+    const std::string out_dir = args->in_place ? args->plan.source : args->dst;
+    std::string html_note;
+    try {
+      report::write_checkpoint_report(out_dir);
+      html_note = fmt::format("report: {}/{}\n", out_dir, report::kHtmlReportName);
+    } catch (const Error& e) {
+      fmt::print(stderr, "selq: warning: no HTML report: {}\n", e.what());
+    }
     const double rate = result.seconds > 0 ? static_cast<double>(result.bytes_read) / result.seconds : 0;
     if (args->json) {
       nlohmann::json j = {{"destination", args->dst},
@@ -112,6 +122,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       fmt::print("\nwrote {} in {:.2f}s ({} -> {}, {}/s)\n", args->in_place ? args->plan.source : args->dst, result.seconds,
                  human_bytes(static_cast<double>(result.bytes_read)),
                  human_bytes(static_cast<double>(result.bytes_written)), human_bytes(rate));
+      fmt::print("{}", html_note);
     }
     status = 0;
   });

@@ -1,12 +1,14 @@
 #include "report/svg_chart.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "report/markup.h"
 
 namespace selq::report {
 namespace {
@@ -16,21 +18,7 @@ constexpr double kWidth = 800, kHeight = 520, kLeft = 80, kRight = 230, kTop = 5
 constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
-std::string number(double v) { return fmt::format("{:g}", v); }
+std::string number(double v) { return fmt::format("{:g}", v == 0 ? 0.0 : v); }  // no "-0"
 
 }  // namespace
 
@@ -68,14 +56,28 @@ std::string render_svg(const Chart& chart) {
       y1 = std::max(y1, hi);
     }
   if (!std::isfinite(x0)) throw_bad_input("chart: no points");
-  // Axes: x padded to whole numbers, y to decades (log) or 5% (linear).
-  x0 = std::floor(x0 - 0.25);
-  x1 = std::ceil(x1 + 0.25);
-  auto fy = [&](double v) { return chart.log_y ? std::log10(v) : v; };
+  // Axes: x ticks 1, 2 or 5 x 10^k apart, its ends a little beyond the data
+  // on whole units (whole fifths of a step of 5 or more); log y on the 1-2-5
+  // ticks around the data, linear y padded by 5%.
+  double step = 1;
+  for (int k = 0; (x1 - x0) / step > 12; ++k) step = std::array{2.0, 5.0, 10.0}[k % 3] * std::pow(10.0, k / 3);
+  const double minor = step >= 5 ? step / 5 : step, xpad = std::max(0.03 * (x1 - x0), 0.25);
+  x0 = std::floor((x0 - xpad) / minor) * minor;
+  x1 = std::ceil((x1 + xpad) / minor) * minor;
+  // A log axis only where the values span a range; within a factor of 4 it
+  // would squeeze them into a sliver of one decade.
+  const bool log_y = chart.log_y && y1 >= 4 * y0;
+  auto fy = [&](double v) { return log_y ? std::log10(v) : v; };
   double ly0 = fy(y0), ly1 = fy(y1);
-  if (chart.log_y) {
-    ly0 = std::floor(ly0);
-    ly1 = std::ceil(ly1);
+  if (log_y) {
+    const double d0 = std::floor(ly0), d1 = std::floor(ly1);
+    double lo = d0, hi = d1 + 1;
+    for (double m : {2.0, 5.0})
+      if (d0 + std::log10(m) <= ly0 + 1e-12) lo = d0 + std::log10(m);
+    for (double m : {5.0, 2.0, 1.0})
+      if (d1 + std::log10(m) >= ly1 - 1e-12) hi = d1 + std::log10(m);
+    ly0 = lo;
+    ly1 = hi > lo + 1e-9 ? hi : lo + std::log10(2.0);
   } else {
     const double pad = (ly1 - ly0) * 0.05 + 1e-12;
     ly0 -= pad;
@@ -87,22 +89,22 @@ std::string render_svg(const Chart& chart) {
   auto py = [&](double y) { return kTop + (1.0 - (fy(y) - ly0) / (ly1 - ly0)) * ph; };
 
   std::string o = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\"{} viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      kWidth, kHeight, kWidth, kHeight);
+      chart.id.empty() ? "" : fmt::format(" id=\"{}\"", xml_escape(chart.id)), kWidth, kHeight, kWidth, kHeight);
   o += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2,
                    xml_escape(chart.title));
   // Grid and ticks.
-  for (double x = x0; x <= x1 + 1e-9; x += 1.0) {
+  for (double x = std::ceil(x0 / step - 1e-9) * step; x <= x1 + 1e-9 * step; x += step) {
     o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>\n", px(x), kTop,
                      kTop + ph);
     o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(x), kTop + ph + 18, number(x));
   }
   std::vector<double> yticks;
-  if (chart.log_y) {
-    for (double e = ly0; e <= ly1 + 1e-9; e += 1.0)
+  if (log_y) {
+    for (double e = std::floor(ly0); e <= ly1 + 1e-9; e += 1.0)
       for (double m : {1.0, 2.0, 5.0})
-        if (std::log10(m) + e <= ly1 + 1e-9) yticks.push_back(m * std::pow(10.0, e));
+        if (std::log10(m) + e >= ly0 - 1e-9 && std::log10(m) + e <= ly1 + 1e-9) yticks.push_back(m * std::pow(10.0, e));
   } else {
     for (int i = 0; i <= 5; ++i) yticks.push_back(ly0 + (ly1 - ly0) * i / 5);
   }
@@ -117,14 +119,14 @@ std::string render_svg(const Chart& chart) {
   o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2, kHeight - 18,
                    xml_escape(chart.x_label));
   o += fmt::format("<text transform=\"translate(22 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-                   kTop + ph / 2, xml_escape(chart.y_label + (chart.log_y ? " (log scale)" : "")));
+                   kTop + ph / 2, xml_escape(chart.y_label + (log_y ? " (log scale)" : "")));
   // Series.
   for (std::size_t i = 0; i < chart.series.size(); ++i) {
     const auto& s = chart.series[i];
-    const char* color = kColors[i % std::size(kColors)];
+    const std::string color = s.color.empty() ? kColors[i % std::size(kColors)] : s.color;
     auto pts = s.points;
     std::sort(pts.begin(), pts.end(), [](const ChartPoint& a, const ChartPoint& b) { return a.x < b.x; });
-    if (pts.size() > 1) {
+    if (pts.size() > 1 && s.line) {
       std::string path;
       for (const auto& p : pts) path += fmt::format("{:.1f},{:.1f} ", px(p.x), py(p.y));
       o += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n", path, color);
@@ -133,12 +135,22 @@ std::string render_svg(const Chart& chart) {
       if (p.lo != 0 || p.hi != 0)
         o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\"/>\n",
                          px(p.x), py(p.lo), py(p.hi), color);
-      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"><title>{}: {} bpw, {}</title></circle>\n",
-                       px(p.x), py(p.y), pts.size() > 1 ? 3.5 : 5.5, color, xml_escape(s.name), number(p.x),
-                       number(p.y));
+      const double r = s.highlight ? 7.5 : pts.size() > 1 && s.line ? 3.5 : 5.5;
+      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"{}><title>{}: {} {}, {} {}</title></circle>\n",
+                       px(p.x), py(p.y), r, color, s.highlight ? " stroke=\"black\" stroke-width=\"2\"" : "",
+                       xml_escape(p.label.empty() ? s.name : p.label), xml_escape(chart.x_label), number(p.x),
+                       xml_escape(chart.y_label), number(p.y));
+      // Points not on a line are named where they are, for readers of a picture without hover.
+      if (!s.line && !p.label.empty()) {
+        const bool left = px(p.x) > kLeft + 0.7 * pw;  // keep the name inside the plot
+        o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"#333\"{}>{}</text>\n",
+                         left ? px(p.x) - r - 3 : px(p.x) + r + 3, py(p.y) - r, left ? " text-anchor=\"end\"" : "",
+                         xml_escape(p.label));
+      }
     }
     const double ly = kTop + 10 + 20.0 * static_cast<double>(i);
-    o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"{}\"/>\n", kLeft + pw + 18, ly, color);
+    o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"{}\"{}/>\n", kLeft + pw + 18, ly, color,
+                     s.highlight ? " stroke=\"black\" stroke-width=\"2\"" : "");
     o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", kLeft + pw + 30, ly + 4, xml_escape(s.name));
   }
   o += "</svg>\n";

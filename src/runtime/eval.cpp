@@ -89,6 +89,7 @@ json ModelQuality::to_json() const {
           {"accepted_expected_t1", accepted_expected},
           {"seconds", seconds},
           {"statistics", stats.to_json()},
+          {"kl_histogram", kl_histogram.to_json()},
           {"intervals", {{"text", text_ci.to_json()}, {"acceptance", acceptance_ci.to_json()}}}};
 }
 
@@ -406,6 +407,7 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
                                              -static_cast<double>(p[t]), argmax(p, V) == argmax(q, V)};
     }
     mq.stats = kl_statistics(scores);
+    mq.kl_histogram = kl_histogram(scores);
     mq.kl_mean = mq.stats.kld.mean;
     mq.kl_p99 = mq.stats.kld.percentile(0.99);
     mq.top1 = mq.stats.same_top;

@@ -47,6 +47,7 @@ struct ModelQuality {
   // Uncertainty (eval_stats.h): llama.cpp's statistics, bootstrap intervals,
   // and the per-window and per-prompt sums they resample.
   KlStatistics stats;
+  KlHistogram kl_histogram;  // per-position KL (absent for the base)
   TextIntervals text_ci;
   AcceptanceIntervals acceptance_ci;
   std::vector<WindowSums> window_sums;

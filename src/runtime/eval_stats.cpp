@@ -169,6 +169,22 @@ json Distribution::to_json() const {
   return j;
 }
 
+KlHistogram kl_histogram(const std::vector<PositionScore>& scores) {
+  constexpr int kPerDecade = 4, kFirst = -6, kLast = 2;
+  KlHistogram h;
+  h.edges.push_back(0);
+  for (int i = kFirst * kPerDecade; i <= kLast * kPerDecade; ++i)
+    h.edges.push_back(std::pow(10.0, static_cast<double>(i) / kPerDecade));
+  h.counts.assign(h.edges.size() - 1, 0);
+  for (const auto& p : scores) {
+    // upper_bound finds the first edge above the value; its bin is the one before.
+    auto it = std::upper_bound(h.edges.begin(), h.edges.end(), std::max(0.0, p.kl));
+    const auto bin = std::min<std::ptrdiff_t>(it - h.edges.begin() - 1, static_cast<std::ptrdiff_t>(h.counts.size()) - 1);
+    ++h.counts[static_cast<std::size_t>(bin)];
+  }
+  return h;
+}
+
 json KlStatistics::to_json() const {
   auto pm = [](double v, double se) { return json{{"value", v}, {"se", se}}; };
   json dp = delta_p.to_json();

@@ -70,6 +70,16 @@ struct KlStatistics {
 };
 KlStatistics kl_statistics(const std::vector<PositionScore>& scores);
 
+// Per-position KL as a histogram on log-spaced bins, for pictures of where
+// the divergence sits (selq report): bin 0 is [0, 1e-6), then 4 bins per
+// decade up to 1e2 (larger values count in the last bin).
+struct KlHistogram {
+  std::vector<double> edges;          // counts.size() + 1 edges
+  std::vector<std::int64_t> counts;
+  nlohmann::json to_json() const { return {{"edges", edges}, {"counts", counts}}; }
+};
+KlHistogram kl_histogram(const std::vector<PositionScore>& scores);
+
 // llama.cpp's percentile: linear between the sorted values at fraction*(n-1).
 double interpolated_percentile(const std::vector<double>& sorted, double fraction);
 

@@ -143,5 +143,28 @@ TEST(EvalStats, WindowSumsCoverEveryPosition) {
   EXPECT_THROW(window_sums(s, {3, 3}), Error);
 }
 
+TEST(EvalStats, KlHistogramBinsOnLogEdges) {
+  std::vector<PositionScore> s;
+  for (double kl : {0.0, 5e-7, 1e-6, 0.0015, 0.0015, 0.5, 1e3}) s.push_back({kl, 0, 0, false});
+  const KlHistogram h = kl_histogram(s);
+  ASSERT_EQ(h.edges.size(), h.counts.size() + 1);
+  EXPECT_EQ(h.edges.front(), 0.0);
+  EXPECT_DOUBLE_EQ(h.edges[1], 1e-6);
+  EXPECT_DOUBLE_EQ(h.edges.back(), 1e2);
+  auto bin_of = [&](double v) {
+    for (std::size_t i = 0; i + 1 < h.edges.size(); ++i)
+      if (v >= h.edges[i] && v < h.edges[i + 1]) return i;
+    return h.counts.size() - 1;
+  };
+  EXPECT_EQ(h.counts[0], 2);              // 0 and 5e-7
+  EXPECT_EQ(h.counts[1], 1);              // 1e-6 opens the first decade's first bin
+  EXPECT_EQ(h.counts[bin_of(0.0015)], 2);
+  EXPECT_EQ(h.counts[bin_of(0.5)], 1);
+  EXPECT_EQ(h.counts.back(), 1);          // 1e3 clamps into the last bin
+  std::int64_t total = 0;
+  for (auto c : h.counts) total += c;
+  EXPECT_EQ(total, 7);
+}
+
 }  // namespace
 }  // namespace selq::runtime

@@ -1,0 +1,251 @@
+#include "report/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "planner/sensitivity.h"
+#include "report/bars.h"
+#include "report/eval_data.h"
+#include "report/front.h"
+#include "report/histogram.h"
+#include "report/layer_map.h"
+#include "report/manifest_data.h"
+#include "report/markup.h"
+#include "report/palette.h"
+
+namespace fs = std::filesystem;
+
+namespace selq::report {
+namespace {
+
+// Wide pictures shrink to the page (viewBox keeps them sharp); tables too
+// wide for it scroll inside their box, so the page never scrolls sideways.
+constexpr const char* kStyle = R"(
+body { font-family: sans-serif; margin: 0 auto; padding: 12px 16px; max-width: 1240px; color: #222; }
+h1 { font-size: 20px; margin: 4px 0 2px; } h2 { font-size: 16px; margin: 22px 0 6px; border-bottom: 1px solid #ddd; }
+p.note { color: #555; font-size: 13px; margin: 4px 0; }
+.row { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
+.row > svg { flex: none; } .row > svg.chart { width: min(100%, 610px); }
+svg { max-width: 100%; height: auto; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 12px; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: right; white-space: nowrap; }
+th { background: #f3f3f3; } td:nth-child(-n+2), th:nth-child(-n+2) { text-align: left; }
+tr.self td { background: #fde8e8; font-weight: bold; }
+.swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: middle; }
+.cards { display: flex; flex-wrap: wrap; gap: 8px; margin: 8px 0; }
+.card { border: 1px solid #ddd; border-radius: 4px; padding: 6px 10px; font-size: 13px; }
+.card b { display: block; font-size: 16px; }
+pre { background: #f7f7f7; padding: 8px; font-size: 12px; overflow-x: auto; }
+)";
+
+std::string with_interval(const runtime::Interval& i, int precision, double scale = 1) {
+  if (!std::isfinite(i.lo) || !std::isfinite(i.hi)) return fmt::format("{:.{}f}", scale * i.value, precision);
+  return fmt::format("{:.{}f} [{:.{}f}, {:.{}f}]", scale * i.value, precision, scale * i.lo, precision, scale * i.hi,
+                     precision);
+}
+
+std::string eval_table(const EvalData& e) {
+  // Acceptance columns only when the eval drafted (it does not with --max-prompts 0).
+  const bool acceptance = std::any_of(e.rows.begin(), e.rows.end(), [](const EvalRow& r) { return r.has_acceptance; });
+  std::string t = "<div class=\"scroll\"><table id=\"eval-table\"><tr><th>model</th><th>made by</th><th>size</th>"
+                  "<th>bits/w</th><th>ppl</th><th>ppl/base</th><th>KL mean</th><th>KL p99</th><th>top-1 %</th>";
+  t += acceptance ? "<th>accepted (greedy)</th><th>accepted (T=1)</th></tr>\n" : "</tr>\n";
+  for (std::size_t i = 0; i < e.rows.size(); ++i) {
+    const auto& r = e.rows[i];
+    const std::string made = r.base ? "base" : (r.recipe.empty() ? "" : r.recipe + ", ") + recipe_kind_name(r.kind);
+    t += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.3f}</td>", i == e.self ? " class=\"self\"" : "",
+                     xml_escape(r.name), xml_escape(made), decimal_bytes(r.stored_bytes), r.bits_per_weight,
+                     r.perplexity);
+    if (r.base) {
+      t += acceptance ? "<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td></tr>\n"
+                      : "<td>-</td><td>-</td><td>-</td><td>-</td></tr>\n";
+      continue;
+    }
+    auto acc = [&](const runtime::Interval& v) { return r.has_acceptance ? with_interval(v, 2) : std::string("-"); };
+    t += fmt::format("<td>{}</td><td>{}</td><td>{:.4f}</td><td>{}</td>", with_interval(r.ppl_ratio, 4),
+                     with_interval(r.kl_mean, 4), r.kl_p99, with_interval(r.top1, 1, 100));
+    t += acceptance ? fmt::format("<td>{}</td><td>{}</td></tr>\n", acc(r.accepted_greedy), acc(r.accepted_expected))
+                    : "</tr>\n";
+  }
+  return t + "</table></div>\n";
+}
+
+std::string outside_table(const LayerMap& map, const FormatPalette& palette) {
+  std::string t = "<div class=\"scroll\"><table id=\"outside-table\"><tr><th>tensor</th><th>shape</th><th>format</th>"
+                  "<th>before</th><th>after</th><th>SNR</th></tr>\n";
+  for (const auto* e : map.outside)
+    t += fmt::format("<tr><td>{}</td><td>[{}]</td><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>"
+                     "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     xml_escape(e->name), fmt::join(e->shape, ", "), palette.color(e->format), xml_escape(e->format),
+                     decimal_bytes(e->source_bytes), decimal_bytes(e->stored_bytes),
+                     e->snr_db ? snr_text(*e->snr_db) : std::string("-"));
+  return t + "</table></div>\n";
+}
+
+// Size rows by format and by module kind (the layer map's columns, then the
+// weights outside the layers, then everything else: norms, biases, routers' bias...).
+std::pair<std::vector<SizeBar>, std::vector<SizeBar>> size_rows(const ManifestData& m, const LayerMap& map,
+                                                                const FormatPalette& palette) {
+  std::map<std::string, SizeBar> fmt_rows;
+  for (const auto& t : m.tensors) {
+    auto& r = fmt_rows[t.format];
+    r.label = t.format;
+    r.color = palette.color(t.format);
+    r.before += t.source_bytes;
+    r.after += t.stored_bytes;
+  }
+  std::vector<SizeBar> by_format;
+  for (auto& [f, r] : fmt_rows) by_format.push_back(r);
+  std::sort(by_format.begin(), by_format.end(), [](const SizeBar& a, const SizeBar& b) { return a.before > b.before; });
+
+  std::map<std::string, std::size_t> row_of;
+  std::vector<SizeBar> by_kind;
+  std::vector<std::map<std::string, std::uint64_t>> format_bytes;  // per row: format -> stored bytes
+  auto row = [&](const std::string& label) -> std::size_t {
+    auto [it, fresh] = row_of.emplace(label, by_kind.size());
+    if (fresh) {
+      by_kind.push_back({label, 0, 0, ""});
+      format_bytes.emplace_back();
+    }
+    return it->second;
+  };
+  for (const auto& k : map.kinds) row(short_kind(k));
+  for (const auto& t : m.tensors) {
+    const std::size_t i = !t.linear ? row("norms, biases, other") : row(t.layer >= 0 ? short_kind(t.kind) : t.kind);
+    by_kind[i].before += t.source_bytes;
+    by_kind[i].after += t.stored_bytes;
+    format_bytes[i][t.format] += t.stored_bytes;
+  }
+  for (std::size_t i = 0; i < by_kind.size(); ++i) {
+    auto best = std::max_element(format_bytes[i].begin(), format_bytes[i].end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    by_kind[i].color = best == format_bytes[i].end() ? "#4e79a7" : palette.color(best->first);
+  }
+  return {by_format, by_kind};
+}
+
+}  // namespace
+
+Report build_report(const std::string& dir, const ReportOptions& opt) {
+  const ManifestData m = load_manifest(dir);
+  std::optional<EvalData> eval;
+  if (!opt.eval_path.empty()) eval = load_eval(opt.eval_path, dir);
+  std::optional<planner::SensitivityTable> table;
+  std::optional<planner::TargetResult> plan;
+  if (!opt.sensitivity_path.empty()) {
+    table = planner::load_sensitivity(opt.sensitivity_path);
+    plan = planner_front(opt.sensitivity_path, m, opt.source);
+  }
+  const LayerMap map = build_layer_map(m);
+  const FormatPalette palette(m.formats);
+  Report rep;
+  auto picture = [&](const std::string& name, std::string svg) -> const std::string& {
+    rep.pictures.emplace_back(name, std::move(svg));
+    return rep.pictures.back().second;
+  };
+
+  std::uint64_t before = 0, after = 0;
+  std::size_t quantized = 0;
+  for (const auto& t : m.tensors) {
+    before += t.source_bytes;
+    after += t.stored_bytes;
+    quantized += t.quantized;
+  }
+  const std::string name = fs::path(dir).filename().empty() ? dir : fs::path(dir).filename().string();
+  std::string h = fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                              "<title>selq report: {}</title>\n<style>{}</style></head><body>\n",
+                              xml_escape(name), kStyle);
+  h += fmt::format("<h1>selq report: {}</h1>\n<p class=\"note\">recipe <b>{}</b> ({}), dialect {}, from {}</p>\n",
+                   xml_escape(name), xml_escape(m.recipe_name),
+                   m.planned() ? "planned mix" : m.quantized_formats().size() == 1 ? "uniform scheme" : "hand recipe",
+                   xml_escape(m.dialect), xml_escape(m.source));
+  h += "<div class=\"cards\">";
+  h += fmt::format("<div class=\"card\">tensors<b>{}</b>{} quantized</div>", m.tensors.size(), quantized);
+  h += fmt::format("<div class=\"card\">layers<b>{}</b>{} module kinds</div>", m.layers, map.kinds.size());
+  h += fmt::format("<div class=\"card\">size<b>{} &#8594; {}</b>{:.2f}x</div>", decimal_bytes(before),
+                   decimal_bytes(after), before ? static_cast<double>(after) / static_cast<double>(before) : 0.0);
+  if (eval) {
+    const auto& r = eval->rows[eval->self];
+    h += fmt::format("<div class=\"card\">bits per linear weight<b>{:.3f}</b>stored, scales included</div>",
+                     r.bits_per_weight);
+    h += fmt::format("<div class=\"card\">mean KL<b>{}</b>95% interval</div>", with_interval(r.kl_mean, 4));
+  }
+  h += "</div>\n";
+
+  h += "<h2 id=\"layer-map\">Layer map</h2>\n<p class=\"note\">Layers down, module kinds across; hover a cell for "
+       "the tensor, shape, format, bytes and error. Routed experts: one cell per projection for all of a layer's "
+       "experts (formats side by side in proportion; error as min | median | max).</p>\n<div class=\"row\">\n";
+  h += picture("layer-map-format", render_layer_map(map, MapView::Format, palette));
+  h += picture("layer-map-error", render_layer_map(map, MapView::Error, palette));
+  h += "</div>\n";
+  // A vision tower has hundreds of weights: fold the table away beyond a screenful.
+  if (!map.outside.empty())
+    h += fmt::format("<details{}><summary>Weights outside the decoder layers ({})</summary>\n{}</details>\n",
+                     map.outside.size() <= 12 ? " open" : "", map.outside.size(), outside_table(map, palette));
+
+  const auto [by_format, by_kind] = size_rows(m, map, palette);
+  h += "<h2 id=\"sizes\">Where the bytes went</h2>\n<div class=\"row\">\n";
+  h += picture("sizes-by-format", render_size_bars("bars-format", "Size by format", by_format));
+  h += picture("sizes-by-kind", render_size_bars("bars-kind", "Size by module kind", by_kind));
+  h += "</div>\n";
+
+  if (eval) {
+    h += fmt::format("<h2 id=\"eval\">Evaluation</h2>\n<p class=\"note\">{} ({} tokens, context {}), from {}. "
+                     "[lo, hi]: 95% bootstrap intervals over windows of text (acceptance: over prompts).</p>\n",
+                     xml_escape(eval->text_source), eval->text_tokens, eval->context, xml_escape(eval->path));
+    h += eval_table(*eval);
+    const auto& r = eval->rows[eval->self];
+    if (!r.kl_counts.empty())
+      h += picture("kl-histogram", render_histogram("kl-histogram", fmt::format("Per-position KL of {}", r.name),
+                                                    "KL(base || quantized) per predicted token (log bins)",
+                                                    r.kl_edges, r.kl_counts));
+    else
+      h += "<p class=\"note\">This eval file has no per-position KL histogram (written by an older selq).</p>\n";
+  }
+  const auto quality = quality_chart(eval ? &*eval : nullptr, plan ? &*plan : nullptr);
+  if (quality || plan) {
+    h += "<h2 id=\"front\">Against the alternatives</h2>\n<div class=\"row\">\n";
+    if (quality) h += picture("quality", render_svg(*quality));
+    if (plan && plan->tier != planner::Tier::Measured) h += picture("predicted-front", render_svg(predicted_front_chart(*plan)));
+    if (table) {
+      const Chart depth = depth_chart(*table);
+      if (!depth.series.empty()) h += picture("sensitivity-by-depth", render_svg(depth));
+    }
+    h += "</div>\n";
+  }
+  h += fmt::format("<h2 id=\"recipe\">Recipe</h2>\n<details><summary>{}</summary><pre>{}</pre></details>\n",
+                   xml_escape(m.recipe_name), xml_escape(m.recipe_text));
+  h += fmt::format("<p class=\"note\">Written by selq {} from {}.</p>\n</body></html>\n", SELQ_VERSION,
+                   xml_escape(m.path));
+  rep.html = std::move(h);
+
+  rep.summary = {{"checkpoint", dir},
+                 {"tensors", m.tensors.size()},
+                 {"quantized", quantized},
+                 {"layers", m.layers},
+                 {"kinds", map.kinds},
+                 {"formats", palette.colors()},
+                 {"bytes_before", before},
+                 {"bytes_after", after},
+                 {"html_bytes", rep.html.size()},
+                 {"pictures", nlohmann::json::array()}};
+  for (const auto& [n, svg] : rep.pictures) rep.summary["pictures"].push_back(n);
+  if (eval) rep.summary["eval_row"] = eval->rows[eval->self].name;
+  if (plan) rep.summary["front_points"] = plan->front.size();
+  return rep;
+}
+
+void write_checkpoint_report(const std::string& dir) {
+  io::write_file_atomic((fs::path(dir) / kHtmlReportName).string(), build_report(dir).html);
+}
+
+}  // namespace selq::report

@@ -1,0 +1,45 @@
+#pragma once
+// What a quantized checkpoint's manifest says, per tensor, in the terms the
+// report draws: format, layer and module kind (pipeline/module_names.h),
+// shape, bytes before and after, and the measured error.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace selq::report {
+
+struct TensorEntry {
+  std::string name;       // source tensor
+  std::string module;     // "model.layers.3.self_attn.q_proj"
+  std::string format;     // the manifest's: "nvfp4", "fp8-channel", "unquantized", ...
+  Shape shape;            // source shape
+  std::uint64_t source_bytes{0}, stored_bytes{0};  // stored: every output, scales included
+  bool quantized{false};
+  std::optional<double> snr_db;  // quantized tensors; +inf when the error is exactly 0
+  int layer{-1};          // -1 outside the decoder layers
+  std::string kind;       // layer-relative ("self_attn.q_proj", "mlp.experts.*.up_proj"); the module outside layers
+  bool linear{false};     // a weight matrix the layer map shows (quantized, or an unquantized 2-D weight)
+};
+
+struct ManifestData {
+  std::string dir, path;  // checkpoint directory and its manifest
+  std::string source, dialect, recipe_name, recipe_text;
+  std::vector<TensorEntry> tensors;  // manifest order
+  std::vector<std::string> formats;  // every format, sorted
+  int layers{0};                     // 1 + the largest layer index (0: none)
+  bool planned() const;              // the recipe was written by `selq plan --target-bpw`
+  // Quantized formats used (not "unquantized" or "pre-quantized"), sorted.
+  std::vector<std::string> quantized_formats() const;
+};
+
+// Reads DIR/selq-manifest.json. BadInput (one line naming the file and the
+// tensor) when it is missing, malformed, or a quantized tensor has no metrics.
+ManifestData load_manifest(const std::string& dir);
+
+// The manifest format of kept tensors.
+inline constexpr const char* kUnquantized = "unquantized";
+
+}  // namespace selq::report
