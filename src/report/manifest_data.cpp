@@ -46,11 +46,14 @@ ManifestData load_manifest(const std::string& dir) {
   // Keys the report does not read are dropped while parsing: a 70,000-tensor
   // manifest is 60 MB, and its hashes, names and per-format lists would double
   // the tree's memory and time.
-  static const std::set<std::string> kUnused = {"formats", "xxh3", "source_xxh3", "shard", "name", "calibration",
+  static const std::set<std::string> kUnused = {"formats", "xxh3", "source_xxh3", "shard", "calibration",
                                                 "blocks", "clipped_blocks", "clipped_elements", "elements",
                                                 "max_abs_err", "rel_frobenius", "cosine"};
-  const nlohmann::json::parser_callback_t keep = [](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    return event != nlohmann::json::parse_event_t::key || !kUnused.count(parsed.get_ref<const std::string&>());
+  const nlohmann::json::parser_callback_t keep = [](int depth, nlohmann::json::parse_event_t event,
+                                                    nlohmann::json& parsed) {
+    if (event != nlohmann::json::parse_event_t::key) return true;
+    const auto& k = parsed.get_ref<const std::string&>();
+    return !kUnused.count(k) && !(k == "name" && depth > 2);  // outputs' names, not the recipe's
   };
   const auto j = nlohmann::json::parse(io::read_file(m.path), keep, false);
   if (j.is_discarded() || !j.is_object()) throw_bad_input(fmt::format("{}: not valid JSON", m.path));

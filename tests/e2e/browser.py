@@ -79,7 +79,8 @@ class Browser:
         for e in self.events:
             p = e["params"]
             if e["method"] == "Runtime.exceptionThrown":
-                out.append(p["exceptionDetails"].get("text", "exception"))
+                d = p["exceptionDetails"]
+                out.append(f"{d.get('text', 'exception')} {d.get('exception', {}).get('description', '')}".strip())
             elif e["method"] == "Runtime.consoleAPICalled" and p["type"] in ("error", "assert"):
                 out.append(" ".join(str(a.get("value", a.get("description", ""))) for a in p["args"]))
             elif e["method"] == "Log.entryAdded" and p["entry"]["level"] == "error":

@@ -84,6 +84,7 @@ TEST_F(ReportTest, LayerMapHasEveryLayerAndColoursCellsByFormat) {
   const std::string& h = rep.html;
   EXPECT_EQ(h.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_EQ(h.find("<script"), std::string::npos);  // self-contained, no scripts
+  EXPECT_NE(h.find("recipe <b>test-mix</b> (hand recipe)"), std::string::npos);
   EXPECT_EQ(h.find("http://", h.find("<body")), h.find("http://www.w3.org/2000/svg", h.find("<body")));
   for (int l = 0; l < 3; ++l) EXPECT_EQ(count(h, fmt::format("class=\"layer\" data-layer=\"{}\"", l)), 2u) << l;
   EXPECT_EQ(count(h, "class=\"layer\""), 6u);
