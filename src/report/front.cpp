@@ -48,8 +48,8 @@ namespace {
 constexpr const char* kSelfColor = "#d62728";
 
 ChartPoint kl_point(const EvalRow& r) {
-  ChartPoint p{r.bits_per_weight, r.kl_mean.value, r.kl_mean.lo, r.kl_mean.hi,
-               fmt::format("{} ({})", r.name, r.recipe.empty() ? recipe_kind_name(r.kind) : r.recipe)};
+  // The recipe's name says what the point is; the directory's, where it is unknown.
+  ChartPoint p{r.bits_per_weight, r.kl_mean.value, r.kl_mean.lo, r.kl_mean.hi, r.recipe.empty() ? r.name : r.recipe};
   if (!std::isfinite(p.lo) || !std::isfinite(p.hi) || p.lo <= 0) p.lo = p.hi = 0;
   return p;
 }
@@ -82,7 +82,7 @@ std::optional<Chart> quality_chart(const EvalData* eval, const planner::TargetRe
     for (auto& [k, s] : by_kind) c.series.push_back(std::move(s));
     const auto& self = eval->rows[eval->self];
     if (self.kl_mean.value > 0)
-      c.series.push_back({fmt::format("this mix: {}", self.name), {kl_point(self)}, false, true, kSelfColor});
+      c.series.push_back({"this mix", {kl_point(self)}, false, true, kSelfColor});
   }
   if (c.series.empty()) return std::nullopt;
   return c;

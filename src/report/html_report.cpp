@@ -35,8 +35,8 @@ p.note { color: #555; font-size: 13px; margin: 4px 0; }
 .row > svg { flex: none; } .row > svg.chart { width: min(100%, 610px); }
 svg { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; max-width: 100%; }
-table { border-collapse: collapse; font-size: 12px; }
-th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: right; white-space: nowrap; }
+table { border-collapse: collapse; font-size: 11px; }
+th, td { border: 1px solid #ddd; padding: 2px 4px; text-align: right; white-space: nowrap; }
 th { background: #f3f3f3; } td:nth-child(-n+2), th:nth-child(-n+2) { text-align: left; }
 tr.self td { background: #fde8e8; font-weight: bold; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: middle; }
@@ -52,6 +52,10 @@ std::string with_interval(const runtime::Interval& i, int precision, double scal
                      precision);
 }
 
+std::string short_kind_name(RecipeKind k) {
+  return k == RecipeKind::Uniform ? "uniform" : k == RecipeKind::Hand ? "hand" : k == RecipeKind::Planned ? "planned" : "?";
+}
+
 std::string eval_table(const EvalData& e) {
   // Acceptance columns only when the eval drafted (it does not with --max-prompts 0).
   const bool acceptance = std::any_of(e.rows.begin(), e.rows.end(), [](const EvalRow& r) { return r.has_acceptance; });
@@ -60,7 +64,7 @@ std::string eval_table(const EvalData& e) {
   t += acceptance ? "<th>accepted (greedy)</th><th>accepted (T=1)</th></tr>\n" : "</tr>\n";
   for (std::size_t i = 0; i < e.rows.size(); ++i) {
     const auto& r = e.rows[i];
-    const std::string made = r.base ? "base" : (r.recipe.empty() ? "" : r.recipe + ", ") + recipe_kind_name(r.kind);
+    const std::string made = r.base ? "base" : (r.recipe.empty() ? "" : r.recipe + ": ") + short_kind_name(r.kind);
     t += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.3f}</td>", i == e.self ? " class=\"self\"" : "",
                      xml_escape(r.name), xml_escape(made), decimal_bytes(r.stored_bytes), r.bits_per_weight,
                      r.perplexity);

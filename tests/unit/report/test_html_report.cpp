@@ -168,7 +168,7 @@ TEST_F(ReportTest, EvalSectionFindsTheRowOrRefusesAnotherModel) {
   EXPECT_NE(rep.html.find("0.0200 [0.0180, 0.0220]"), std::string::npos);
   EXPECT_NE(rep.html.find("id=\"kl-histogram\""), std::string::npos);
   EXPECT_NE(rep.html.find("id=\"chart-quality\""), std::string::npos);
-  EXPECT_NE(rep.html.find("this mix: mix"), std::string::npos);
+  EXPECT_NE(rep.html.find(">this mix</text>"), std::string::npos);
 
   ev["quantized"] = {model((dir_ / "elsewhere").string(), 0.05)};
   io::write_file_atomic((dir_ / "eval-other.json").string(), ev.dump());
@@ -206,6 +206,14 @@ TEST_F(ReportTest, ManifestWithoutMetricsIsOneClearLine) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
   EXPECT_THROW(report::build_report((dir_ / "llama").string()), Error);  // no manifest at all
+  const std::string text = io::read_file((dir_ / "mix" / io::kManifestName).string());
+  io::write_file_atomic((copy / io::kManifestName).string(), text.substr(0, text.size() / 2));
+  try {
+    report::build_report(copy.string());
+    FAIL() << "a truncated manifest was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not valid JSON at byte"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ReportMoe, ExpertsOfALayerShareACellPerProjection) {
