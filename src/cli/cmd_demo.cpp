@@ -164,8 +164,8 @@ int run_demo(DemoArgs& a) {
     auto plan = pipeline::make_plan(*ck, recipe, plan_options);
     pipeline::QuantizeOptions qo;
     qo.overwrite = true;
+    qo.before_commit = report::write_checkpoint_report;
     pipeline::run_quantize(*ck, plan, recipe, dst, qo);
-    report::write_checkpoint_report(dst);
   }
   if (a.planned_bpw > 0) {
     // The planner's own choice at a budget between NVFP4 and FP8, from the
@@ -197,8 +197,8 @@ int run_demo(DemoArgs& a) {
       auto plan = pipeline::make_plan(*ck, recipe, plan_options);
       pipeline::QuantizeOptions qo;
       qo.overwrite = true;
+      qo.before_commit = report::write_checkpoint_report;
       pipeline::run_quantize(*ck, plan, recipe, dst, qo);
-      report::write_checkpoint_report(dst);
     }
   }
   say(fmt::format("evaluating on {} (max {} tokens, context {}); draft acceptance on {}", eval_text.source,

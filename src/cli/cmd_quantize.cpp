@@ -5,6 +5,7 @@
 #include "cli/plan_args.h"
 #include "cli/progress_bar.h"
 #include "io/checkpoint.h"
+#include "pipeline/manifest.h"
 #include "pipeline/quantize.h"
 #include "report/html_report.h"
 
@@ -81,6 +82,17 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     qo.on_progress = [&bar](const pipeline::Progress& p) {
       bar.update(p.bytes_done, p.bytes_total, fmt::format("{}/{} tensors", p.tensors_done, p.tensors_total));
     };
+    // The HTML report beside selq-report.txt, committed with the run; a
+    // checkpoint without one is still a good checkpoint, so a failure only warns.
+    bool html_written = false;
+    qo.before_commit = [&html_written](const std::string& staged) {
+      try {
+        report::write_checkpoint_report(staged);
+        html_written = true;
+      } catch (const Error& e) {
+        fmt::print(stderr, "selq: warning: no HTML report: {}\n", e.what());
+      }
+    };
     pipeline::Plan plan;
     pipeline::QuantizeResult result;
     if (args->in_place) {
@@ -98,15 +110,10 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       status = 0;
       return;
     }
-    // The HTML report beside selq-report.txt; a checkpoint without one is still a good checkpoint.
-    const std::string out_dir = args->in_place ? args->plan.source : args->dst;
-    std::string html_note;
-    try {
-      report::write_checkpoint_report(out_dir);
-      html_note = fmt::format("report: {}/{}\n", out_dir, report::kHtmlReportName);
-    } catch (const Error& e) {
-      fmt::print(stderr, "selq: warning: no HTML report: {}\n", e.what());
-    }
+    const std::string html_note =
+        html_written ? fmt::format("report: {}/{}\n", args->in_place ? args->plan.source : args->dst,
+                                   pipeline::kHtmlReportName)
+                     : "";
     const double rate = result.seconds > 0 ? static_cast<double>(result.bytes_read) / result.seconds : 0;
     if (args->json) {
       nlohmann::json j = {{"destination", args->dst},

@@ -23,7 +23,7 @@ namespace {
 // Files the quantized checkpoint replaces rather than copies.
 bool is_regenerated(const std::string& name) {
   return name == "config.json" || name == io::kIndexName || name == "hf_quant_config.json" ||
-         name == kManifestName || name == kReportName;
+         name == kManifestName || name == kReportName || name == kHtmlReportName;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ namespace selq::pipeline {
 
 using io::kManifestName;
 constexpr const char* kReportName = "selq-report.txt";
+constexpr const char* kHtmlReportName = "selq-report.html";  // written by report/ (QuantizeOptions::before_commit)
 
 struct TensorRecord {
   std::string source;

@@ -68,6 +68,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   const std::jthread unmapping = pool.unmap_in_background();
   checkpoint_files.get();
   result.manifest = write_manifest_and_report(plan, recipe, records, staging, RunMode::FileToFile);
+  if (options.before_commit) options.before_commit(staging);
   fs::remove(journal_path, ec);
 
   // Publish: the staged directory becomes `dst` in one rename. An existing

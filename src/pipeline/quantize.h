@@ -31,6 +31,11 @@ struct QuantizeOptions {
   // (pipeline/shard_schedule.h). At least kMinMemoryBudget.
   std::uint64_t memory_budget{std::uint64_t{512} << 20};
   std::function<void(const Progress&)> on_progress;  // called from one thread
+  // Called with the directory being staged (DST.selq-partial, or the in-place
+  // run's final files) once its manifest is there and before the run commits,
+  // so that files made from the manifest (selq-report.html: report/, which
+  // this module cannot depend on) are part of the one atomic commit.
+  std::function<void(const std::string& staged_dir)> before_commit;
 };
 
 constexpr std::uint64_t kMinMemoryBudget = std::uint64_t{64} << 20;

@@ -197,6 +197,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   QuantizeResult result;
   const std::jthread unmapping = pool.unmap_in_background();
   result.manifest = finalize_checkpoint(*original, plan, recipe, records, final_dir, RunMode::InPlace);
+  if (options.before_commit) options.before_commit(final_dir);
   for (const auto& e : fs::directory_iterator(final_dir)) {
     fs::rename(e.path(), fs::path(dir) / e.path().filename());
   }

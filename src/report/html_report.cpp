@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "pipeline/manifest.h"
 #include "planner/sensitivity.h"
 #include "report/bars.h"
 #include "report/eval_data.h"
@@ -163,13 +164,19 @@ Report build_report(const std::string& dir, const ReportOptions& opt) {
     after += t.stored_bytes;
     quantized += t.quantized;
   }
-  const std::string name = fs::path(dir).filename().empty() ? dir : fs::path(dir).filename().string();
+  // Named by what it is (recipe and source), and by where it is only when it
+  // is not inside the checkpoint: the page quantize writes must not depend on
+  // the destination's name (outputs are compared byte for byte across runs).
+  const std::string source_name = fs::path(m.source).filename().empty() ? m.source : fs::path(m.source).filename().string();
+  const std::string title = fmt::format("{} on {}", m.recipe_name.empty() ? "(unnamed recipe)" : m.recipe_name, source_name);
+  const std::string where = opt.inside_checkpoint ? std::string(io::kManifestName) : m.path;
   std::string h = fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                               "<title>selq report: {}</title>\n<style>{}</style></head><body>\n",
-                              xml_escape(name), kStyle);
-  h += fmt::format("<h1>selq report: {}</h1>\n<p class=\"note\">recipe <b>{}</b> ({}), dialect {}, from {}</p>\n",
-                   xml_escape(name), xml_escape(m.recipe_name),
+                              xml_escape(title), kStyle);
+  h += fmt::format("<h1>selq report: {}</h1>\n<p class=\"note\">{}recipe <b>{}</b> ({}), dialect {}, from {}</p>\n",
+                   xml_escape(title), opt.inside_checkpoint ? "" : fmt::format("checkpoint {}; ", xml_escape(dir)),
+                   xml_escape(m.recipe_name),
                    m.planned() ? "planned mix" : m.quantized_formats().size() == 1 ? "uniform scheme" : "hand recipe",
                    xml_escape(m.dialect), xml_escape(m.source));
   h += "<div class=\"cards\">";
@@ -229,7 +236,7 @@ Report build_report(const std::string& dir, const ReportOptions& opt) {
   h += fmt::format("<h2 id=\"recipe\">Recipe</h2>\n<details><summary>{}</summary><pre>{}</pre></details>\n",
                    xml_escape(m.recipe_name), xml_escape(m.recipe_text));
   h += fmt::format("<p class=\"note\">Written by selq {} from {}.</p>\n</body></html>\n", SELQ_VERSION,
-                   xml_escape(m.path));
+                   xml_escape(where));
   rep.html = std::move(h);
 
   rep.summary = {{"checkpoint", dir},
@@ -249,7 +256,9 @@ Report build_report(const std::string& dir, const ReportOptions& opt) {
 }
 
 void write_checkpoint_report(const std::string& dir) {
-  io::write_file_atomic((fs::path(dir) / kHtmlReportName).string(), build_report(dir).html);
+  ReportOptions opt;
+  opt.inside_checkpoint = true;
+  io::write_file_atomic((fs::path(dir) / pipeline::kHtmlReportName).string(), build_report(dir, opt).html);
 }
 
 }  // namespace selq::report

@@ -15,6 +15,7 @@ struct ReportOptions {
   std::string eval_path;         // `selq eval --json` output ("" : none)
   std::string sensitivity_path;  // `selq sensitivity` output ("" : none)
   std::string source;            // source checkpoint for the front ("" : the manifest's)
+  bool inside_checkpoint{false}; // the page goes into the checkpoint: it names no path of its own
 };
 
 struct Report {
@@ -27,9 +28,8 @@ struct Report {
 // of another model, or a sensitivity table of another checkpoint.
 Report build_report(const std::string& checkpoint_dir, const ReportOptions& options = {});
 
-// Writes checkpoint_dir/selq-report.html (quantize does, after its manifest).
+// Writes checkpoint_dir/selq-report.html (quantize does, after its manifest,
+// before the run commits: pipeline::QuantizeOptions::before_commit).
 void write_checkpoint_report(const std::string& checkpoint_dir);
-
-inline constexpr const char* kHtmlReportName = "selq-report.html";
 
 }  // namespace selq::report

@@ -234,7 +234,7 @@ http {{
         for name in a:
             if name == "selq-manifest.json":
                 self.assertEqual(strip_paths(json.loads(a[name])), strip_paths(json.loads(b[name])), name)
-            elif name == "selq-report.txt":  # names its source
+            elif name in ("selq-report.txt", "selq-report.html"):  # name their source
                 self.assertEqual(a[name].replace(self.ckpt.encode(), b"SRC"),
                                  b[name].replace(f"{self.base}/ckpt".encode(), b"SRC"), name)
             else:

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "pipeline/manifest.h"
 #include "pipeline/quantize.h"
 #include "pipeline/synth.h"
 #include "planner/sensitivity.h"
@@ -104,7 +105,13 @@ TEST_F(ReportTest, LayerMapHasEveryLayerAndColoursCellsByFormat) {
   EXPECT_EQ(rep.summary["layers"], 3);
   // quantize itself does not write the page here (the CLI does); write_checkpoint_report does.
   report::write_checkpoint_report((dir_ / "mix").string());
-  EXPECT_TRUE(fs::is_regular_file(dir_ / "mix" / report::kHtmlReportName));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "mix" / pipeline::kHtmlReportName));
+  // The page inside a checkpoint does not depend on where the checkpoint is (outputs compare byte for byte).
+  fs::copy(dir_ / "mix", dir_ / "mix-moved");
+  report::write_checkpoint_report((dir_ / "mix-moved").string());
+  EXPECT_EQ(io::read_file((dir_ / "mix" / pipeline::kHtmlReportName).string()),
+            io::read_file((dir_ / "mix-moved" / pipeline::kHtmlReportName).string()));
+  EXPECT_EQ(h.find("<h1>selq report: test-mix on llama</h1>") != std::string::npos, true);
 }
 
 TEST_F(ReportTest, SensitivityGivesTheFrontAndDepthCharts) {
