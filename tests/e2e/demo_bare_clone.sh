@@ -52,3 +52,10 @@ assert len(r["paired"]) == 15, len(r["paired"])
 assert r["uncertainty"]["windows"] == 8 and r["uncertainty"]["prompts"] == 8, r["uncertainty"]
 print("demo in a bare clone: ok,", len(q), "recipes evaluated")
 PY
+# The demo ends with the report of its best mix (the planned one) and says where it is.
+grep -q "^report of .*planned-6: $T/work/smollm2/report.html$" "$T/out.txt" || { echo "FAIL: no report path printed"; exit 1; }
+for part in 'id="map-fmt"' 'id="map-snr"' 'id="bars-format"' 'id="eval-table"' 'id="kl-histogram"' 'id="chart-quality"' \
+            'id="chart-predicted"' 'id="chart-depth"'; do
+  grep -q "$part" "$T/work/smollm2/report.html" || { echo "FAIL: the demo's report has no $part"; exit 1; }
+done
+echo "demo report: ok, $(wc -c <"$T/work/smollm2/report.html") bytes"
