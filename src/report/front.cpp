@@ -11,8 +11,8 @@
 
 namespace selq::report {
 
-planner::TargetResult planner_front(const std::string& sensitivity_path, const ManifestData& manifest,
-                                    const std::string& source) {
+planner::TargetResult planner_front(const std::string& sensitivity_path, const planner::SensitivityTable& table,
+                                    const ManifestData& manifest, const std::string& source) {
   const std::string src = source.empty() ? manifest.source : source;
   std::unique_ptr<io::Checkpoint> ckpt;
   try {
@@ -27,7 +27,6 @@ planner::TargetResult planner_front(const std::string& sensitivity_path, const M
   req.pareto_points = 12;
   if (!manifest.dialect.empty()) req.dialect = exporter::parse_dialect(manifest.dialect);
   // Every unit of the table must be a module of the reported checkpoint...
-  const auto table = planner::load_sensitivity(sensitivity_path);
   std::set<std::string> modules;
   for (const auto& t : manifest.tensors) modules.insert(t.module);
   for (const auto& u : table.units)

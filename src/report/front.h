@@ -17,8 +17,8 @@ namespace selq::report {
 // plan --sensitivity S --pareto on `source` (default: the manifest's source).
 // BadInput naming the table when the source cannot be opened or the table
 // is of another model.
-planner::TargetResult planner_front(const std::string& sensitivity_path, const ManifestData& manifest,
-                                    const std::string& source = "");
+planner::TargetResult planner_front(const std::string& sensitivity_path, const planner::SensitivityTable& table,
+                                    const ManifestData& manifest, const std::string& source = "");
 
 // Evaluated models (mean KL, intervals) by recipe kind, the reported one
 // highlighted; with `plan` of the measured tier (its score is a KL) its

@@ -147,7 +147,7 @@ Report build_report(const std::string& dir, const ReportOptions& opt) {
   std::optional<planner::TargetResult> plan;
   if (!opt.sensitivity_path.empty()) {
     table = planner::load_sensitivity(opt.sensitivity_path);
-    plan = planner_front(opt.sensitivity_path, m, opt.source);
+    plan = planner_front(opt.sensitivity_path, *table, m, opt.source);
   }
   const LayerMap map = build_layer_map(m);
   const FormatPalette palette(m.formats);

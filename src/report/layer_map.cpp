@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

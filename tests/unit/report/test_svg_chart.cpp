@@ -39,3 +39,23 @@ TEST(SvgChart, RejectsWhatItCannotDraw) {
   EXPECT_THROW(render_svg(zero), Error);
   EXPECT_THROW(Chart::from_json(nlohmann::json{{"series", {{{"points", 1}}}}}, "c.json"), Error);
 }
+
+TEST(SvgChart, LayerAxisStepsAndNarrowLogRangeFallsBackToLinear) {
+  Chart c;
+  c.x_label = "layer";
+  c.log_y = true;
+  ChartSeries s{"kind", {}};
+  for (int l = 0; l < 61; ++l) s.points.push_back({static_cast<double>(l), 0.009 + 0.0001 * (l % 3)});
+  c.series = {s};
+  const std::string svg = render_svg(c);
+  EXPECT_NE(svg.find(">60<"), std::string::npos);   // ticks every 5 (or 10) layers, not every one
+  EXPECT_EQ(svg.find(">1<"), std::string::npos);
+  EXPECT_EQ(svg.find(">-0<"), std::string::npos);
+  EXPECT_EQ(svg.find("log scale"), std::string::npos);  // within a factor of 4: a linear axis
+  // Points not joined by a line are named beside them; a highlighted one is outlined.
+  Chart p;
+  p.series = {{"uniform", {{4.5, 0.2, 0, 0, "llama-nvfp4"}}, false}, {"this mix", {{6, 0.1}}, false, true}};
+  const std::string svg2 = render_svg(p);
+  EXPECT_NE(svg2.find(">llama-nvfp4</text>"), std::string::npos);
+  EXPECT_NE(svg2.find("stroke=\"black\""), std::string::npos);
+}
