@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "pipeline/module_names.h"
+#include "recipe/fused_modules.h"
 
 namespace selq::planner {
 
@@ -202,7 +203,7 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
     // Fused groups share an NVFP4 global scale, so their members are read together.
     std::map<std::string, std::vector<const UnitMember*>> groups;
     for (const auto& m : unit.members) {
-      std::string key = pipeline::nvfp4_fused_group(m.module);
+      std::string key = recipe::fused_shard_key(m.module);
       groups[key.empty() ? m.module : key].push_back(&m);
     }
     for (const auto& [key, members] : groups) {
