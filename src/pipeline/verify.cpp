@@ -19,6 +19,7 @@
 #include "export/module_names.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
+#include "recipe/fused_modules.h"
 #include "recipe/names.h"
 
 namespace fs = std::filesystem;
@@ -286,6 +287,32 @@ void check_against(Ctx& c, const ModuleScheme& ms, const std::string& module, co
           fmt::format("relative error {:.4f} against the source exceeds the {} budget {}", rel, ms.spec.name(), budget));
 }
 
+// Engines take the largest of a fused module's NVFP4 global scales for all
+// its shards (vLLM 0.32 compressed_tensors_w4a4_nvfp4.py, modelopt.py), so a
+// shard written with another one dequantizes wrongly.
+void check_shared_global_scales(Ctx& c, const std::map<std::string, ModuleScheme>& verified) {
+  std::map<std::string, std::vector<std::pair<std::string, float>>> by_group;
+  for (const auto& [m, ms] : verified) {
+    if (ms.spec.kind != quant::SchemeKind::NVFP4) continue;
+    const std::string group = recipe::fused_shard_key(m);
+    if (group.empty()) continue;
+    for (std::size_t i = 0; i < ms.outs.size(); ++i)
+      if (ms.outs[i].role == OutRole::GlobalScale && shape_numel(ms.outs[i].shape) == 1) {
+        const auto v = c.ckpt.view(ms.names[i]);
+        by_group[group].emplace_back(ms.names[i], load_float_element(ms.outs[i].dtype, v.bytes.data(), 0));
+      }
+  }
+  for (const auto& [group, scales] : by_group)
+    for (const auto& [name, value] : scales)
+      if (value != scales.front().second) {
+        c.add("numeric", c.shard_of(name), name,
+              fmt::format("NVFP4 global scale {} differs from {} of {} ({}): engines load {} as one module with "
+                          "the largest",
+                          value, scales.front().first, group, scales.front().second, group));
+        break;
+      }
+}
+
 // ---------------- config entries that name nothing ----------------
 
 bool entry_names_something(const std::string& e, const std::vector<std::string>& names) {
@@ -453,6 +480,7 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
     report["engines"] = engines;
   }
 
+  check_shared_global_scales(c, verified);
   json errors = json::object();
   for (const auto& [m, ms] : verified) {
     check_scales(c, ms);
