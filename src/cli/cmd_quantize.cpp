@@ -68,7 +68,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     if (args->in_place == !args->dst.empty())
       throw_bad_input(args->in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
     if (args->resume) require_resumable(*args);
-    auto recipe = load_recipe_with_overrides(args->plan);
+    auto recipe = recipe::load_recipe(args->plan.recipe);
     ProgressBar bar("quantize", !args->quiet && stderr_is_tty());
     pipeline::QuantizeOptions qo;
     qo.overwrite = args->force;
