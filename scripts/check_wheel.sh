@@ -15,7 +15,7 @@ trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 # The build tree's own settings are kept (tests, bench): the wheel needs only
 # its `python` install component.
-CMAKE_GENERATOR="Unix Makefiles" "$PY" -m pip wheel . -q --no-build-isolation --no-deps -w "$work/dist" \
+CMAKE_GENERATOR="Unix Makefiles" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" "$PY" -m pip wheel . -q --no-build-isolation --no-deps -w "$work/dist" \
   -Cbuild-dir="$BUILD" -Ccmake.define.SELQ_BUILD_TESTS=ON -Ccmake.define.SELQ_BUILD_BENCH=ON
 wheel=$(ls "$work"/dist/selq-*.whl)
 "$PY" -m venv "$work/venv"
@@ -34,6 +34,6 @@ q = selq.quantize_tensor(np.ones((32, 64), ml_dtypes.bfloat16), "mxfp4")
 assert list(q) == ["weight_packed", "weight_scale"]
 import os
 assert os.path.exists(os.path.join(os.path.dirname(selq.__file__), "_selq.pyi"))
-print(f"check_wheel: {os.path.basename(sys.argv[0])} ok")
+print(f"check_wheel: the installed package at {os.path.dirname(selq.__file__)} works")
 PY
 echo "check_wheel: $(basename "$wheel") built, installed and run in $((SECONDS - start)) s"
