@@ -35,7 +35,7 @@ def python_ms(scheme, reps=10):
 
 
 def cpp_ms():
-    out = subprocess.run([BENCH, "--benchmark_format=json", "--benchmark_min_time=0.5s",
+    out = subprocess.run([BENCH, "--benchmark_format=json", "--benchmark_min_time=0.5",
                           "--benchmark_repetitions=1"], capture_output=True, text=True, check=True).stdout
     return {b["name"].split("/")[1]: b["real_time"] for b in json.loads(out)["benchmarks"]}
 
