@@ -4,6 +4,7 @@ callbacks that raise; Ctrl-C."""
 import filecmp
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +105,17 @@ def test_plan_then_quantize_and_verify(llama, tmp_path):
     assert info["quantization_config"]["quant_method"] == "quark"
 
 
+def test_in_place_same_bytes_as_cli(llama, cli, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(llama, a)
+    shutil.copytree(llama, b)
+    cli("quantize", "--in-place", a, "--recipe", "llama-mxfp4", "-q")
+    res = selq.quantize(b, recipe="llama-mxfp4", in_place=True)
+    assert not res.already_done
+    same_files(a, b, outputs(a))
+    assert selq.quantize(b, recipe="llama-mxfp4", in_place=True).already_done
+
+
 def test_verify_reports_findings(llama, tmp_path):
     selq.quantize(llama, tmp_path / "q", recipe="llama-nvfp4")
     shard = next((tmp_path / "q").glob("*.safetensors"))
@@ -129,9 +141,10 @@ def test_errors_carry_where(llama, tmp_path):
     bad.mkdir()
     src = next(llama.glob("*.safetensors"))
     (bad / "model.safetensors").write_bytes(src.read_bytes()[:-1000])
-    with pytest.raises(selq.Error) as e:
+    with pytest.raises(selq.BadInput) as e:
         selq.inspect(bad / "model.safetensors")
-    assert e.value.file and e.value.file.endswith("model.safetensors")
+    assert e.value.file == str(bad / "model.safetensors") and isinstance(e.value.offset, int)
+    assert f"at byte {e.value.offset}" in str(e.value)
     with pytest.raises(selq.Io) as e:
         selq.inspect(tmp_path / "missing.safetensors")
     assert isinstance(e.value, OSError) and e.value.file.endswith("missing.safetensors")
