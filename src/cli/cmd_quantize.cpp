@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "dist/ranks.h"
 
 namespace selq::cli {
 namespace {
@@ -67,7 +68,12 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   cmd->callback([args, &status] {
     if (args->in_place == !args->dst.empty())
       throw_bad_input(args->in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
-    if (args->resume) require_resumable(*args);
+    if (args->resume && dist::ranks().rank() == 0) require_resumable(*args);
+    // Under mpirun only rank 0 reports (it writes the manifest from every rank's records).
+    if (dist::ranks().rank() != 0) {
+      args->quiet = true;
+      args->json = false;
+    }
     auto recipe = load_recipe_with_overrides(args->plan);
     ProgressBar bar("quantize", !args->quiet && stderr_is_tty());
     pipeline::QuantizeOptions qo;

@@ -5,10 +5,12 @@
 #include "cli/command.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
+#include "dist/ranks.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "planner/runtime_tiers.h"
 #include "planner/sensitivity.h"
+#include "planner/sensitivity_ranks.h"
 #include "runtime/default_text.h"
 
 namespace selq::cli {
@@ -65,11 +67,17 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
     auto ckpt = io::Checkpoint::open(a->source);
     auto layout = planner::decision_units(*ckpt, dialect);
     auto candidates = planner::select_candidates(a->candidates, planner::parse_hardware(a->hardware), dialect);
-    ProgressBar bar("sensitivity", !a->quiet && stderr_is_tty());
+    ProgressBar bar("sensitivity", !a->quiet && stderr_is_tty() && dist::ranks().rank() == 0);
     planner::SensitivityOptions opt;
     opt.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-    auto table = planner::data_free_sensitivity(*ckpt, layout, candidates, opt);
+    // Under mpirun the units are shared among the ranks; rank 0 writes the table
+    // (and runs the runtime tiers, which need the whole model, alone).
+    auto table = planner::data_free_sensitivity_on_ranks(*ckpt, layout, candidates, opt, dist::ranks());
     bar.finish();
+    if (dist::ranks().rank() != 0) {
+      status = 0;
+      return;
+    }
     if (tier != planner::Tier::DataFree) {
       const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Calibration);
       planner::RuntimeTierOptions ropt;
