@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 namespace selq::dist {
 
 namespace {
@@ -40,7 +42,16 @@ bool launched_by_mpi() {
 
 void init(int& argc, char**& argv) {
   if (!detail::launched_by_mpi()) return;
-  if (auto r = detail::make_mpi_ranks(argc, argv)) current() = std::move(r);
+  if (auto r = detail::make_mpi_ranks(argc, argv)) {
+    current() = std::move(r);
+    return;
+  }
+  // Built without MPI: several copies would each do the whole run, into the same files.
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+    if (const char* n = std::getenv(v); n && std::atoi(n) > 1)
+      throw_unsupported(fmt::format("launched as one of {} ranks, but this selq was built without MPI "
+                                    "(install libopenmpi-dev and rebuild, or run one process)",
+                                    n));
 }
 
 Ranks& ranks() { return *current(); }

@@ -105,7 +105,8 @@ std::string amax_text(const std::map<std::string, float>& amax) {
 
 std::map<std::string, float> amax_from_text(const std::string& text) {
   std::map<std::string, float> out;
-  for (const auto& [k, v] : nlohmann::json::parse(text).items()) out[k] = std::bit_cast<float>(v.get<std::uint32_t>());
+  const nlohmann::json j = nlohmann::json::parse(text);  // named: items() of a temporary would dangle
+  for (const auto& [k, v] : j.items()) out[k] = std::bit_cast<float>(v.get<std::uint32_t>());
   return out;
 }
 

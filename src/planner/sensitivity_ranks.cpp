@@ -26,9 +26,10 @@ SensitivityTable data_free_sensitivity_on_ranks(const io::Checkpoint& ckpt, cons
   if (ranks.rank() != 0) return {};
   std::map<std::string, UnitSensitivity> scored;
   for (auto& u : table.units) scored.emplace(u.name, std::move(u));
-  for (std::size_t r = 1; r < texts.size(); ++r)
-    for (auto& u : SensitivityTable::from_json(nlohmann::json::parse(texts[r]), "rank " + std::to_string(r)).units)
-      scored.emplace(u.name, std::move(u));
+  for (std::size_t r = 1; r < texts.size(); ++r) {
+    SensitivityTable part = SensitivityTable::from_json(nlohmann::json::parse(texts[r]), "rank " + std::to_string(r));
+    for (auto& u : part.units) scored.emplace(u.name, std::move(u));
+  }
   table.units.clear();
   for (const auto& u : layout.units)
     if (auto it = scored.find(u.name); it != scored.end()) table.units.push_back(std::move(it->second));

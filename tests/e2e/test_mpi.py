@@ -53,6 +53,7 @@ class Mpi(unittest.TestCase):
         # sit in different shards, which the ranks share.
         u.selq("synth", "--arch", "llama", "--layers", "6", "--vocab", "4096", cls.src, "--max-shard-size", "2MB")
         cls.recipe = u.recipe("llama-nvfp4")
+        cls.reference_src = u.tree_bytes(cls.src)
         cls.dst = os.path.join(cls.tmp.name, "out")
         u.selq("quantize", cls.src, cls.dst, "--recipe", cls.recipe, "--quiet")
         cls.reference = u.tree_bytes(cls.dst)
@@ -146,6 +147,42 @@ class Mpi(unittest.TestCase):
         self.assert_reference(got, u.tree_bytes(dst))
         shutil.rmtree(dst)
 
+    def test_in_place_killed_rank_then_resume(self):
+        path = os.path.join(self.tmp.name, "inplace_kill")
+        shutil.copytree(self.src, path)
+        u.selq("quantize", "--in-place", path, "--recipe", self.recipe, "--quiet")
+        want = u.tree_bytes(path)
+        shutil.rmtree(path)
+        shutil.copytree(self.src, path)
+        work = os.path.join(path, ".selq-inplace")
+        cmd = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", "3", "--mca", "btl", "self,vader",
+               u.ARGS.selq, "quantize", "--in-place", path, "--recipe", self.recipe, "--quiet", "--threads", "1"]
+
+        def committed():
+            n = 0
+            for f in os.listdir(work) if os.path.isdir(work) else []:
+                if f.startswith("journal") and f.endswith(".json"):
+                    try:
+                        n += len(u.read_json(os.path.join(work, f))["shards"])
+                    except (OSError, ValueError):
+                        pass
+            return n
+
+        with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as p:
+            deadline = time.time() + 60
+            while time.time() < deadline and p.poll() is None and committed() == 0:
+                time.sleep(0.005)
+            self.assertIsNone(p.poll(), "the run finished before a rank could be killed")
+            os.kill(sorted(children(p.pid))[0], signal.SIGKILL)
+            p.wait(timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+        for f, b in u.tree_bytes(path).items():  # every shard the original or the final one
+            if f.endswith(".safetensors") and "/" not in f:
+                self.assertIn(b, (want.get(f), self.reference_src.get(f)), f)
+        mpirun(2, "quantize", "--in-place", path, "--recipe", self.recipe, "--quiet")
+        self.assert_reference(u.tree_bytes(path), want)
+        shutil.rmtree(path)
+
     def test_in_place(self):
         path = os.path.join(self.tmp.name, "inplace")
         shutil.copytree(self.src, path)
@@ -156,6 +193,31 @@ class Mpi(unittest.TestCase):
         mpirun(3, "quantize", "--in-place", path, "--recipe", self.recipe, "--quiet")
         self.assert_reference(u.tree_bytes(path), want)
         shutil.rmtree(path)
+
+    def test_remote_source(self):
+        """Each rank fetches its own shards' ranges from an https-style base URL (nginx)."""
+        import test_remote  # its nginx, serving this test's directory
+        server = type("Server", (), {})()
+        server.tmp = os.path.join(self.tmp.name, "nginx")
+        os.makedirs(server.tmp)
+        server.www = self.tmp.name
+        test_remote.RemoteTest.start_nginx.__func__(server)
+        try:
+            url = f"{server.base}/src"
+            dst = os.path.join(self.tmp.name, "out_remote")
+            u.selq("quantize", url, dst, "--recipe", self.recipe, "--quiet")
+            want = u.tree_bytes(dst)
+            shutil.rmtree(dst)
+            mpirun(2, "quantize", url, dst, "--recipe", self.recipe, "--quiet")
+            self.assert_reference(u.tree_bytes(dst), want)
+            shards = [f for f in want if f.endswith(".safetensors")]
+            self.assertTrue(shards)
+            for f in shards:  # and the shards are those of the local source
+                self.assertEqual(want[f], self.reference[f], f)
+            shutil.rmtree(dst)
+        finally:
+            server.nginx.terminate()
+            server.nginx.wait(10)
 
     def test_sensitivity(self):
         out1 = os.path.join(self.tmp.name, "s1.json")
