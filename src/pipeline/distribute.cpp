@@ -57,4 +57,12 @@ std::vector<std::string> journal_files(const std::string& dir, const std::string
   return out;
 }
 
+void remove_journals(const std::string& dir, const std::string& base) {
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().starts_with(base + ".")) doomed.push_back(e.path());
+  for (const auto& p : doomed) fs::remove(p, ec);
+}
+
 }  // namespace selq::pipeline::detail

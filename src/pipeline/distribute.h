@@ -31,6 +31,9 @@ constexpr const char* kJournalBase = ".selq-journal";  // file to file, in the s
 constexpr const char* kInPlaceJournalBase = "journal";   // in place, in .selq-inplace/
 std::string journal_file(const std::string& dir, const std::string& base, int rank);
 std::vector<std::string> journal_files(const std::string& dir, const std::string& base);
+// Removes every rank's journal and any temporary copy a killed rank left of one
+// (a rerun with fewer ranks never rewrites, and so never consumes, that one).
+void remove_journals(const std::string& dir, const std::string& base);
 
 // Runs one shard's work; distributed, a failure names the shard (and the
 // CLI's line the rank, dist::rank_prefix): the source file an error names

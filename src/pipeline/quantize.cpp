@@ -114,7 +114,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   }
   checkpoint_files.get();
   result.manifest = write_manifest_and_report(plan, recipe, records, staging, RunMode::FileToFile);
-  for (const auto& j : journal_files(staging, kJournalBase)) fs::remove(j, ec);
+  remove_journals(staging, kJournalBase);
 
   // Publish: the staged directory becomes `dst` in one rename. An existing
   // destination (only with --force) is moved aside first and removed after.
