@@ -48,7 +48,9 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "  selq quantize /models/Llama-3.1-8B out/llama-fp8 --recipe llama-fp8\n"
       "  selq quantize CKPT out --recipe llama-nvfp4 --dialect modelopt --max-shard-size 5GB\n"
       "  selq calibrate CKPT -o calib.json && selq quantize CKPT out --recipe llama-fp8-static --calibration calib.json\n"
-      "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume");
+      "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume\n"
+      "  mpirun -np 16 --hostfile hosts selq quantize SRC DST --recipe R -j 8  # shards over 16 ranks (Open MPI)\n"
+      "  srun -N 8 --ntasks-per-node 2 --mpi=pmix selq quantize SRC DST --recipe R   # the same under Slurm");
   add_plan_args(*cmd, args->plan);
   cmd->add_option("destination", args->dst, "Output checkpoint directory (not with --in-place)");
   cmd->add_flag("--in-place", args->in_place,

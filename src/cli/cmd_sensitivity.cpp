@@ -39,6 +39,7 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       "  selq sensitivity /models/Llama-3.1-8B -o sens.json\n"
       "  selq sensitivity CKPT --candidates fp8-w8a8,nvfp4-w4a16,mxfp4-w4a4 -o sens.json\n"
       "  selq sensitivity CKPT --tier measured --calibration-text train.txt -o sens.json\n"
+      "  mpirun -np 16 selq sensitivity CKPT -o sens.json          # data-free units over 16 ranks\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml");
   cmd->add_option("source", a->source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
       ->required();
