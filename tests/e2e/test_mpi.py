@@ -19,7 +19,7 @@ MPIRUN = None
 def mpirun(np, *args, check=True):
     cmd = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", str(np),
            "--mca", "btl", "self,vader", u.ARGS.selq, *map(str, args)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)  # a hung rank fails, not stalls, CI
     if check and r.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     return r
