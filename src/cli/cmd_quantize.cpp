@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "dist/ranks.h"
 
 namespace selq::cli {
 namespace {
@@ -49,7 +50,9 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "  selq quantize /models/Llama-3.1-8B out/llama-fp8 --recipe llama-fp8\n"
       "  selq quantize CKPT out --recipe llama-nvfp4 --dialect modelopt --max-shard-size 5GB\n"
       "  selq calibrate CKPT -o calib.json && selq quantize CKPT out --recipe llama-fp8-static --calibration calib.json\n"
-      "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume");
+      "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume\n"
+      "  mpirun -np 16 --hostfile hosts selq quantize SRC DST --recipe R -j 8  # shards over 16 ranks (Open MPI)\n"
+      "  srun -N 8 --ntasks-per-node 2 --mpi=pmix selq quantize SRC DST --recipe R   # the same under Slurm");
   add_plan_args(*cmd, args->plan);
   cmd->add_option("destination", args->dst, "Output checkpoint directory (not with --in-place)");
   cmd->add_flag("--in-place", args->in_place,
@@ -69,8 +72,13 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   cmd->callback([args, &status] {
     if (args->in_place == !args->dst.empty())
       throw_bad_input(args->in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
-    if (args->resume) require_resumable(*args);
-    auto recipe = load_recipe_with_overrides(args->plan);
+    if (args->resume && dist::ranks().rank() == 0) require_resumable(*args);
+    // Under mpirun only rank 0 reports (it writes the manifest from every rank's records).
+    if (dist::ranks().rank() != 0) {
+      args->quiet = true;
+      args->json = false;
+    }
+    auto recipe = recipe::load_recipe(args->plan.recipe);
     ProgressBar bar("quantize", !args->quiet && stderr_is_tty());
     pipeline::QuantizeOptions qo;
     qo.overwrite = args->force;

@@ -5,10 +5,12 @@
 #include "cli/command.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
+#include "dist/ranks.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "planner/runtime_tiers.h"
 #include "planner/sensitivity.h"
+#include "planner/sensitivity_ranks.h"
 #include "runtime/default_text.h"
 
 namespace selq::cli {
@@ -37,6 +39,7 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       "  selq sensitivity /models/Llama-3.1-8B -o sens.json\n"
       "  selq sensitivity CKPT --candidates fp8-w8a8,nvfp4-w4a16,mxfp4-w4a4 -o sens.json\n"
       "  selq sensitivity CKPT --tier measured --calibration-text train.txt -o sens.json\n"
+      "  mpirun -np 16 selq sensitivity CKPT -o sens.json          # data-free units over 16 ranks\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml");
   cmd->add_option("source", a->source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
       ->required();
@@ -65,11 +68,17 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
     auto ckpt = io::Checkpoint::open(a->source);
     auto layout = planner::decision_units(*ckpt, dialect);
     auto candidates = planner::select_candidates(a->candidates, planner::parse_hardware(a->hardware), dialect);
-    ProgressBar bar("sensitivity", !a->quiet && stderr_is_tty());
+    ProgressBar bar("sensitivity", !a->quiet && stderr_is_tty() && dist::ranks().rank() == 0);
     planner::SensitivityOptions opt;
     opt.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-    auto table = planner::data_free_sensitivity(*ckpt, layout, candidates, opt);
+    // Under mpirun the units are shared among the ranks; rank 0 writes the table
+    // (and runs the runtime tiers, which need the whole model, alone).
+    auto table = planner::data_free_sensitivity_on_ranks(*ckpt, layout, candidates, opt, dist::ranks());
     bar.finish();
+    if (dist::ranks().rank() != 0) {
+      status = 0;
+      return;
+    }
     if (tier != planner::Tier::DataFree) {
       const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Calibration);
       planner::RuntimeTierOptions ropt;

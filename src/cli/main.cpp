@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "dist/ranks.h"
 
 namespace selq::cli {
 
@@ -32,6 +33,13 @@ int main(int argc, char** argv) {
   // space's lock for writing, and a quantize run's populating of source pages
   // holds it for reading, so a step could stall a thread for 10-15 ms.
   mallopt(M_TOP_PAD, 64 << 20);
+  // Under mpirun or srun, one rank of the job (a plain run is the only one).
+  try {
+    selq::dist::init(argc, argv);
+  } catch (const selq::Error& e) {
+    fmt::print(stderr, "selq: error: {}\n", e.what());
+    return e.exit_code();
+  }
   CLI::App app{
       "selq: selective mixed-precision post-training quantization of LLM checkpoints.\n"
       "Reads safetensors checkpoints, decides a format per tensor from a recipe, writes\n"
@@ -56,10 +64,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const selq::Error& e) {
-    fmt::print(stderr, "selq: error: {}\n", e.what());
+    fmt::print(stderr, "selq: error: {}{}\n", selq::dist::rank_prefix(), e.what());
+    if (selq::dist::distributed()) selq::dist::ranks().abort(e.exit_code());
     return e.exit_code();
   } catch (const std::exception& e) {
-    fmt::print(stderr, "selq: internal error: {}\n", e.what());
+    fmt::print(stderr, "selq: internal error: {}{}\n", selq::dist::rank_prefix(), e.what());
+    if (selq::dist::distributed()) selq::dist::ranks().abort(1);
     return 1;
   }
   return exit_status;

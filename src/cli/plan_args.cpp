@@ -25,8 +25,6 @@ void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required) {
                  "activation scales (fp8-static, nvfp4 activations)");
 }
 
-recipe::Recipe load_recipe_with_overrides(const PlanArgs& args) { return recipe::load_recipe(args.recipe); }
-
 std::uint64_t parse_size(const std::string& text) {
   std::size_t pos = 0;
   double v = 0;

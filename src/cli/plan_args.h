@@ -19,7 +19,6 @@ struct PlanArgs {
 
 // `recipe_required`: false for `plan`, which can also plan from a sensitivity table.
 void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required = true);
-recipe::Recipe load_recipe_with_overrides(const PlanArgs& args);
 pipeline::PlanOptions plan_options(const PlanArgs& args);
 std::uint64_t parse_size(const std::string& text);  // "5GB" -> bytes (powers of 1000; GiB of 1024)
 

@@ -57,8 +57,6 @@ struct ConfigOutput {
 ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in);
 
 
-// ---- additions (export area) ----
-
 // What one scheme looks like in the dialect's config: for compressed-tensors
 // a config group without `targets` ({weights, input_activations,
 // output_activations, format}); for quark a layer config ({weight,

@@ -12,17 +12,13 @@
 namespace selq::exporter {
 
 const std::vector<FusedRule>& packed_modules(EngineFamily family) {
-  static const std::vector<FusedRule> vllm = {
-      {"qkv_proj", {"q_proj", "k_proj", "v_proj"}},
-      {"gate_up_proj", {"gate_proj", "up_proj"}},
-      {"fused_qkv_a_proj", {"q_a_proj", "kv_a_proj_with_mqa"}},
-  };
-  static const std::vector<FusedRule> sglang = {
-      {"qkv_proj", {"q_proj", "k_proj", "v_proj"}},
-      {"gate_up_proj", {"gate_proj", "up_proj"}},
-      {"fused_qkv_a_proj_with_mqa", {"q_a_proj", "kv_a_proj_with_mqa"}},
-  };
-  return family == EngineFamily::Sglang ? sglang : vllm;
+  static const std::vector<FusedRule> sglang = [] {
+    auto rules = recipe::fused_linear_rules();
+    for (auto& r : rules)
+      if (r.fused == "fused_qkv_a_proj") r.fused = "fused_qkv_a_proj_with_mqa";
+    return rules;
+  }();
+  return family == EngineFamily::Sglang ? sglang : recipe::fused_linear_rules();
 }
 
 std::string last_component(const std::string& name) {

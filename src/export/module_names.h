@@ -2,21 +2,22 @@
 // How serving engines group checkpoint linear modules into their own modules
 // (ENGINES.md §1.3, §4, §6): fused shards (q/k/v -> qkv_proj, gate/up ->
 // gate_up_proj, q_a + kv_a -> fused_qkv_a_proj) and routed experts (one
-// `...mlp.experts` module for every `...mlp.experts.<n>.<proj>`). Config
-// writers and the engine resolvers share this one table so they cannot drift.
+// `...mlp.experts` module for every `...mlp.experts.<n>.<proj>`). The fused
+// rules are recipe/fused_modules.h's; config writers and the engine resolvers
+// group by them so they cannot drift.
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "recipe/fused_modules.h"
 
 namespace selq::exporter {
 
 // Engines differ only in the name of the fused DeepSeek q_a/kv_a module.
 enum class EngineFamily { Vllm, Sglang, Atom };
 
-struct FusedRule {
-  std::string fused;                 // last component of the engine module
-  std::vector<std::string> shards;   // last components of the checkpoint modules
-};
+// recipe::fused_linear_rules with the family's module names.
+using recipe::FusedRule;
 const std::vector<FusedRule>& packed_modules(EngineFamily family);
 
 struct EngineModule {

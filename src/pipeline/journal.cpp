@@ -137,6 +137,29 @@ Journal::Journal(std::string path, std::string fingerprint) : path_(std::move(pa
   save();
 }
 
+Journal::Journal(std::string path, std::string fingerprint, const std::vector<std::string>& others)
+    : Journal(std::move(path), fingerprint) {
+  bool merged = false;
+  for (const auto& other : others) {
+    if (fs::path(other) == fs::path(path_) || !fs::exists(other)) continue;
+    nlohmann::json j = nlohmann::json::parse(io::read_file(other), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || j.value("fingerprint", "") != fingerprint) continue;
+    for (const auto& [name, entry] : j.at("shards").items())
+      if (!state_["shards"].contains(name)) {
+        state_["shards"][name] = entry;
+        merged = true;
+      }
+    if (j.contains("group_amax") && !has_group_amax_) {
+      state_["group_amax"] = j["group_amax"];
+      has_group_amax_ = merged = true;
+    }
+  }
+  if (merged) {
+    resumed_ = true;
+    save();
+  }
+}
+
 std::map<std::string, float> Journal::group_amax() const {
   std::map<std::string, float> out;
   // Stored as raw float bits so that the value is exact across runs.

@@ -22,6 +22,10 @@ class Journal {
   // Loads `path` if it exists and its fingerprint matches; otherwise starts empty.
   // `matched` tells whether an existing journal was reused.
   Journal(std::string path, std::string plan_fingerprint);
+  // Also takes in the shards (and group amax) of the other ranks' journals
+  // in `others` that have this fingerprint: a rerun with another rank count
+  // adopts what any rank committed (pipeline/distribute.h).
+  Journal(std::string path, std::string plan_fingerprint, const std::vector<std::string>& others);
   bool resumed() const { return resumed_; }
   bool has_existing_with_other_fingerprint() const { return other_fingerprint_; }
 

@@ -19,15 +19,4 @@ std::string layer_relative_kind(const std::string& module) {
   return rel;
 }
 
-std::string nvfp4_fused_group(const std::string& module) {
-  static const std::regex qkv_re(R"(^(.*\.self_attn)\.[qkv]_proj$)");
-  static const std::regex gate_up_re(R"(^(.*)\.(gate|up)_proj$)");
-  static const std::regex w13_re(R"(^(.*\.experts\.\d+)\.w[13]$)");
-  std::smatch m;
-  if (std::regex_match(module, m, qkv_re)) return m[1].str() + ".qkv";
-  if (std::regex_match(module, m, gate_up_re)) return m[1].str() + ".gate_up";
-  if (std::regex_match(module, m, w13_re)) return m[1].str() + ".w13";
-  return {};
-}
-
 }  // namespace selq::pipeline

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "pipeline/module_names.h"
+#include "recipe/fused_modules.h"
 
 namespace selq::pipeline {
 
@@ -206,7 +207,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
         pt.input_amax = options.activation_amax.at(pt.module);
       }
       if (spec.kind == quant::SchemeKind::NVFP4 && shape.size() == 2)
-        pt.fused_group = nvfp4_fused_group(pt.module);
+        pt.fused_group = recipe::fused_shard_key(pt.module);
       pt.scheme = spec;
     } else {
       pt.outputs.push_back({infos[i], std::nullopt});

@@ -32,7 +32,7 @@ struct PlannedTensor {
   std::string module;
   std::vector<PlannedOutput> outputs;
   // Tensors quantized with a shared NVFP4 global scale carry the same group
-  // key (e.g. "model.layers.0.self_attn.qkv"); empty otherwise.
+  // key, the fused module (e.g. "model.layers.0.self_attn.qkv_proj"); empty otherwise.
   std::string fused_group;
   // Calibrated max |input| of the module, for schemes with static activation
   // scales (the last output is then the InputScale tensor).

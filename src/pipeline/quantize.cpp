@@ -3,11 +3,13 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "pipeline/distribute.h"
 #include "pipeline/journal.h"
 #include "pipeline/manifest.h"
 #include "pipeline/shard_writer.h"
@@ -21,55 +23,99 @@ using namespace detail;
 QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const recipe::Recipe& recipe,
                             const std::string& dst, const QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (fs::exists(dst) && !options.overwrite)
-    throw_bad_input("destination exists (pass --force to replace it)", {dst});
+  dist::Ranks& ranks = dist::ranks();
+  const bool lead = ranks.rank() == 0;  // checks, and writes everything but the shards
   const std::string staging = dst + ".selq-partial";
-  const std::string journal_path = (fs::path(staging) / ".selq-journal.json").string();
+  const std::string fingerprint = plan_fingerprint(plan, recipe);
   std::error_code ec;
-  // A staging directory from a run with another plan is stale: start over.
-  if (fs::exists(staging) && !fs::exists(journal_path)) remove_all_quietly(staging);
-  fs::create_directories(staging, ec);
-  if (ec) throw_io(fmt::format("cannot create staging directory: {}", ec.message()), {staging});
+  std::optional<Journal> journal;
+  const auto open_journal = [&] {
+    journal.emplace(journal_file(staging, kJournalBase, ranks.rank()), fingerprint, journal_files(staging, kJournalBase));
+  };
+  if (lead) {
+    if (fs::exists(dst) && !options.overwrite)
+      throw_bad_input("destination exists (pass --force to replace it)", {dst});
+    // A staging directory from a run with another plan is stale: start over.
+    if (fs::exists(staging) && !fs::exists(journal_file(staging, kJournalBase, 0))) remove_all_quietly(staging);
+    fs::create_directories(staging, ec);
+    if (ec) throw_io(fmt::format("cannot create staging directory: {}", ec.message()), {staging});
+    open_journal();
+    if (journal->has_existing_with_other_fingerprint()) {
+      // Different plan: discard the old staging content (only ours lives there).
+      const std::string own = journal_file(staging, kJournalBase, 0);
+      for (const auto& e : fs::directory_iterator(staging))
+        if (e.path() != fs::path(own)) fs::remove_all(e.path(), ec);
+    }
+  }
+  ranks.barrier();  // the staging directory is ready (a failure above aborts every rank)
+  if (!lead) open_journal();
 
   ThreadLimit limit(options.threads);
   limit.run(start_workers_early);
   const TensorSource source{[&src](const std::string&, const std::string& tensor) { return src.fetch(tensor); },
                             !src.is_remote()};
   QuantizeResult result;
-  Journal journal(journal_path, plan_fingerprint(plan, recipe));
-  if (journal.has_existing_with_other_fingerprint()) {
-    // Different plan: discard the old staging content (only ours lives there).
-    for (const auto& e : fs::directory_iterator(staging))
-      if (e.path().filename() != ".selq-journal.json") fs::remove_all(e.path(), ec);
-  }
   // config.json, the index and the source's other files depend on the plan
   // alone: written on another thread while the shards are, rather than after
   // the last one (8 ms of a 0.3 s run, with the engine-resolution self-check).
   // On an error in the shards the future's destructor waits for it.
-  std::future<void> checkpoint_files = std::async(std::launch::async, [&] {
-    write_checkpoint_files(src, plan, staging, RunMode::FileToFile);
-  });
+  std::future<void> checkpoint_files;
+  if (lead)
+    checkpoint_files = std::async(std::launch::async, [&] {
+      write_checkpoint_files(src, plan, staging, RunMode::FileToFile);
+    });
+  // This rank's shards, and the amax of the fused groups that span ranks: a
+  // max over each rank's own members, exchanged before any member is written.
+  const std::vector<int> shard_rank = assign_shards(plan, ranks.size());
+  std::vector<bool> mine(plan.tensors.size(), false);
   Progress progress;
+  for (std::size_t s = 0; s < plan.shards.size(); ++s)
+    if (shard_rank[s] == ranks.rank())
+      for (const auto i : plan.shards[s].tensors) {
+        mine[i] = true;
+        progress.bytes_total += plan.tensors[i].in_bytes();
+        ++progress.tensors_total;
+      }
+  std::map<std::string, float> exchanged;
+  if (const auto groups = groups_across_ranks(plan, shard_rank); !groups.empty()) {
+    std::vector<std::size_t> members;
+    for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+      if (mine[i] && std::binary_search(groups.begin(), groups.end(), plan.tensors[i].fused_group)) members.push_back(i);
+    std::map<std::string, float> local;
+    limit.run([&] { local = group_amax_of(source, plan, members); });
+    std::vector<float> v;
+    for (const auto& g : groups) v.push_back(local.count(g) ? local[g] : 0.0f);
+    ranks.max_floats(v);
+    for (std::size_t k = 0; k < groups.size(); ++k) exchanged[groups[k]] = v[k];
+  }
   BufferPool pool;  // output buffers, reused across shards
-  progress.bytes_total = plan.source_bytes();
-  progress.tensors_total = plan.tensors.size();
-  GroupAmax group_amax(source, plan);
+  GroupAmax group_amax(source, plan, std::move(exchanged));
   std::vector<TensorRecord> records(plan.tensors.size());
   limit.run([&] {
-    for (const auto& shard : plan.shards) {
+    for (std::size_t s = 0; s < plan.shards.size(); ++s) {
+      if (shard_rank[s] != ranks.rank()) continue;
+      const auto& shard = plan.shards[s];
       const std::string path = (fs::path(staging) / shard.name).string();
-      if (journal.resumed() && journal.is_committed(shard.name, path)) {
-        adopt_committed_shard(plan, shard, path, journal, records, progress, options);
-        continue;
-      }
-      write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);
+      in_shard(shard.name, [&] {
+        if (journal->resumed() && journal->is_committed(shard.name, path)) {
+          adopt_committed_shard(plan, shard, path, *journal, records, progress, options);
+          return;
+        }
+        write_shard(source, plan, shard, path, options, group_amax, *journal, records, progress, pool);
+      });
     }
   });
   const std::jthread unmapping = pool.unmap_in_background();
+  gather_records(ranks, records, mine);
+  if (!lead) {
+    ranks.barrier();  // rank 0 has published `dst`
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
   checkpoint_files.get();
   result.manifest = write_manifest_and_report(plan, recipe, records, staging, RunMode::FileToFile);
   if (options.before_commit) options.before_commit(staging);
-  fs::remove(journal_path, ec);
+  remove_journals(staging, kJournalBase);
 
   // Publish: the staged directory becomes `dst` in one rename. An existing
   // destination (only with --force) is moved aside first and removed after.
@@ -83,6 +129,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   if (ec) throw_io(fmt::format("cannot rename the staged output into place: {}", ec.message()), {dst});
   io::fsync_dir(fs::absolute(dst).parent_path().string());
   remove_all_quietly(old);
+  ranks.barrier();
 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.bytes_read = plan.source_bytes();

@@ -6,7 +6,10 @@
 // config.json and index in `.selq-inplace/orig/`; every run plans from those.
 // Tensor data is read from the live shards, which are original until the
 // rename that commits their replacement.
+#include <bit>
 #include <chrono>
+#include <optional>
+#include <set>
 #include <filesystem>
 
 #include <fcntl.h>
@@ -19,6 +22,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "pipeline/distribute.h"
 #include "pipeline/journal.h"
 #include "pipeline/manifest.h"
 #include "pipeline/quantize.h"
@@ -92,6 +96,20 @@ std::optional<std::string> finished_run_manifest(const std::string& dir, const r
   return text;
 }
 
+// The journaled fused-group amax as text (raw float bits, exact), for the ranks.
+std::string amax_text(const std::map<std::string, float>& amax) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : amax) j[k] = std::bit_cast<std::uint32_t>(v);
+  return j.dump();
+}
+
+std::map<std::string, float> amax_from_text(const std::string& text) {
+  std::map<std::string, float> out;
+  const nlohmann::json j = nlohmann::json::parse(text);  // named: items() of a temporary would dangle
+  for (const auto& [k, v] : j.items()) out[k] = std::bit_cast<float>(v.get<std::uint32_t>());
+  return out;
+}
+
 }  // namespace
 
 QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recipe& recipe,
@@ -100,19 +118,31 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   const auto start = std::chrono::steady_clock::now();
   if (plan_options.max_shard_bytes)
     throw_bad_input("--in-place keeps the shard layout; --max-shard-size cannot be used with it", {dir});
+  // Under mpirun each rank rewrites its shards (pipeline/distribute.h); rank 0
+  // alone sets up, journals the fused-group amax and writes the files last.
+  dist::Ranks& ranks = dist::ranks();
+  const bool lead = ranks.rank() == 0;
   const fs::path work = fs::path(dir) / kInPlaceDir;
   const std::string done_marker = work.string() + ".done";
-  remove_all_quietly(done_marker);  // a finished run killed while cleaning up
   const std::string orig_dir = (work / "orig").string();
-  if (!fs::exists(orig_dir)) {
-    if (auto done = finished_run_manifest(dir, recipe)) {
-      QuantizeResult result;
-      result.manifest = std::move(*done);
-      result.already_done = true;
-      return result;
+  std::string done_manifest;
+  if (lead) {
+    remove_all_quietly(done_marker);  // a finished run killed while cleaning up
+    if (!fs::exists(orig_dir)) {
+      if (auto done = finished_run_manifest(dir, recipe)) {
+        done_manifest = std::move(*done);
+      } else {
+        fs::create_directories(work);
+        save_original_headers(*io::Checkpoint::open(dir), orig_dir);
+      }
     }
-    fs::create_directories(work);
-    save_original_headers(*io::Checkpoint::open(dir), orig_dir);
+  }
+  done_manifest = ranks.broadcast_text(done_manifest);  // also: the headers are saved
+  if (!done_manifest.empty()) {
+    QuantizeResult result;
+    result.manifest = std::move(done_manifest);
+    result.already_done = true;
+    return result;
   }
   const auto original = io::Checkpoint::open(orig_dir);
   Plan plan = make_plan(*original, recipe, plan_options);
@@ -126,12 +156,33 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   plan.source = dir;
   if (plan_out) *plan_out = plan;
 
-  Journal journal((work / "journal.json").string(), plan_fingerprint(plan, recipe));
-  if (journal.has_existing_with_other_fingerprint() && !journal.resumed())
-    throw_bad_input(
-        "an interrupted in-place run with a different recipe or selq version is in progress here; "
-        "re-run it with its original recipe to finish it",
-        {(work / "journal.json").string()});
+  const std::string fingerprint = plan_fingerprint(plan, recipe);
+  const std::vector<int> shard_rank = assign_shards(plan, ranks.size());
+  std::optional<Journal> journal;
+  const auto open_journal = [&] {
+    journal.emplace(journal_file(work.string(), kInPlaceJournalBase, ranks.rank()), fingerprint,
+                    journal_files(work.string(), kInPlaceJournalBase));
+  };
+  if (lead) {
+    open_journal();
+    if (journal->has_existing_with_other_fingerprint() && !journal->resumed())
+      throw_bad_input(
+          "an interrupted in-place run with a different recipe or selq version is in progress here; "
+          "re-run it with its original recipe to finish it",
+          {journal_file(work.string(), kInPlaceJournalBase, 0)});
+    // Check the space for the shards rewritten at once before anything is written.
+    const std::uint64_t need =
+        plan.largest_output_shard_bytes() * static_cast<std::uint64_t>(std::min<std::size_t>(
+                                                static_cast<std::size_t>(ranks.size()), plan.shards.size()));
+    const std::uint64_t have = free_bytes(dir);
+    if (have < need + (16u << 20))
+      throw_io(fmt::format("not enough free space for an in-place run: one rewritten shard needs up to {} bytes, "
+                           "{} are free",
+                           need, have),
+               {dir});
+  }
+  ranks.barrier();
+  if (!lead) open_journal();
 
   // Live shard files are opened lazily, only for shards still to be done.
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> live;
@@ -143,29 +194,26 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     return f;
   }, /*views_of_files=*/true};
 
-  // Check the space for one shard before anything is written.
-  const std::uint64_t need = plan.largest_output_shard_bytes();
-  const std::uint64_t have = free_bytes(dir);
-  if (have < need + (16u << 20))
-    throw_io(fmt::format("not enough free space for an in-place run: one rewritten shard needs up to {} bytes, "
-                         "{} are free",
-                         need, have),
-             {dir});
-
   ThreadLimit limit(options.threads);
   limit.run(start_workers_early);
   Progress progress;
   BufferPool pool;  // output buffers, reused across shards
-  progress.bytes_total = plan.source_bytes();
-  progress.tensors_total = plan.tensors.size();
   std::vector<TensorRecord> records(plan.tensors.size());
+  std::vector<bool> mine(plan.tensors.size(), false);
 
-  // Which shards are left, and open them (checking they are the originals).
+  // Which of this rank's shards are left, and open them (checking they are the originals).
   std::vector<const PlannedShard*> todo;
-  for (const auto& shard : plan.shards) {
+  for (std::size_t s = 0; s < plan.shards.size(); ++s) {
+    if (shard_rank[s] != ranks.rank()) continue;
+    const auto& shard = plan.shards[s];
+    for (const auto i : shard.tensors) {
+      mine[i] = true;
+      progress.bytes_total += plan.tensors[i].in_bytes();
+      ++progress.tensors_total;
+    }
     const std::string path = (fs::path(dir) / shard.name).string();
-    if (journal.resumed() && journal.is_committed(shard.name, path)) {
-      adopt_committed_shard(plan, shard, path, journal, records, progress, options);
+    if (journal->resumed() && journal->is_committed(shard.name, path)) {
+      adopt_committed_shard(plan, shard, path, *journal, records, progress, options);
       continue;
     }
     auto file = io::SafetensorsFile::open(path);
@@ -177,25 +225,60 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     live[shard.name] = std::move(file);
     todo.push_back(&shard);
   }
-  // Fused-group amax is fixed by the first run, while every shard is original.
+  // Fused-group amax is fixed by the first run, while every shard is original:
+  // distributed, each rank's members' max, reduced, journaled by rank 0
+  // before any rank rewrites a shard.
   std::map<std::string, float> known_amax;
-  limit.run([&] { known_amax = journaled_group_amax(journal, source, plan); });
+  if (!dist::distributed()) {
+    limit.run([&] { known_amax = journaled_group_amax(*journal, source, plan); });
+  } else {
+    std::string text = lead && journal->has_group_amax() ? amax_text(journal->group_amax()) : std::string();
+    text = ranks.broadcast_text(text);
+    if (!text.empty()) {
+      known_amax = amax_from_text(text);
+    } else {
+      std::vector<std::size_t> members;
+      std::set<std::string> groups;
+      for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+        if (!plan.tensors[i].fused_group.empty()) {
+          groups.insert(plan.tensors[i].fused_group);
+          if (mine[i]) members.push_back(i);
+        }
+      std::map<std::string, float> local;
+      limit.run([&] { local = group_amax_of(source, plan, members); });
+      std::vector<float> v;
+      for (const auto& g : groups) v.push_back(local.count(g) ? local[g] : 0.0f);
+      ranks.max_floats(v);
+      std::size_t k = 0;
+      for (const auto& g : groups) known_amax[g] = v[k++];
+      if (lead) journal->set_group_amax(known_amax);
+      ranks.barrier();  // journaled before any shard is rewritten
+    }
+  }
   GroupAmax group_amax(std::move(known_amax));
 
   limit.run([&] {
     for (const PlannedShard* shard : todo) {
       const std::string path = (fs::path(dir) / shard->name).string();
-      write_shard(source, plan, *shard, path, options, group_amax, journal, records, progress, pool);
+      in_shard(shard->name, [&] {
+        write_shard(source, plan, *shard, path, options, group_amax, *journal, records, progress, pool);
+      });
       live.erase(shard->name);  // unmaps the old file, now unlinked
     }
   });
+  const std::jthread unmapping = pool.unmap_in_background();
+  gather_records(ranks, records, mine);
+  QuantizeResult result;
+  if (!lead) {
+    ranks.barrier();  // rank 0 has written the files last
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
 
   // Index and config.json last; the manifest and report with them.
   const std::string final_dir = (work / "final").string();
   remove_all_quietly(final_dir);
   fs::create_directories(final_dir);
-  QuantizeResult result;
-  const std::jthread unmapping = pool.unmap_in_background();
   result.manifest = finalize_checkpoint(*original, plan, recipe, records, final_dir, RunMode::InPlace);
   if (options.before_commit) options.before_commit(final_dir);
   for (const auto& e : fs::directory_iterator(final_dir)) {
@@ -206,6 +289,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   fs::rename(work, done_marker);
   io::fsync_dir(dir);
   remove_all_quietly(done_marker);
+  ranks.barrier();
 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.bytes_read = plan.source_bytes();

@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "export/dialect.h"
+#include "export/dialect_read.h"
 #include "export/engine_resolve.h"
-#include "pipeline/verify.h"
 
 namespace selq::pipeline {
 
@@ -81,7 +80,7 @@ StoredWeight StoredWeightFinder::find(const std::string& module) {
     if (!scheme_json)
       throw_bad_input("has quantized tensors but its compressed-tensors config resolves it to float",
                       {m.ckpt.dir(), module});
-    auto spec = scheme_from_config_json(exporter::Dialect::CompressedTensors, *scheme_json, m.model_dtype);
+    auto spec = exporter::scheme_from_config_json(exporter::Dialect::CompressedTensors, *scheme_json, m.model_dtype);
     if (!spec)
       throw_unsupported(fmt::format("cannot dequantize: selq does not know the compressed-tensors scheme {}",
                                     scheme_json->dump()),

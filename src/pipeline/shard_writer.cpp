@@ -148,10 +148,8 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
 // scale: the max amax of the members (= the min of the compressed-tensors
 // global scales, which is what llm-compressor writes and what vLLM's fused
 // loader needs to be exact).
-std::map<std::string, float> fused_global_amax(const TensorSource& source, const Plan& plan) {
-  std::vector<std::size_t> members;
-  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
-    if (!plan.tensors[i].fused_group.empty()) members.push_back(i);
+std::map<std::string, float> fused_global_amax(const TensorSource& source, const Plan& plan,
+                                               const std::vector<std::size_t>& members) {
   std::vector<float> amax(members.size());
   // The first kKeepMapped bytes of members read here stay mapped for the main
   // pass, which would otherwise map them a second time (2-3% of a run on a
@@ -200,18 +198,16 @@ std::vector<std::size_t> item_buffer_sizes(const PlannedTensor& t, const WorkIte
 
 GroupAmax::GroupAmax(std::map<std::string, float> known) : known_(std::move(known)) {}
 
-GroupAmax::GroupAmax(const TensorSource& source, const Plan& plan) : source_(&source), plan_(&plan) {
+GroupAmax::GroupAmax(const TensorSource& source, const Plan& plan, std::map<std::string, float> known)
+    : known_(std::move(known)), source_(&source), plan_(&plan) {
   for (std::size_t i = 0; i < plan.tensors.size(); ++i)
     if (!plan.tensors[i].fused_group.empty()) members_[plan.tensors[i].fused_group].push_back(i);
 }
 
 float GroupAmax::of(const PlannedTensor& member) {
   const std::string& group = member.fused_group;
-  if (!plan_) {
-    const auto known = known_.find(group);
-    if (known == known_.end()) throw std::logic_error("fused group '" + group + "' has no amax");
-    return known->second;
-  }
+  if (const auto known = known_.find(group); known != known_.end()) return known->second;
+  if (!plan_) throw std::logic_error("fused group '" + group + "' has no amax");
   std::promise<float> promise;
   std::shared_future<float> amax;
   bool compute_here = false;
@@ -576,8 +572,18 @@ ThreadLimit::ThreadLimit(int threads) {
 }
 
 std::map<std::string, float> journaled_group_amax(Journal& journal, const TensorSource& source, const Plan& plan) {
-  if (!journal.has_group_amax()) journal.set_group_amax(fused_global_amax(source, plan));
+  if (!journal.has_group_amax()) {
+    std::vector<std::size_t> members;
+    for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+      if (!plan.tensors[i].fused_group.empty()) members.push_back(i);
+    journal.set_group_amax(fused_global_amax(source, plan, members));
+  }
   return journal.group_amax();
+}
+
+std::map<std::string, float> group_amax_of(const TensorSource& source, const Plan& plan,
+                                           const std::vector<std::size_t>& members) {
+  return fused_global_amax(source, plan, members);
 }
 
 }  // namespace selq::pipeline::detail

@@ -45,7 +45,9 @@ class GroupAmax {
   // in place needs, kept up to 256 MiB of them mapped for the main pass (peak
   // RSS 408 MB against 100 MB this way on a 3.9 GB checkpoint), or else read
   // them all twice.
-  GroupAmax(const TensorSource& source, const Plan& plan);
+  // `known`: groups whose amax was exchanged between ranks before the first
+  // shard (pipeline/distribute.h).
+  GroupAmax(const TensorSource& source, const Plan& plan, std::map<std::string, float> known = {});
 
   // The amax of `member`'s group; waits while another member computes it.
   float of(const PlannedTensor& member);
@@ -70,6 +72,10 @@ void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const st
 // shard is rewritten, and kept in the journal.
 std::map<std::string, float> journaled_group_amax(Journal& journal, const TensorSource& source, const Plan& plan);
 void remove_all_quietly(const std::string& path);
+// The amax of each fused group over the given members only (a group's
+// members on one rank; the ranks' values are then reduced with a max).
+std::map<std::string, float> group_amax_of(const TensorSource& source, const Plan& plan,
+                                           const std::vector<std::size_t>& members);
 
 // TBB starts its worker threads at the first parallel loop, and a worker's
 // first allocation maps a glibc arena for it. Mapping takes the address

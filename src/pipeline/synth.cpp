@@ -3,6 +3,7 @@
 // output is identical for any thread count; std:: distributions are neither
 // fast enough for multi-GB checkpoints nor reproducible across libstdc++
 // versions, which is why the generator is written here.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "io/xxh3.h"
 #include "pipeline/synth.h"
 #include "quant/scheme.h"
+#include "recipe/fused_modules.h"
 
 namespace fs = std::filesystem;
 
@@ -171,8 +173,22 @@ std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& d
     total += b;
   }
 
-  std::map<std::string, std::string> weight_map;
   std::vector<float> values;
+  // Shards of one fused module (an expert's gate/up) share an NVFP4 global
+  // scale, as engines require: the amax over all of them.
+  std::map<std::string, float> group_amax;
+  if (o.experts_nvfp4)
+    for (const auto& t : m.tensors) {
+      if (!is_routed_expert(t.info.name)) continue;
+      const std::string key = recipe::fused_shard_key(t.info.name.substr(0, t.info.name.size() - 7));
+      if (key.empty()) continue;
+      generate_values(t, o.seed, values);
+      float amax = 0;
+      for (float v : values) amax = std::max(amax, std::fabs(bf16_to_f32(f32_to_bf16_ref(v))));
+      group_amax[key] = std::max(group_amax[key], amax);
+    }
+
+  std::map<std::string, std::string> weight_map;
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string shard_name = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
     std::vector<TensorInfo> infos;
@@ -205,9 +221,11 @@ std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& d
           bufs[j].assign(dtype_nbytes(specs[j].dtype, shape_numel(specs[j].shape)), 0);
           spans.push_back(bufs[j]);
         }
-        quant::ErrorMetrics metrics;
-        quant::quantize_weight(ct_nvfp4(), view, spans, metrics);
         const std::string module = src.info.name.substr(0, src.info.name.size() - 7);
+        quant::QuantizeOptions qo;
+        if (auto g = group_amax.find(recipe::fused_shard_key(module)); g != group_amax.end()) qo.global_amax = g->second;
+        quant::ErrorMetrics metrics;
+        quant::quantize_weight(ct_nvfp4(), view, spans, metrics, qo);
         for (std::size_t j = 0; j < specs.size(); ++j) pending[module + "." + ct_name(specs[j].role)] = std::move(bufs[j]);
         // Static activation global scale, as calibration would give for |x| <= 8.
         const float igs = 448.0f * 6.0f / 8.0f;

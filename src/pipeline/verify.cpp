@@ -14,10 +14,12 @@
 
 #include "core/codecs.h"
 #include "core/error.h"
+#include "export/dialect_read.h"
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
+#include "recipe/fused_modules.h"
 #include "recipe/names.h"
 
 namespace fs = std::filesystem;
@@ -112,13 +114,7 @@ std::vector<std::string> linear_modules(const io::Checkpoint& ckpt) {
 std::optional<exporter::Dialect> dialect_of(const json& qc, const json* manifest) {
   if (manifest && manifest->contains("dialect") && (*manifest)["dialect"].is_string())
     if (auto d = exporter::dialect_from_name((*manifest)["dialect"].get<std::string>())) return d;
-  if (!qc.is_object()) return std::nullopt;
-  std::string method = qc.value("quant_method", "");
-  if (method == "compressed-tensors") return exporter::Dialect::CompressedTensors;
-  if (method == "quark") return exporter::Dialect::Quark;
-  if (method == "modelopt") return exporter::Dialect::ModelOpt;
-  if (qc.contains("quantization") || qc.contains("quant_algo")) return exporter::Dialect::ModelOpt;
-  return std::nullopt;
+  return exporter::dialect_of_config(qc);
 }
 
 // ---------------- manifest vs files ----------------
@@ -284,11 +280,37 @@ void check_against(Ctx& c, const ModuleScheme& ms, const std::string& module, co
     den += static_cast<double>(ref[k]) * ref[k];
   }
   double rel = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
-  double budget = error_budget(ms.spec);
+  double budget = quant::error_budget(ms.spec);
   errors[module] = {{"scheme", ms.spec.name()}, {"rel_frobenius", rel}, {"budget", budget}};
   if (!(rel <= budget))
     c.add("error-bound", c.shard_of(wname), module,
           fmt::format("relative error {:.4f} against the source exceeds the {} budget {}", rel, ms.spec.name(), budget));
+}
+
+// Engines take the largest of a fused module's NVFP4 global scales for all
+// its shards (vLLM 0.32 compressed_tensors_w4a4_nvfp4.py, modelopt.py), so a
+// shard written with another one dequantizes wrongly.
+void check_shared_global_scales(Ctx& c, const std::map<std::string, ModuleScheme>& verified) {
+  std::map<std::string, std::vector<std::pair<std::string, float>>> by_group;
+  for (const auto& [m, ms] : verified) {
+    if (ms.spec.kind != quant::SchemeKind::NVFP4) continue;
+    const std::string group = recipe::fused_shard_key(m);
+    if (group.empty()) continue;
+    for (std::size_t i = 0; i < ms.outs.size(); ++i)
+      if (ms.outs[i].role == OutRole::GlobalScale && shape_numel(ms.outs[i].shape) == 1) {
+        const auto v = c.ckpt.view(ms.names[i]);
+        by_group[group].emplace_back(ms.names[i], load_float_element(ms.outs[i].dtype, v.bytes.data(), 0));
+      }
+  }
+  for (const auto& [group, scales] : by_group)
+    for (const auto& [name, value] : scales)
+      if (value != scales.front().second) {
+        c.add("numeric", c.shard_of(name), name,
+              fmt::format("NVFP4 global scale {} differs from {} of {} ({}): engines load {} as one module with "
+                          "the largest",
+                          value, scales.front().first, group, scales.front().second, group));
+        break;
+      }
 }
 
 // ---------------- config entries that name nothing ----------------
@@ -310,41 +332,7 @@ void check_dead_entries(Ctx& c, exporter::Dialect d, const json& qc, const std::
   std::vector<std::string> names = modules;
   for (auto fam : {exporter::EngineFamily::Vllm, exporter::EngineFamily::Sglang, exporter::EngineFamily::Atom})
     for (const auto& em : exporter::engine_modules(fam, modules)) names.push_back(em.name);
-  // Tolerates null or non-object nodes (configs in the wild are loose).
-  auto jget = [](const json& j, const char* key, json fallback) -> json {
-    if (!j.is_object() || !j.contains(key) || j[key].is_null()) return fallback;
-    return j[key];
-  };
-  auto list = [](const json& j) {
-    std::vector<std::string> v;
-    if (j.is_array())
-      for (const auto& e : j)
-        if (e.is_string()) v.push_back(e.get<std::string>());
-    return v;
-  };
-  std::vector<std::pair<std::string, std::string>> entries;  // where, entry
-  if (d == exporter::Dialect::CompressedTensors) {
-    for (const auto& e : list(jget(qc, "ignore", json::array()))) entries.emplace_back("ignore", e);
-    const json groups = jget(qc, "config_groups", json::object());
-    for (const auto& [g, grp] : groups.items())
-      for (const auto& t : list(jget(grp, "targets", json::array())))
-        // Class-name targets ("Linear") name a layer type, not a module.
-        if (t.starts_with("re:") || t.find('.') != std::string::npos)
-          entries.emplace_back("config_groups." + g + ".targets", t);
-  } else if (d == exporter::Dialect::Quark) {
-    for (const auto& e : list(jget(qc, "exclude", json::array()))) entries.emplace_back("exclude", e);
-    const json lqc = jget(qc, "layer_quant_config", json::object());
-    for (const auto& [k, _] : lqc.items())
-      entries.emplace_back("layer_quant_config", k);
-  } else {
-    const json& q = qc.contains("quantization") ? qc["quantization"] : qc;
-    for (const auto& e : list(q.contains("exclude_modules") ? q["exclude_modules"] : jget(q, "ignore", json::array())))
-      entries.emplace_back("exclude_modules", e);
-    const json ql = jget(q, "quantized_layers", json::object());
-    for (const auto& [k, _] : ql.items())
-      entries.emplace_back("quantized_layers", k);
-  }
-  for (const auto& [where, e] : entries) {
+  for (const auto& [where, e] : exporter::config_module_entries(d, qc)) {
     // lm_head and similar may be listed although the checkpoint ties it to the embedding.
     if (!entry_names_something(e, names))
       c.add("config", "config.json", e, fmt::format("quantization_config.{} entry names no module", where));
@@ -414,7 +402,7 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
 
     // Manifest schemes first, so the tensors are checked against what was written.
     for (const auto& [m, name] : manifest_scheme) {
-      auto spec = scheme_from_name(*dialect, name, model_dtype);
+      auto spec = exporter::scheme_from_name(*dialect, name, model_dtype);
       if (!spec) {
         c.add("manifest", "", m, fmt::format("unknown scheme '{}' in the manifest", name));
         continue;
@@ -454,7 +442,7 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
           continue;
         }
         ++nq;
-        auto spec = scheme_from_config_json(*dialect, *res, model_dtype);
+        auto spec = exporter::scheme_from_config_json(*dialect, *res, model_dtype);
         ++by_scheme[spec ? spec->name() : "unrecognized"];
         if (!stored_q) {
           c.add("engine", file, m,
@@ -492,6 +480,7 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
     report["engines"] = engines;
   }
 
+  check_shared_global_scales(c, verified);
   json errors = json::object();
   for (const auto& [m, ms] : verified) {
     check_scales(c, ms);

@@ -36,16 +36,5 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
 // "file: tensor: problem".
 std::string format_finding(const VerifyFinding& f);
 
-// Inverse of exporter::scheme_config_json: the dialect-adapted scheme whose
-// config object equals `scheme_json`, or nullopt when selq has no such scheme.
-std::optional<quant::SchemeSpec> scheme_from_config_json(exporter::Dialect d, const nlohmann::json& scheme_json,
-                                                         DType model_dtype);
-// The dialect-adapted scheme whose name() is `name` (manifest "scheme").
-std::optional<quant::SchemeSpec> scheme_from_name(exporter::Dialect d, const std::string& name, DType model_dtype);
-
-// Relative Frobenius error a scheme is expected to stay under on trained-like
-// weights; a larger error means the tensor does not come from that source or
-// was decoded wrongly.
-double error_budget(const quant::SchemeSpec& spec);
 
 }  // namespace selq::pipeline

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "pipeline/module_names.h"
+#include "recipe/fused_modules.h"
 #include "runtime/eval.h"
 #include "runtime/text_overlap.h"
 #include "runtime/tokenizer.h"
@@ -67,7 +68,7 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
   // NVFP4 members of a fused group share the group's global amax.
   std::vector<std::string> group;
   for (const auto& m : unit.members) {
-    std::string key = pipeline::nvfp4_fused_group(m.module);
+    std::string key = recipe::fused_shard_key(m.module);
     group.push_back(key.empty() ? m.module : key);
   }
   if (spec.kind == quant::SchemeKind::NVFP4)

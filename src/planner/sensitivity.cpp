@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "pipeline/module_names.h"
+#include "recipe/fused_modules.h"
 
 namespace selq::planner {
 
@@ -178,11 +179,15 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
   for (const auto& c : candidates) table.candidates.push_back(c.id);
 
   std::uint64_t total = 0, done = 0;
-  for (const auto& u : layout.units)
-    for (const auto& m : u.members) total += m.weight.nbytes();
+  const auto included = [&](std::size_t k) { return !options.include || options.include(k); };
+  for (std::size_t k = 0; k < layout.units.size(); ++k)
+    if (included(k))
+      for (const auto& m : layout.units[k].members) total += m.weight.nbytes();
 
   std::vector<std::uint8_t> scratch;
-  for (const auto& unit : layout.units) {
+  for (std::size_t k = 0; k < layout.units.size(); ++k) {
+    if (!included(k)) continue;
+    const auto& unit = layout.units[k];
     UnitSensitivity us{unit.name, unit.kind, unit.layer, {}, {}};
     for (const auto& m : unit.members) us.members.push_back(m.module);
     // The distinct weight formats of the candidates that apply: candidates that
@@ -202,7 +207,7 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
     // Fused groups share an NVFP4 global scale, so their members are read together.
     std::map<std::string, std::vector<const UnitMember*>> groups;
     for (const auto& m : unit.members) {
-      std::string key = pipeline::nvfp4_fused_group(m.module);
+      std::string key = recipe::fused_shard_key(m.module);
       groups[key.empty() ? m.module : key].push_back(&m);
     }
     for (const auto& [key, members] : groups) {

@@ -72,6 +72,9 @@ double activation_error_prior(quant::ActMode mode);
 
 struct SensitivityOptions {
   std::function<void(std::uint64_t done, std::uint64_t total)> on_progress;  // bytes of weights scored
+  // Which units (indices into the layout) to score; empty: all (one rank's
+  // share under mpirun, planner/sensitivity_ranks.h).
+  std::function<bool(std::size_t unit)> include;
 };
 
 // Tier 1: every candidate on every unit from one read of each weight

@@ -1,7 +1,7 @@
 #pragma once
 // Internal helpers shared by the scheme implementations (not part of the
 // public quant API). The fast scalar codecs here are checked bit-exact against
-// the `*_ref` oracles in core/codecs.h by tests/unit/quant/test_detail.cpp.
+// the `*_ref` oracles in core/codecs.h by tests/unit/quant/test_schemes.cpp.
 #include <bit>
 #include <cmath>
 #include <cstdint>

@@ -89,6 +89,15 @@ std::vector<OutTensorSpec> scheme_outputs(const SchemeSpec& spec, const Shape& s
 // eight int4 or four int8 per int32 word), or nullopt when none has.
 std::optional<Shape> unquantized_weight_shape(const SchemeSpec& spec, DType stored_dtype, const Shape& stored_shape);
 
+// Every scheme selq can write, before a dialect adapts it (kinds x options x
+// activation modes, ~300): the candidates a config read back is matched against.
+std::vector<SchemeSpec> writable_schemes();
+
+// Relative Frobenius error a scheme is expected to stay under on trained-like
+// weights; a larger error means the tensor does not come from that source or
+// was decoded wrongly.
+double error_budget(const SchemeSpec& spec);
+
 // The tensor a static activation mode stores next to the weight (FP8 static:
 // `input_scale` = amax/448 in the scheme's scale dtype, [1]; NVFP4 activations:
 // the input global scale, 448*6/amax as F32 [1] in the compressed-tensors

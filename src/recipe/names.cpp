@@ -1,5 +1,7 @@
 #include "recipe/names.h"
 
+#include "recipe/fused_modules.h"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -275,14 +277,7 @@ std::string fused_group_key(const NameInfo& n) {
       return std::string(n.module.substr(0, len));
     }
   }
-  if (n.comps.size() < 2) return {};
-  const std::string_view last = n.last();
-  const std::string parent(n.module.substr(0, n.module.size() - last.size() - 1));
-  if (last == "q_proj" || last == "k_proj" || last == "v_proj") return parent + ".{q,k,v}_proj";
-  if (last == "gate_proj" || last == "up_proj") return parent + ".{gate,up}_proj";
-  if (last == "w1" || last == "w3") return parent + ".{w1,w3}";
-  if (last == "q_a_proj" || last == "kv_a_proj_with_mqa") return parent + ".{q_a_proj,kv_a_proj_with_mqa}";
-  return {};
+  return fused_shard_key(n.module);
 }
 
 }  // namespace selq::recipe::detail

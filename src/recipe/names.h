@@ -74,8 +74,8 @@ std::string_view protected_kind(const NameInfo& info, bool& linear);
 // or empty.
 std::string_view quantized_suffix(std::string_view tensor);
 
-// Key of the fused group the module belongs to (engines build one layer from
-// its members, so all must share a scheme); empty if none.
+// Key of the group whose members must share a scheme: all routed experts of a
+// layer (one fused MoE module), else the fused module (fused_shard_key); empty if none.
 std::string fused_group_key(const NameInfo& info);
 
 }  // namespace selq::recipe::detail

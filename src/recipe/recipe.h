@@ -96,8 +96,6 @@ struct Resolution {
 Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& tensors,
                           const nlohmann::json& config);
 
-// True for the archs that have a template table.
-bool is_known_arch(const std::string& arch);
 // The module a tensor belongs to: "x.o_proj" for x.o_proj.weight and for its
 // scales and packed forms alike (weight_scale, weight_packed, input_scale...).
 std::string owning_module(const std::string& tensor);

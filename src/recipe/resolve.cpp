@@ -133,8 +133,6 @@ std::string describe_scheme(const quant::SchemeSpec& s) {
   return out;
 }
 
-bool is_known_arch(const std::string& arch) { return detail::arch_templates(arch) != nullptr; }
-
 Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& tensors,
                           const nlohmann::json& config) {
   detail::ArchContext ctx = detail::make_arch_context(config);

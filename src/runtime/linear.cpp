@@ -2,14 +2,13 @@
 #include "runtime/linear.h"
 
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "export/dialect.h"
+#include "export/dialect_read.h"
 #include "export/engine_resolve.h"
 #include "runtime/blas.h"
 
@@ -46,53 +45,6 @@ void Linear::forward(const float* x, std::int64_t rows, float* y) const {
 
 namespace {
 
-std::vector<SchemeSpec> candidate_schemes() {
-  std::vector<SchemeSpec> c;
-  auto add = [&](SchemeKind k, std::initializer_list<ActMode> acts, auto&& tweak) {
-    for (ActMode a : acts) {
-      SchemeSpec s;
-      s.kind = k;
-      s.act = a;
-      tweak(s);
-      c.push_back(s);
-    }
-  };
-  auto none = [](SchemeSpec&) {};
-  add(SchemeKind::MXFP4, {ActMode::None, ActMode::MXFP4Dynamic, ActMode::MXFP8Dynamic, ActMode::FP8PerToken}, none);
-  add(SchemeKind::MXFP8, {ActMode::None, ActMode::MXFP8Dynamic, ActMode::FP8PerToken}, none);
-  add(SchemeKind::NVFP4, {ActMode::None, ActMode::NVFP4}, none);
-  add(SchemeKind::NVFP4, {ActMode::None, ActMode::NVFP4},
-      [](SchemeSpec& s) { s.nvfp = quant::NvfpConvention::ModelOpt; });
-  const auto fp8_acts = {ActMode::None, ActMode::FP8PerToken, ActMode::FP8StaticTensor,
-                         ActMode::FP8DynamicTensor, ActMode::FP8PerTokenGroup128};
-  add(SchemeKind::FP8Tensor, fp8_acts, none);
-  add(SchemeKind::FP8Channel, fp8_acts, none);
-  add(SchemeKind::FP8Block, fp8_acts, none);
-  for (int bits : {4, 8})
-    for (bool sym : {true, false}) {
-      add(SchemeKind::IntChannel, {ActMode::None, ActMode::FP8PerToken}, [&](SchemeSpec& s) {
-        s.bits = bits;
-        s.symmetric = sym;
-      });
-      for (int g : {32, 64, 128, 256})
-        add(SchemeKind::IntGroup, {ActMode::None, ActMode::FP8PerToken}, [&](SchemeSpec& s) {
-          s.bits = bits;
-          s.symmetric = sym;
-          s.group_size = g;
-        });
-    }
-  return c;
-}
-
-exporter::Engine engine_for(exporter::Dialect d) {
-  switch (d) {
-    case exporter::Dialect::CompressedTensors: return exporter::Engine::VllmCompressedTensors;
-    case exporter::Dialect::Quark: return exporter::Engine::VllmQuark;
-    case exporter::Dialect::ModelOpt: return exporter::Engine::VllmModelOpt;
-  }
-  return exporter::Engine::VllmCompressedTensors;
-}
-
 float read_scalar(const TensorView& v) {
   if (shape_numel(v.info->shape) != 1)
     throw_bad_input(fmt::format("{} should hold one value, has shape {}", v.info->name,
@@ -105,18 +57,7 @@ float read_scalar(const TensorView& v) {
 SchemeSpec scheme_from_config_json(const std::string& dialect, const nlohmann::json& scheme_json) {
   auto d = exporter::dialect_from_name(dialect);
   if (!d) throw_unsupported(fmt::format("unknown quantization dialect '{}'", dialect));
-  static const std::vector<SchemeSpec> candidates = candidate_schemes();
-  const nlohmann::json wanted = exporter::comparable_scheme_config(*d, scheme_json);
-  for (DType model_dtype : {DType::BF16, DType::F16, DType::F32})
-    for (const SchemeSpec& c : candidates) {
-      try {
-        SchemeSpec a = exporter::adapt_scheme_for_dialect(*d, c, model_dtype);
-        exporter::check_dialect_supports(*d, a);
-        if (exporter::comparable_scheme_config(*d, exporter::scheme_config_json(*d, a)) == wanted) return a;
-      } catch (const Error&) {
-        // the dialect cannot express this candidate
-      }
-    }
+  if (auto s = exporter::scheme_from_config_json_any_dtype(*d, scheme_json)) return *s;
   throw_unsupported(fmt::format("the runtime knows no scheme that the {} config {} describes", dialect,
                                 scheme_json.dump()));
 }
@@ -134,13 +75,13 @@ LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> 
   const auto& cfg = ckpt.config();
   if (cfg.is_object() && cfg.contains("quantization_config") && !cfg["quantization_config"].is_null()) {
     const auto& qc = cfg["quantization_config"];
-    dialect_ = qc.value("quant_method", "");
-    impl_->dialect = exporter::dialect_from_name(dialect_);
+    impl_->dialect = exporter::dialect_of_config(qc);
     if (!impl_->dialect)
       throw_unsupported(fmt::format("{}/config.json: quantization_config.quant_method '{}' is not one of "
                                     "compressed-tensors, quark, modelopt",
-                                    ckpt.dir(), dialect_));
-    impl_->resolver = std::make_unique<exporter::EngineResolver>(engine_for(*impl_->dialect), qc,
+                                    ckpt.dir(), qc.is_object() ? qc.value("quant_method", "") : ""));
+    dialect_ = exporter::dialect_name(*impl_->dialect);
+    impl_->resolver = std::make_unique<exporter::EngineResolver>(exporter::vllm_engine_for(*impl_->dialect), qc,
                                                                  std::move(modules));
   }
 }
@@ -189,34 +130,14 @@ Linear LinearLoader::load(const std::string& module) const {
       spec.scale_keepdim = sc->info.shape.size() == 2;
     }
   }
-  // The unquantized shape: the packed weight's rows, and in-features from the
-  // per-row element count the scheme implies. Recovered from the stored
-  // shapes by trying the candidates scheme_outputs accepts.
   const auto* wt = ck.find(tensor_for(quant::OutRole::Weight));
   if (!wt) throw_bad_input(fmt::format("{}: tensor {} missing for scheme {}", ck.dir(), tensor_for(quant::OutRole::Weight), spec.name()));
-  Shape shape;
-  std::string shape_name;
-  try {
-    shape_name = tensor_for(quant::OutRole::WeightShape);
-  } catch (const Error&) {
-    // dialects without a weight_shape tensor
-  }
-  if (const auto* ws = shape_name.empty() ? nullptr : ck.find(shape_name)) {
-    auto v = ck.view(ws->info.name);
-    if (shape_numel(ws->info.shape) != 2 || ws->info.dtype != DType::I64)
-      throw_bad_input(fmt::format("{}: expected I64 [2]", ws->info.name));
-    std::int64_t dims[2];
-    std::memcpy(dims, v.bytes.data(), sizeof dims);
-    shape = {dims[0], dims[1]};
-  } else {
-    const Shape& ps = wt->info.shape;
-    if (ps.size() != 2) throw_bad_input(fmt::format("{}: expected a 2-D weight", wt->info.name));
-    std::int64_t in = ps[1];
-    if (wt->info.dtype == DType::U8 &&
-        (spec.kind == SchemeKind::MXFP4 || spec.kind == SchemeKind::NVFP4 || spec.bits == 4))
-      in *= 2;  // two 4-bit elements per byte
-    shape = {ps[0], in};
-  }
+  const auto unpacked = quant::unquantized_weight_shape(spec, wt->info.dtype, wt->info.shape);
+  if (!unpacked || unpacked->size() != 2)
+    throw_bad_input(fmt::format("{}: {} is {} {}, which scheme {} does not store for a 2-D weight", ck.dir(),
+                                wt->info.name, dtype_name(wt->info.dtype), shape_to_string(wt->info.shape),
+                                spec.name()));
+  const Shape shape = *unpacked;
   auto outs_spec = quant::scheme_outputs(spec, shape);
   std::vector<TensorView> views;
   std::vector<std::span<const std::uint8_t>> outs;

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
-#include "pipeline/verify.h"
+#include "export/dialect_read.h"
 #include "runtime/linear.h"
 #include "test_models.h"
 
@@ -28,7 +28,7 @@ int recognize(const char* path) {
     const std::string dname = item.at("dialect");
     const auto d = dialect_from_name(dname);
     if (!d) throw std::runtime_error("unknown dialect " + dname);
-    const auto spec = selq::pipeline::scheme_from_config_json(*d, item.at("scheme"), selq::DType::BF16);
+    const auto spec = selq::exporter::scheme_from_config_json(*d, item.at("scheme"), selq::DType::BF16);
     json runtime_name = nullptr;
     try {
       runtime_name = selq::runtime::scheme_from_config_json(dname, item.at("scheme")).name();

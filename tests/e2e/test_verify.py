@@ -236,6 +236,19 @@ class Verify(unittest.TestCase):
                 patch_bytes(d, name, lambda b: bytes(len(b)))
                 self.assert_finding(d, f"{name}: [numeric] 1 zero, negative, NaN or Inf global scale")
 
+    def test_fused_shards_with_different_global_scales(self):
+        # vLLM loads q/k/v as one qkv_proj with the largest of their global scales.
+        for key, suffix in [("llama-nvfp4-compressed-tensors", ".weight_global_scale"),
+                            ("llama-nvfp4-modelopt", ".weight_scale_2")]:
+            with self.subTest(key):
+                d = self.copy(key)
+                self.assertEqual(verify(d).returncode, 0)
+                name = "model.layers.0.self_attn.k_proj" + suffix
+                patch_bytes(d, name, lambda b: struct.pack("<f", 2 * struct.unpack("<f", b)[0]))
+                out = self.assert_finding(d, "[numeric] NVFP4 global scale")
+                self.assertIn(name, out)
+                self.assertIn("of model.layers.0.self_attn.qkv_proj", out)
+
     def test_against_a_different_source(self):
         out = self.assert_finding(self.out["llama-mxfp4-quark"], "[error-bound] relative error",
                                   "--against", self.llama_other)

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
+#include <string>
 
 #include "core/error.h"
 #include "quant/detail.h"
@@ -448,4 +450,28 @@ TEST(Amax, TensorAmaxReportsInfAndNaN) {
     b = to_bytes(w, dt);
     EXPECT_TRUE(std::isnan(tensor_amax(TensorView{&info, b})));
   }
+}
+
+TEST(SchemeCatalog, BudgetsFollowPrecision) {
+  SchemeSpec fp4, fp8, i8, i4;
+  fp4.kind = SchemeKind::MXFP4;
+  fp8.kind = SchemeKind::FP8Channel;
+  i8.kind = SchemeKind::IntChannel;
+  i4.kind = SchemeKind::IntGroup;
+  i4.bits = 4;
+  i4.group_size = 128;
+  EXPECT_LT(error_budget(i8), error_budget(fp8));
+  EXPECT_LT(error_budget(fp8), error_budget(fp4));
+  EXPECT_DOUBLE_EQ(error_budget(i4), 0.25);
+}
+
+TEST(SchemeCatalog, EveryWritableSchemeQuantizesAPlainWeight) {
+  const auto all = writable_schemes();
+  std::set<std::string> names;
+  for (const auto& s : all) {
+    EXPECT_FALSE(scheme_outputs(s, {256, 512}).empty()) << s.name();
+    names.insert(s.name() + "/" + std::to_string(static_cast<int>(s.act)) + "/" +
+                 std::to_string(static_cast<int>(s.scale_rule)));
+  }
+  EXPECT_EQ(names.size(), all.size());  // no variant listed twice
 }

@@ -1,0 +1,3 @@
+from selq._cli import main
+
+main()

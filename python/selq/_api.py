@@ -1,0 +1,353 @@
+"""Checkpoint level: the CLI's commands as functions, with Python values in and out."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+
+from . import _selq
+
+__all__ = ["Recipe", "RecipeLike", "recipes", "load_recipe", "inspect", "Plan", "plan", "Progress",
+           "QuantizeResult", "quantize", "VerifyResult", "verify", "EvalReport", "eval", "Sensitivity",
+           "sensitivity"]
+
+Recipe = _selq.Recipe
+PathLike = Union[str, "os.PathLike[str]"]
+RecipeLike = Union[str, "os.PathLike[str]", Mapping[str, Any], "_selq.Recipe"]
+_MIB = 1 << 20
+
+
+def recipes() -> Dict[str, str]:
+    """The shipped recipes, usable by name anywhere a recipe is taken: name -> description."""
+    return {name: desc for name, _, desc in _selq.shipped_recipes()}
+
+
+def load_recipe(recipe: RecipeLike) -> "_selq.Recipe":
+    """A recipe from a shipped name (``"llama-fp8"``), a file path, YAML text,
+    or a dict with a recipe's keys (docs/RECIPES.md). Errors name the file (or
+    ``<string>``/``<dict>``), line and column."""
+    if isinstance(recipe, _selq.Recipe):
+        return recipe
+    if isinstance(recipe, Mapping):
+        # JSON is YAML: the dict goes through the same parser as a file.
+        return _selq.parse_recipe(json.dumps(recipe, indent=1), "<dict>")
+    if isinstance(recipe, os.PathLike):
+        return _selq.load_recipe(os.fspath(recipe))
+    if isinstance(recipe, str):
+        if "\n" in recipe or (":" in recipe and not os.path.exists(recipe)):
+            return _selq.parse_recipe(recipe, "<string>")
+        return _selq.load_recipe(recipe)
+    raise TypeError(f"a recipe is a name, a path, YAML text or a dict, not {type(recipe).__name__}")
+
+
+def inspect(path: PathLike, *, tensors: bool = False) -> Dict[str, Any]:
+    """What a checkpoint holds (``selq inspect --json``): tensors by dtype, the
+    per-layer formats, the quantization_config; every tensor with ``tensors=True``.
+    ``path`` is a .safetensors file, a directory, an index.json or an http(s) URL."""
+    text, _ = _selq.inspect(os.fspath(path), tensors)
+    return json.loads(text)
+
+
+class Plan:
+    """What ``quantize`` will do, tensor by tensor (``selq plan``): headers
+    only, nothing written. ``str(plan)`` is the CLI's summary."""
+
+    def __init__(self, handle: "_selq.PlanHandle", source: str, mix: Optional[Dict[str, Any]] = None):
+        self._handle = handle
+        self._json: Optional[Dict[str, Any]] = None
+        self.source = source
+        #: For ``plan(target_bpw=...)``: the chosen mix (``selq plan --sensitivity --json``).
+        self.mix = mix
+
+    def to_json(self) -> str:
+        """The plan as JSON text, as ``selq plan --json`` prints it."""
+        return json.dumps(self.as_dict(), indent=2)
+
+    def as_dict(self) -> Dict[str, Any]:
+        if self._json is None:
+            self._json = json.loads(self._handle.to_json())
+        return self._json
+
+    @property
+    def tensors(self) -> List[Dict[str, Any]]:
+        """One entry per source tensor: action, scheme, outputs, shard."""
+        return self.as_dict()["tensors"]
+
+    @property
+    def sizes(self) -> Dict[str, float]:
+        """source_bytes, output_bytes and bits_per_weight (over the linear weights)."""
+        h = self._handle
+        return {"source_bytes": h.source_bytes, "output_bytes": h.output_bytes,
+                "bits_per_weight": h.bits_per_weight}
+
+    @property
+    def bits_per_weight(self) -> float:
+        return self._handle.bits_per_weight
+
+    @property
+    def warnings(self) -> List[str]:
+        return list(self._handle.warnings)
+
+    @property
+    def dialect(self) -> str:
+        return self._handle.dialect
+
+    @property
+    def recipe(self) -> "_selq.Recipe":
+        return self._handle.recipe
+
+    def __str__(self) -> str:
+        return self._handle.format()
+
+    def __repr__(self) -> str:
+        s = self.sizes
+        return (f"<selq.Plan {self.source!r} recipe={self.recipe.name!r} dialect={self.dialect} "
+                f"{len(self.tensors)} tensors, {s['source_bytes']} -> {s['output_bytes']} bytes, "
+                f"{s['bits_per_weight']:.3f} bpw>")
+
+
+class Sensitivity:
+    """A sensitivity table (``selq sensitivity``): what each decision unit
+    loses under each candidate format, for ``plan(target_bpw=...)``."""
+
+    def __init__(self, text: str, path: Optional[str]):
+        self._text = text
+        self.path = path
+        self.table: Dict[str, Any] = json.loads(text)
+
+    def to_json(self) -> str:
+        return self._text
+
+    def save(self, path: PathLike) -> str:
+        """Writes the table (the bytes `selq sensitivity -o` writes) atomically; returns the path."""
+        path = os.fspath(path)
+        d = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".selq-sens-")
+        with os.fdopen(fd, "w") as f:
+            f.write(self._text)
+        os.replace(tmp, path)
+        self.path = path
+        return path
+
+    def __repr__(self) -> str:
+        return (f"<selq.Sensitivity {len(self.table.get('units', []))} units x "
+                f"{len(self.table.get('candidates', []))} candidates, tier {self.table.get('tier')}>")
+
+
+def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Optional[str] = None,
+         max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
+         sensitivity: Union[Sensitivity, PathLike, None] = None, target_bpw: Optional[float] = None,
+         hardware: str = "any", objective: str = "kl", tier: Optional[str] = None,
+         candidates: Sequence[str] = (), arch: str = "", kv_cache: str = "bf16",
+         prefill_query_quant: bool = False) -> Plan:
+    """Plan ``source`` with ``recipe`` (a name, path, YAML text or dict), or,
+    with ``sensitivity`` and ``target_bpw``, choose each unit's format under
+    that budget of stored bits per linear weight and plan the chosen recipe
+    (``selq plan --sensitivity S --target-bpw B``; the mix is ``Plan.mix``, its
+    recipe ``Plan.recipe.text``). ``dialect`` overrides the recipe's."""
+    source = os.fspath(source)
+    cal = os.fspath(calibration) if calibration is not None else None
+    mix = None
+    if sensitivity is not None or target_bpw is not None:
+        if recipe is not None:
+            raise _bad("give recipe or sensitivity, not both")
+        if sensitivity is None or target_bpw is None:
+            raise _bad("planning to a budget needs sensitivity= and target_bpw=")
+        if objective not in ("kl", "acceptance"):
+            raise _bad(f"unknown objective '{objective}' (kl, acceptance)")
+        if kv_cache not in ("bf16", "fp8"):
+            raise _bad(f"unknown kv_cache '{kv_cache}' (bf16, fp8)")
+        sens_path = _sensitivity_path(sensitivity)
+        mix_json, recipe_yaml, _ = _selq.plan_target(
+            source, sens_path, float(target_bpw), 0, tier, objective == "acceptance", hardware, list(candidates),
+            dialect or "compressed-tensors", "planned-mix", arch, kv_cache == "fp8", prefill_query_quant)
+        mix = json.loads(mix_json)
+        recipe = _selq.parse_recipe(recipe_yaml, "<planned-mix>")
+    if recipe is None:
+        raise _bad("plan needs recipe=, or sensitivity= with target_bpw=")
+    handle = _selq.make_plan(source, load_recipe(recipe), dialect, int(max_shard_bytes), cal)
+    return Plan(handle, source, mix)
+
+
+_plan = plan  # `quantize` has a parameter named plan
+
+
+def _sensitivity_path(s: Union[Sensitivity, PathLike]) -> str:
+    if isinstance(s, Sensitivity):
+        if s.path is None:
+            fd, tmp = tempfile.mkstemp(prefix="selq-sensitivity-", suffix=".json")
+            os.close(fd)
+            s.save(tmp)
+        return s.path  # type: ignore[return-value]
+    return os.fspath(s)
+
+
+def _bad(message: str) -> Exception:
+    from ._errors import BadInput
+
+    return BadInput(message)
+
+
+class Progress(NamedTuple):
+    """A progress report of ``quantize``: source bytes and tensors done so far."""
+
+    bytes_done: int
+    bytes_total: int
+    tensors_done: int
+    tensors_total: int
+
+
+@dataclass
+class QuantizeResult:
+    destination: str
+    seconds: float
+    bytes_read: int
+    bytes_written: int
+    bits_per_weight: float
+    warnings: List[str]
+    manifest: Dict[str, Any] = field(repr=False)  # selq-manifest.json (per-tensor hashes and error metrics)
+    already_done: bool = False  # in place: this recipe was already applied
+
+
+def _progress_fn(progress: Optional[Callable[[Progress], Any]]):
+    if progress is None:
+        return None
+    return lambda bd, bt, td, tt: progress(Progress(bd, bt, td, tt))
+
+
+def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: Optional[RecipeLike] = None, *,
+             plan: Optional[Plan] = None, dialect: Optional[str] = None, in_place: bool = False,
+             overwrite: bool = False, threads: int = 0, allow_non_finite: bool = False,
+             memory_budget: int = 512 * _MIB, max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
+             progress: Optional[Callable[[Progress], Any]] = None) -> QuantizeResult:
+    """Quantize ``source`` into ``destination`` (``selq quantize``): the same
+    bytes as the CLI for the same recipe. ``recipe`` is a name, path, YAML
+    text or dict; or give a ``plan`` from :func:`plan`. The work runs on all
+    cores (``threads`` to limit) with the GIL released; ``progress`` is called
+    on the calling thread with a :class:`Progress` after each tensor.
+
+    Output is staged in ``DESTINATION.selq-partial`` and renamed when complete:
+    Ctrl-C (KeyboardInterrupt) or an exception raised by ``progress`` stops the
+    run, raises that exception, and leaves nothing under ``destination``
+    (re-running the same call resumes from the committed shards).
+    ``in_place=True`` rewrites ``source`` shard by shard (journaled; re-run to
+    resume)."""
+    source = os.fspath(source)
+    cal = os.fspath(calibration) if calibration is not None else None
+    cb = _progress_fn(progress)
+    if in_place:
+        if destination is not None or plan is not None:
+            raise _bad("in_place takes no destination or plan")
+        if recipe is None:
+            raise _bad("quantize needs recipe=")
+        res, plan_json, bpw = _selq.quantize_in_place(source, load_recipe(recipe), dialect, cal, threads,
+                                                      allow_non_finite, memory_budget, cb)
+        warnings = json.loads(plan_json).get("warnings", [])
+        return _result(source, res, bpw, warnings)
+    if destination is None:
+        raise _bad("quantize needs a destination (or in_place=True)")
+    if plan is None:
+        if recipe is None:
+            raise _bad("quantize needs recipe= or plan=")
+        plan = _plan(source, recipe, dialect=dialect, max_shard_bytes=max_shard_bytes, calibration=cal)
+    elif recipe is not None or dialect is not None:
+        raise _bad("give recipe or plan, not both")
+    dst = os.fspath(destination)
+    res = _selq.quantize(plan._handle, dst, overwrite, threads, allow_non_finite, memory_budget, cb)
+    return _result(dst, res, plan.bits_per_weight, plan.warnings)
+
+
+def _result(dst: str, res, bpw: float, warnings: List[str]) -> QuantizeResult:
+    manifest, seconds, read, written, done = res
+    return QuantizeResult(dst, seconds, read, written, bpw, list(warnings),
+                          json.loads(manifest) if manifest else {}, done)
+
+
+@dataclass
+class VerifyResult:
+    findings: List[str]  # "file: tensor: problem", one per finding
+    report: Dict[str, Any] = field(repr=False)  # everything (``selq verify --json``)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def verify(path: PathLike, against: Optional[PathLike] = None) -> VerifyResult:
+    """Check a quantized checkpoint as its readers see it (``selq verify``):
+    config vs tensors, manifest hashes, every linear resolved by each engine
+    of its dialect, scales; with ``against``, the dequantized error against
+    the source. Findings are returned (``result.ok`` is True when clean);
+    unreadable input raises."""
+    report, findings = _selq.verify(os.fspath(path), os.fspath(against) if against is not None else None)
+    return VerifyResult(list(findings), json.loads(report))
+
+
+@dataclass
+class EvalReport:
+    """``selq eval``: perplexity, KL, top-1 agreement and draft acceptance of
+    each quantized model against the base. ``str(report)`` is the CLI's table."""
+
+    table: str = field(repr=False)
+    report: Dict[str, Any] = field(repr=False)
+
+    @property
+    def base(self) -> Dict[str, Any]:
+        return self.report["base"]
+
+    @property
+    def quantized(self) -> List[Dict[str, Any]]:
+        return self.report["quantized"]
+
+    def rows(self) -> List[Dict[str, Any]]:
+        """One flat dict per model (base first): path, perplexity, kl_mean, top1_agreement, ..."""
+        return [{k: v for k, v in m.items() if not isinstance(v, (dict, list))} for m in [self.base, *self.quantized]]
+
+    def __str__(self) -> str:
+        return self.table
+
+
+def eval(base: PathLike, quantized: Union[PathLike, Sequence[PathLike]], *, text: Optional[str] = None,
+         text_file: Optional[PathLike] = None, prompts: Optional[Sequence[str]] = None, max_tokens: int = 2048,
+         context: int = 256, draft_k: int = 7, max_prompts: int = 8, gen_tokens: int = 64,
+         chat_template: bool = True, progress: Optional[Callable[[str, int, int], Any]] = None) -> EvalReport:
+    """Measure quantized checkpoints against their base with selq's reference
+    runtime (``selq eval``). ``text`` (or ``text_file``) is the evaluation
+    text, default Jane Austen's Emma; ``prompts`` the questions for draft
+    acceptance (default: openings of Persuasion). ``progress(stage, done, total)``."""
+    if isinstance(quantized, (str, os.PathLike)):
+        quantized = [quantized]
+    source = "<text>"
+    if text_file is not None:
+        if text is not None:
+            raise _bad("give text or text_file, not both")
+        source = os.fspath(text_file)
+        with open(source, encoding="utf-8") as f:
+            text = f.read()
+    prompt_list = list(prompts) if prompts is not None else None
+    report, table = _selq.evaluate(os.fspath(base), [os.fspath(q) for q in quantized], text, source, prompt_list,
+                                   "<prompts>", context, max_tokens, draft_k, max_prompts, gen_tokens,
+                                   chat_template, progress)
+    return EvalReport(table, json.loads(report))
+
+
+def sensitivity(source: PathLike, out: Optional[PathLike] = None, *, candidates: Sequence[str] = (),
+                dialect: str = "compressed-tensors", hardware: str = "any", tier: str = "data-free",
+                text: Optional[str] = None, tokens: int = 512, context: int = 128, rows: int = 256,
+                probes: Sequence[str] = (), probe_every: int = 1,
+                progress: Optional[Callable[[str, int, int], Any]] = None) -> Sensitivity:
+    """Score every decision unit under every candidate format (``selq
+    sensitivity``); tiers data-free, activation-aware, measured (``text`` is
+    their calibration text, default Austen's Sense and Sensibility). Saved to
+    ``out`` when given; pass the result to ``plan(sensitivity=..., target_bpw=...)``."""
+    t = _selq.sensitivity(os.fspath(source), list(candidates), dialect, hardware, tier, text, "<text>", tokens,
+                          context, rows, list(probes), probe_every, progress)
+    s = Sensitivity(t, None)
+    if out is not None:
+        s.save(out)
+    return s

@@ -1,0 +1,297 @@
+// Recipes, plans, quantize, verify, inspect, eval and sensitivity: the same
+// library calls the CLI (src/cli) makes, with Python values in and JSON text
+// out (parsed in python/selq).
+#include <memory>
+
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "core/error.h"
+#include "interruptible.h"
+#include "io/checkpoint.h"
+#include "pipeline/calibration.h"
+#include "pipeline/inspect.h"
+#include "pipeline/plan.h"
+#include "pipeline/quantize.h"
+#include "pipeline/verify.h"
+#include "planner/candidates.h"
+#include "planner/runtime_tiers.h"
+#include "planner/sensitivity.h"
+#include "planner/target.h"
+#include "recipe/recipe.h"
+#include "recipe/shipped.h"
+#include "runtime/default_text.h"
+#include "runtime/eval.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace selq::python {
+namespace {
+
+using ProgressFn = std::function<void(std::uint64_t, std::uint64_t, std::size_t, std::size_t)>;
+using StageFn = std::function<void(std::string, std::uint64_t, std::uint64_t)>;
+
+// A plan with what executing it needs: the opened source and the recipe.
+struct PlanHandle {
+  std::shared_ptr<io::Checkpoint> checkpoint;
+  recipe::Recipe recipe;
+  pipeline::PlanOptions options;
+  pipeline::Plan plan;
+};
+
+pipeline::PlanOptions plan_options(const std::optional<std::string>& dialect, std::uint64_t max_shard_bytes,
+                                   const std::optional<std::string>& calibration) {
+  pipeline::PlanOptions o;
+  if (dialect) o.dialect = exporter::parse_dialect(*dialect);
+  o.max_shard_bytes = max_shard_bytes;
+  if (calibration) {
+    o.activation_amax = pipeline::load_activation_amax(*calibration);
+    o.calibration_path = *calibration;
+    o.calibration = pipeline::load_calibration_provenance(*calibration);
+  }
+  return o;
+}
+
+std::shared_ptr<PlanHandle> make_plan(const std::string& source, const recipe::Recipe& r,
+                                      const std::optional<std::string>& dialect, std::uint64_t max_shard_bytes,
+                                      const std::optional<std::string>& calibration) {
+  auto h = std::make_shared<PlanHandle>();
+  h->recipe = r;
+  h->options = plan_options(dialect, max_shard_bytes, calibration);
+  nb::gil_scoped_release nogil;
+  h->checkpoint = io::Checkpoint::open(source);
+  h->plan = pipeline::make_plan(*h->checkpoint, h->recipe, h->options);
+  return h;
+}
+
+pipeline::QuantizeOptions quantize_options(bool overwrite, int threads, bool allow_non_finite,
+                                           std::uint64_t memory_budget) {
+  pipeline::QuantizeOptions qo;
+  qo.overwrite = overwrite;
+  qo.threads = threads;
+  qo.allow_non_finite = allow_non_finite;
+  qo.memory_budget = memory_budget;
+  if (qo.memory_budget < pipeline::kMinMemoryBudget)
+    throw_bad_input("memory_budget is below the minimum of 64 MiB");
+  return qo;
+}
+
+// Progress reports go to `progress` (may be empty) on the Python thread. The
+// callbacks are captured by reference: copying one (a Python object) off the
+// Python thread would take the GIL.
+void set_progress(pipeline::QuantizeOptions& qo, Session& s, const ProgressFn& progress) {
+  qo.on_progress = [&s, &progress](const pipeline::Progress& p) {
+    if (progress)
+      s.report([&progress, p] { progress(p.bytes_done, p.bytes_total, p.tensors_done, p.tensors_total); });
+    else
+      s.check();
+  };
+}
+
+nb::tuple result_tuple(const pipeline::QuantizeResult& r) {
+  return nb::make_tuple(r.manifest, r.seconds, r.bytes_read, r.bytes_written, r.already_done);
+}
+
+nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool overwrite, int threads, bool allow_non_finite,
+                   std::uint64_t memory_budget, const ProgressFn& progress) {
+  auto qo = quantize_options(overwrite, threads, allow_non_finite, memory_budget);
+  auto r = Session::run<pipeline::QuantizeResult>([&](Session& s) {
+    auto o = qo;
+    set_progress(o, s, progress);
+    return pipeline::run_quantize(*h.checkpoint, h.plan, h.recipe, dst, o);
+  });
+  return result_tuple(r);
+}
+
+nb::tuple quantize_in_place(const std::string& dir, const recipe::Recipe& r, const std::optional<std::string>& dialect,
+                            const std::optional<std::string>& calibration, int threads, bool allow_non_finite,
+                            std::uint64_t memory_budget, const ProgressFn& progress) {
+  auto qo = quantize_options(false, threads, allow_non_finite, memory_budget);
+  const auto po = plan_options(dialect, 0, calibration);
+  auto plan = std::make_shared<pipeline::Plan>();
+  auto res = Session::run<pipeline::QuantizeResult>([&](Session& s) {
+    auto o = qo;
+    set_progress(o, s, progress);
+    return pipeline::run_quantize_in_place(dir, r, po, o, plan.get());
+  });
+  return nb::make_tuple(result_tuple(res), plan->to_json().dump(), plan->bits_per_weight());
+}
+
+std::string sensitivity(const std::string& source, const std::vector<std::string>& candidates,
+                        const std::string& dialect, const std::string& hardware, const std::string& tier,
+                        const std::optional<std::string>& text, const std::string& text_source,
+                        std::int64_t tokens, std::int64_t context, std::int64_t rows,
+                        const std::vector<std::string>& probes, int probe_every, const StageFn& progress) {
+  const auto d = exporter::parse_dialect(dialect);
+  const auto t = planner::parse_tier(tier);
+  const auto hw = planner::parse_hardware(hardware);
+  if (probe_every < 1) throw_bad_input("probe_every must be at least 1");
+  return Session::run<std::string>([&](Session& s) {
+    auto ckpt = io::Checkpoint::open(source);
+    auto layout = planner::decision_units(*ckpt, d);
+    auto cands = planner::select_candidates(candidates, hw, d);
+    planner::SensitivityOptions opt;
+    opt.on_progress = [&](std::uint64_t done, std::uint64_t total) {
+      if (progress) s.report([&progress, done, total] { progress("data-free", done, total); });
+      else s.check();
+    };
+    auto table = planner::data_free_sensitivity(*ckpt, layout, cands, opt);
+    if (t != planner::Tier::DataFree) {
+      planner::CalibrationText ct;
+      if (text) {
+        ct.text = *text;
+        ct.source = text_source;
+      } else {
+        auto def = runtime::default_text(runtime::DefaultTextUse::Calibration);
+        ct.text = def.text;
+        ct.source = def.source;
+      }
+      ct.tokens = tokens;
+      planner::RuntimeTierOptions ropt;
+      ropt.context = context;
+      ropt.rows = rows;
+      ropt.probe_every = probe_every;
+      ropt.probes = probes;
+      ropt.on_progress = [&](const std::string& stage, std::uint64_t done, std::uint64_t total) {
+        if (progress) s.report([&progress, stage, done, total] { progress(stage, done, total); });
+        else s.check();
+      };
+      planner::add_runtime_tiers(table, layout, cands, source, ct, t, ropt);
+    }
+    return table.to_json().dump(1) + "\n";  // as `selq sensitivity -o` writes it
+  });
+}
+
+// (TargetResult JSON, the mix's recipe YAML) for `plan --sensitivity --target-bpw`.
+std::tuple<std::string, std::string, std::string> plan_target(
+    const std::string& source, const std::string& sensitivity_path, std::optional<double> target_bpw,
+    int pareto_points, const std::optional<std::string>& tier, bool acceptance, const std::string& hardware,
+    const std::vector<std::string>& candidates, const std::string& dialect, const std::string& recipe_name,
+    const std::string& arch, bool fp8_kv_cache, bool prefill_query_quant) {
+  planner::TargetRequest req;
+  req.sensitivity_path = sensitivity_path;
+  req.target_bpw = target_bpw;
+  req.pareto_points = pareto_points;
+  if (tier) req.tier = planner::parse_tier(*tier);
+  req.acceptance = acceptance;
+  req.hardware = planner::parse_hardware(hardware);
+  req.candidates = candidates;
+  req.dialect = exporter::parse_dialect(dialect);
+  req.recipe_name = recipe_name;
+  req.serving = {arch, fp8_kv_cache, prefill_query_quant};
+  nb::gil_scoped_release nogil;
+  auto ckpt = io::Checkpoint::open(source);
+  auto r = planner::plan_target(*ckpt, req);
+  return {r.to_json().dump(), r.recipe_yaml, r.format()};
+}
+
+std::tuple<std::string, std::string> evaluate(const std::string& base, const std::vector<std::string>& quantized,
+                     const std::optional<std::string>& text, const std::string& text_source,
+                     const std::optional<std::vector<std::string>>& prompts, const std::string& prompts_source,
+                     std::int64_t context, std::int64_t max_tokens, int draft_k, std::int64_t max_prompts,
+                     std::int64_t gen_tokens, bool chat_template, const StageFn& progress) {
+  runtime::EvalOptions o;
+  o.context = context;
+  o.max_tokens = max_tokens;
+  o.draft_k = draft_k;
+  o.max_prompts = max_prompts;
+  o.gen_tokens = gen_tokens;
+  o.chat_template = chat_template;
+  return Session::run<std::tuple<std::string, std::string>>([&](Session& s) {
+    runtime::DefaultText t;
+    if (text) t = {*text, text_source};
+    else t = runtime::default_text(runtime::DefaultTextUse::Evaluation);
+    runtime::DefaultPrompts p;
+    if (prompts) p = {*prompts, prompts_source};
+    else p = runtime::prompts_or_default("", max_prompts);
+    auto opts = o;
+    opts.on_progress = [&](const std::string& stage, std::uint64_t done, std::uint64_t total) {
+      if (progress) s.report([&progress, stage, done, total] { progress(stage, done, total); });
+      else s.check();
+    };
+    auto rep = runtime::evaluate(base, quantized, t.text, t.source, p.prompts, p.source, opts);
+    return std::make_tuple(rep.to_json().dump(), rep.table());
+  });
+}
+
+}  // namespace
+
+void bind_pipeline(nb::module_& m) {
+  nb::class_<recipe::Recipe>(m, "Recipe")
+      .def_ro("name", &recipe::Recipe::name)
+      .def_ro("path", &recipe::Recipe::path)
+      .def_ro("dialect", &recipe::Recipe::dialect)
+      .def_ro("arch", &recipe::Recipe::arch)
+      .def_ro("text", &recipe::Recipe::text);
+  m.def("load_recipe", &recipe::load_recipe, "name_or_path"_a, "A recipe file, or a shipped recipe by name.");
+  m.def("parse_recipe", &recipe::parse_recipe, "yaml_text"_a, "path_for_errors"_a, "A recipe from YAML text.");
+  m.def(
+      "shipped_recipes",
+      [] {
+        std::vector<std::tuple<std::string, std::string, std::string>> out;
+        for (const auto& r : recipe::shipped_recipes()) out.emplace_back(r.name, r.path, r.description);
+        return out;
+      },
+      "(name, path, description) of every shipped recipe.");
+
+  m.def(
+      "inspect",
+      [](const std::string& path, bool tensors) {
+        nb::gil_scoped_release nogil;
+        auto ckpt = io::Checkpoint::open(path);
+        auto j = pipeline::inspect_checkpoint(*ckpt, tensors);
+        return std::make_tuple(j.dump(), pipeline::format_inspection(j, tensors));
+      },
+      "path"_a, "tensors"_a);
+
+  nb::class_<PlanHandle>(m, "PlanHandle")
+      .def("to_json", [](const PlanHandle& h) { return h.plan.to_json().dump(); })
+      .def("format", [](const PlanHandle& h) { return pipeline::format_plan(h.plan); })
+      .def_prop_ro("warnings", [](const PlanHandle& h) { return h.plan.warnings; })
+      .def_prop_ro("bits_per_weight", [](const PlanHandle& h) { return h.plan.bits_per_weight(); })
+      .def_prop_ro("source_bytes", [](const PlanHandle& h) { return h.plan.source_bytes(); })
+      .def_prop_ro("output_bytes", [](const PlanHandle& h) { return h.plan.output_bytes(); })
+      .def_prop_ro("dialect", [](const PlanHandle& h) { return exporter::dialect_name(h.plan.dialect); })
+      .def_prop_ro("recipe", [](const PlanHandle& h) { return h.recipe; });
+  m.def("make_plan", &make_plan, "source"_a, "recipe"_a, "dialect"_a, "max_shard_bytes"_a, "calibration"_a);
+  m.def("quantize", &quantize, "plan"_a, "dst"_a, "overwrite"_a, "threads"_a, "allow_non_finite"_a,
+        "memory_budget"_a, "progress"_a.none());
+  m.def("quantize_in_place", &quantize_in_place, "dir"_a, "recipe"_a, "dialect"_a.none(), "calibration"_a.none(),
+        "threads"_a, "allow_non_finite"_a, "memory_budget"_a, "progress"_a.none());
+
+  m.def(
+      "verify",
+      [](const std::string& path, const std::optional<std::string>& against) {
+        nb::gil_scoped_release nogil;
+        auto ckpt = io::Checkpoint::open(path);
+        std::unique_ptr<io::Checkpoint> src;
+        pipeline::VerifyOptions opts;
+        if (against) {
+          src = io::Checkpoint::open(*against);
+          opts.against = src.get();
+        }
+        auto r = pipeline::verify_checkpoint(*ckpt, opts);
+        std::vector<std::string> lines;
+        for (const auto& f : r.findings) lines.push_back(pipeline::format_finding(f));
+        return std::make_tuple(r.report.dump(), lines);
+      },
+      "path"_a, "against"_a.none());
+
+  m.def("sensitivity", &sensitivity, "source"_a, "candidates"_a, "dialect"_a, "hardware"_a, "tier"_a,
+        "text"_a.none(), "text_source"_a, "tokens"_a, "context"_a, "rows"_a, "probes"_a, "probe_every"_a,
+        "progress"_a.none());
+  m.def("plan_target", &plan_target, "source"_a, "sensitivity_path"_a, "target_bpw"_a.none(), "pareto_points"_a,
+        "tier"_a.none(), "acceptance"_a, "hardware"_a, "candidates"_a, "dialect"_a, "recipe_name"_a, "arch"_a,
+        "fp8_kv_cache"_a, "prefill_query_quant"_a);
+  m.def("evaluate", &evaluate, "base"_a, "quantized"_a, "text"_a.none(), "text_source"_a, "prompts"_a.none(),
+        "prompts_source"_a, "context"_a, "max_tokens"_a, "draft_k"_a, "max_prompts"_a, "gen_tokens"_a,
+        "chat_template"_a, "progress"_a.none());
+}
+
+}  // namespace selq::python

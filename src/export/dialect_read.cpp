@@ -1,0 +1,130 @@
+// Scheme reconstruction reads no dialect keys of its own: every scheme selq
+// can write is written with the dialect's own writer, and a config object (or
+// a manifest name) is recognized when it equals one of them.
+#include "export/dialect_read.h"
+
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace selq::exporter {
+
+using quant::SchemeSpec;
+using nlohmann::json;
+
+std::optional<Dialect> dialect_of_config(const json& qc) {
+  if (!qc.is_object()) return std::nullopt;
+  if (auto d = dialect_from_name(qc.value("quant_method", ""))) return d;
+  if (qc.contains("quantization") || qc.contains("quant_algo")) return Dialect::ModelOpt;
+  return std::nullopt;
+}
+
+namespace {
+
+struct AdaptedCandidates {
+  std::vector<SchemeSpec> specs;
+  std::vector<json> configs;  // comparable config per spec; null when not expressible
+};
+
+// Per dialect and model dtype, built once (verify asks once per module).
+const AdaptedCandidates& candidates(Dialect d, DType model_dtype) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, AdaptedCandidates> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(static_cast<int>(d), static_cast<int>(model_dtype));
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  AdaptedCandidates out;
+  for (const auto& s : quant::writable_schemes()) {
+    try {
+      check_dialect_supports(d, s);
+      out.specs.push_back(adapt_scheme_for_dialect(d, s, model_dtype));
+    } catch (const Error&) {
+      continue;  // the dialect cannot express it, so no config of that dialect names it
+    }
+    try {
+      out.configs.push_back(comparable_scheme_config(d, scheme_config_json(d, out.specs.back())));
+    } catch (const Error&) {
+      out.configs.emplace_back();  // matches no config object
+    }
+  }
+  return cache.emplace(key, std::move(out)).first->second;
+}
+
+}  // namespace
+
+std::optional<SchemeSpec> scheme_from_config_json(Dialect d, const json& scheme_json, DType model_dtype) {
+  const auto& c = candidates(d, model_dtype);
+  const json wanted = comparable_scheme_config(d, scheme_json);
+  for (std::size_t i = 0; i < c.specs.size(); ++i)
+    if (!c.configs[i].is_null() && c.configs[i] == wanted) return c.specs[i];
+  return std::nullopt;
+}
+
+std::optional<SchemeSpec> scheme_from_config_json_any_dtype(Dialect d, const json& scheme_json) {
+  for (DType model_dtype : {DType::BF16, DType::F16, DType::F32})
+    if (auto s = scheme_from_config_json(d, scheme_json, model_dtype)) return s;
+  return std::nullopt;
+}
+
+std::optional<SchemeSpec> scheme_from_name(Dialect d, const std::string& name, DType model_dtype) {
+  for (const auto& s : candidates(d, model_dtype).specs)
+    if (s.name() == name) return s;
+  return std::nullopt;
+}
+
+std::vector<ConfigModuleEntry> config_module_entries(Dialect d, const json& qc) {
+  // A node of another type than expected (null, a number) names nothing: configs in the wild are loose.
+  auto jget = [](const json& j, const char* key, json fallback) -> json {
+    if (!j.is_object() || !j.contains(key) || j[key].type() != fallback.type()) return fallback;
+    return j[key];
+  };
+  auto strings = [](const json& j) {
+    std::vector<std::string> v;
+    if (j.is_array())
+      for (const auto& e : j)
+        if (e.is_string()) v.push_back(e.get<std::string>());
+    return v;
+  };
+  std::vector<ConfigModuleEntry> entries;
+  switch (d) {
+    case Dialect::CompressedTensors: {
+      for (const auto& e : strings(jget(qc, "ignore", json::array()))) entries.push_back({"ignore", e});
+      const json groups = jget(qc, "config_groups", json::object());
+      for (const auto& [g, grp] : groups.items())
+        for (const auto& t : strings(jget(grp, "targets", json::array())))
+          // Class-name targets ("Linear") name a layer type, not a module.
+          if (t.starts_with("re:") || t.find('.') != std::string::npos)
+            entries.push_back({"config_groups." + g + ".targets", t});
+      break;
+    }
+    case Dialect::Quark: {
+      for (const auto& e : strings(jget(qc, "exclude", json::array()))) entries.push_back({"exclude", e});
+      const json layers = jget(qc, "layer_quant_config", json::object());
+      for (const auto& [k, _] : layers.items())
+        entries.push_back({"layer_quant_config", k});
+      break;
+    }
+    case Dialect::ModelOpt: {
+      const json q = qc.is_object() && qc.contains("quantization") ? qc["quantization"] : qc;
+      const json excluded = jget(q, "exclude_modules", jget(q, "ignore", json::array()));
+      for (const auto& e : strings(excluded)) entries.push_back({"exclude_modules", e});
+      const json layers = jget(q, "quantized_layers", json::object());
+      for (const auto& [k, _] : layers.items())
+        entries.push_back({"quantized_layers", k});
+      break;
+    }
+  }
+  return entries;
+}
+
+Engine vllm_engine_for(Dialect d) {
+  switch (d) {
+    case Dialect::CompressedTensors: return Engine::VllmCompressedTensors;
+    case Dialect::Quark: return Engine::VllmQuark;
+    case Dialect::ModelOpt: return Engine::VllmModelOpt;
+  }
+  return Engine::VllmCompressedTensors;
+}
+
+}  // namespace selq::exporter

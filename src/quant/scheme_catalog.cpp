@@ -1,0 +1,61 @@
+// Every scheme selq can write, and what error each is expected to keep under:
+// facts about the schemes themselves, asked by whoever reads a checkpoint back
+// (export/dialect_read) and by verify.
+#include "quant/scheme.h"
+
+namespace selq::quant {
+
+std::vector<SchemeSpec> writable_schemes() {
+  const ActMode acts[] = {ActMode::None,           ActMode::FP8PerToken,      ActMode::FP8PerTokenGroup128,
+                          ActMode::FP8StaticTensor, ActMode::FP8DynamicTensor, ActMode::MXFP4Dynamic,
+                          ActMode::MXFP8Dynamic,   ActMode::NVFP4};
+  std::vector<SchemeSpec> out;
+  for (auto act : acts) {
+    auto add = [&](SchemeSpec s) {
+      s.act = act;
+      out.push_back(s);
+    };
+    for (auto kind : {SchemeKind::MXFP4, SchemeKind::MXFP8})
+      for (auto rule : {ScaleRule::Even, ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil}) {
+        SchemeSpec s;
+        s.kind = kind;
+        s.scale_rule = rule;
+        add(s);
+      }
+    for (auto kind : {SchemeKind::NVFP4, SchemeKind::FP8Tensor, SchemeKind::FP8Channel, SchemeKind::FP8Block}) {
+      SchemeSpec s;
+      s.kind = kind;
+      add(s);
+    }
+    for (int bits : {4, 8})
+      for (bool sym : {true, false}) {
+        SchemeSpec s;
+        s.kind = SchemeKind::IntChannel;
+        s.bits = bits;
+        s.symmetric = sym;
+        add(s);
+        s.kind = SchemeKind::IntGroup;
+        for (int g : {32, 64, 128, 256}) {
+          s.group_size = g;
+          add(s);
+        }
+      }
+  }
+  return out;
+}
+
+double error_budget(const SchemeSpec& spec) {
+  switch (spec.kind) {
+    case SchemeKind::MXFP4: return 0.25;
+    case SchemeKind::NVFP4: return 0.20;
+    case SchemeKind::MXFP8:
+    case SchemeKind::FP8Tensor:
+    case SchemeKind::FP8Channel:
+    case SchemeKind::FP8Block: return 0.06;
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup: return spec.bits == 4 ? 0.25 : 0.02;
+  }
+  return 0.25;
+}
+
+}  // namespace selq::quant

@@ -1,0 +1,40 @@
+#include "recipe/fused_modules.h"
+
+#include <algorithm>
+
+namespace selq::recipe {
+
+const std::vector<FusedRule>& fused_linear_rules() {
+  static const std::vector<FusedRule> rules = {
+      {"qkv_proj", {"q_proj", "k_proj", "v_proj"}},
+      {"gate_up_proj", {"gate_proj", "up_proj"}},
+      {"fused_qkv_a_proj", {"q_a_proj", "kv_a_proj_with_mqa"}},
+  };
+  return rules;
+}
+
+namespace {
+
+// "...experts.<digits>" (a routed expert's own prefix).
+bool is_routed_expert(std::string_view parent) {
+  const auto dot = parent.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view index = parent.substr(dot + 1), above = parent.substr(0, dot);
+  return !index.empty() && std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+         (above == "experts" || above.ends_with(".experts"));
+}
+
+}  // namespace
+
+std::string fused_shard_key(std::string_view module) {
+  const auto dot = module.rfind('.');
+  if (dot == std::string_view::npos) return {};
+  const std::string_view parent = module.substr(0, dot), last = module.substr(dot + 1);
+  for (const auto& rule : fused_linear_rules())
+    if (std::find(rule.shards.begin(), rule.shards.end(), last) != rule.shards.end())
+      return std::string(parent) + "." + rule.fused;
+  if ((last == "w1" || last == "w3") && is_routed_expert(parent)) return std::string(parent) + ".w13";
+  return {};
+}
+
+}  // namespace selq::recipe

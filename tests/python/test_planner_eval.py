@@ -1,0 +1,48 @@
+"""sensitivity -> plan(target_bpw) -> quantize, against the CLI; eval on SmolLM2."""
+import json
+
+import pytest
+
+import selq
+
+
+def test_sensitivity_and_target_plan_match_cli(llama, cli, tmp_path):
+    cands = ["fp8-w8a8", "nvfp4-w4a16", "mxfp4-w4a16"]
+    cli("sensitivity", llama, "-o", tmp_path / "cli.json", "--candidates", ",".join(cands), "-q")
+    s = selq.sensitivity(llama, tmp_path / "api.json", candidates=cands)
+    a, b = json.loads((tmp_path / "api.json").read_text()), json.loads((tmp_path / "cli.json").read_text())
+    a.pop("seconds"), b.pop("seconds")
+    assert a == b
+    assert len(s.table["units"]) == 8 and "Sensitivity" in repr(s)
+    p = selq.plan(llama, sensitivity=s, target_bpw=6)
+    want = json.loads(cli("plan", llama, "--sensitivity", s.path, "--target-bpw", "6", "--json"))
+    for j in (p.mix, want):
+        j.pop("seconds", None)
+    assert p.mix == want
+    assert p.bits_per_weight <= 6 and p.recipe.name == "planned-mix"
+    selq.quantize(llama, tmp_path / "mix", plan=p)
+    assert selq.verify(tmp_path / "mix").ok
+    with pytest.raises(selq.BadInput):
+        selq.plan(llama, sensitivity=s, target_bpw=0.5)  # below the cheapest mix
+
+
+def test_eval_matches_cli(smollm2, cli, tmp_path):
+    selq.quantize(smollm2, tmp_path / "fp8", recipe="llama-fp8")
+    text = "It is a truth universally acknowledged, that a single man in possession of a good fortune, " \
+           "must be in want of a wife. " * 12
+    (tmp_path / "t.txt").write_text(text)
+    prompts = ["What is the capital of France?"]
+    (tmp_path / "p.jsonl").write_text(json.dumps({"question": prompts[0]}) + "\n")
+    stages = []
+    rep = selq.eval(smollm2, tmp_path / "fp8", text=text, prompts=prompts, max_tokens=96, context=48,
+                    max_prompts=1, gen_tokens=8, progress=lambda s, d, t: stages.append(s))
+    want = json.loads(cli("eval", smollm2, tmp_path / "fp8", "--text", tmp_path / "t.txt", "--prompts",
+                          tmp_path / "p.jsonl", "--max-tokens", "96", "--context", "48", "--max-prompts", "1",
+                          "--gen-tokens", "8", "--json", "-q"))
+    for key in ("perplexity", "nll", "kl_mean", "top1_agreement", "accepted_greedy", "tokens"):
+        assert rep.quantized[0][key] == want["quantized"][0][key], key
+    assert rep.base["perplexity"] == want["base"]["perplexity"]
+    assert 1 < rep.base["perplexity"] < 100 and rep.quantized[0]["kl_mean"] > 0
+    assert stages and "perplexity" in str(rep).lower()
+    rows = rep.rows()
+    assert len(rows) == 2 and rows[1]["path"].endswith("fp8")
