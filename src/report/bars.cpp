@@ -26,7 +26,8 @@ std::string render_size_bars(const std::string& id, const std::string& title, co
     const double y = kTop + kRow * static_cast<double>(i);
     const std::string ratio =
         r.before ? fmt::format(" ({:.2f}x)", static_cast<double>(r.after) / static_cast<double>(r.before)) : "";
-    const std::string label = r.label.size() > 28 ? r.label.substr(0, 13) + "..." + r.label.substr(r.label.size() - 12)
+    // 24 characters fit the label column at 11 px; longer names keep both ends.
+    const std::string label = r.label.size() > 24 ? r.label.substr(0, 11) + "..." + r.label.substr(r.label.size() - 10)
                                                   : r.label;
     o += fmt::format("<g class=\"bar\"><title>{}: {} before, {} after{}</title>\n", xml_escape(r.label),
                      decimal_bytes(r.before), decimal_bytes(r.after), ratio);
