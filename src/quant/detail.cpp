@@ -137,7 +137,7 @@ void check_finite(const float* v, std::size_t n, std::uint64_t base, const Tenso
     if (!std::isfinite(v[i])) {
       const std::string name = src.info ? src.info->name : std::string();
       throw_bad_input(fmt::format("non-finite weight {} at element {} (flat index); refusing to "
-                                  "quantize (set reject_non_finite=false to allow)",
+                                  "quantize (--allow-non-finite, or allow_non_finite=True in Python, quantizes it anyway)",
                                   v[i], options.first_element + base + i),
                       ErrorWhere{{}, name, {}});
     }
