@@ -49,17 +49,7 @@ def selq_dequant(exe, path, workdir):
 def compare(exe, path, workdir):
     reader = gguf.GGUFReader(path)
     ours = selq_dequant(exe, pathlib.Path(path), workdir)
-    pos, bad = 0, 0
-    types = {}
-    for t in reader.tensors:
-        ref = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(-1)
-        mine = ours[pos:pos + ref.size]
-        pos += ref.size
-        types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
-        bad += xref.report_bit_mismatch(f"{t.name} ({t.tensor_type.name})", mine, ref)
-    if pos != ours.size:
-        print(f"MISMATCH: selq wrote {ours.size} values, gguf-py has {pos}")
-        bad += 1
+    bad, pos, types = xref.compare_dequantized(reader.tensors, ours)
     print(f"{path}: {len(reader.tensors)} tensors {types}, {pos} values, {bad} mismatching tensors")
     return bad == 0
 

@@ -67,18 +67,7 @@ def check_dequant(exe, path, reader, names, workdir):
     subprocess.run([exe, str(path), str(out), *names], check=True)
     ours = np.fromfile(out, dtype=np.float32)
     out.unlink()
-    pos, bad, types = 0, 0, {}
-    for t in reader.tensors:
-        if t.name not in names:
-            continue
-        ref = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(-1)
-        mine = ours[pos:pos + ref.size]
-        pos += ref.size
-        types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
-        bad += xref.report_bit_mismatch(f"{t.name} ({t.tensor_type.name})", mine, ref)
-    if pos != ours.size:
-        print(f"MISMATCH: selq wrote {ours.size} values, gguf-py has {pos}")
-        bad += 1
+    bad, pos, types = xref.compare_dequantized([t for t in reader.tensors if t.name in names], ours)
     print(f"dequantization: {len(names)} tensors {types}, {pos} values, {bad} mismatching tensors")
     return bad == 0
 

@@ -50,3 +50,23 @@ def report_bit_mismatch(label, mine, ref):
     i = diff[0]
     print(f"MISMATCH {label}: {diff.size} elements differ, first at {i}: selq {mine[i]!r} vs gguf-py {ref[i]!r}")
     return 1
+
+
+def compare_dequantized(tensors, ours):
+    """Compares selq's dequantized values `ours` (float32, the tensors in
+    order, concatenated) bit for bit with gguf-py's dequantization of each of
+    `tensors` (gguf ReaderTensor). Returns (mismatching tensors, values
+    compared, tensors per GGUF type); a length mismatch counts as one."""
+    import numpy as np
+    from gguf.quants import dequantize
+    pos, bad, types = 0, 0, {}
+    for t in tensors:
+        ref = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(-1)
+        mine = ours[pos:pos + ref.size]
+        pos += ref.size
+        types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+        bad += report_bit_mismatch(f"{t.name} ({t.tensor_type.name})", mine, ref)
+    if pos != ours.size:
+        print(f"MISMATCH: selq wrote {ours.size} values, gguf-py has {pos}")
+        bad += 1
+    return bad, pos, types
