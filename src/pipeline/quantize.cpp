@@ -51,7 +51,6 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   if (!lead) open_journal();
 
   ThreadLimit limit(options.threads);
-  limit.run(start_workers_early);
   const TensorSource source{[&src](const std::string&, const std::string& tensor) { return src.fetch(tensor); },
                             !src.is_remote()};
   QuantizeResult result;
