@@ -25,7 +25,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   const auto start = std::chrono::steady_clock::now();
   dist::Ranks& ranks = dist::ranks();
   const bool lead = ranks.rank() == 0;  // checks, and writes everything but the shards
-  const std::string staging = dst + ".selq-partial";
+  const std::string staging = staging_dir(dst);
   const std::string fingerprint = plan_fingerprint(plan, recipe);
   std::error_code ec;
   std::optional<Journal> journal;
@@ -134,6 +134,14 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   result.bytes_read = plan.source_bytes();
   result.bytes_written = plan.output_bytes();
   return result;
+}
+
+std::string staging_dir(const std::string& dst) { return dst + ".selq-partial"; }
+
+std::string interrupted_run(const std::string& dir, const std::string& dst, bool in_place) {
+  const std::string marker = in_place ? (fs::path(dir) / kInPlaceDir).string()
+                                      : journal_file(staging_dir(dst), kJournalBase, 0);
+  return fs::exists(marker) ? marker : "";
 }
 
 }  // namespace selq::pipeline
