@@ -121,7 +121,7 @@ nb::tuple quantize_in_place(const std::string& dir, const recipe::Recipe& r, con
     set_progress(o, s, progress);
     return pipeline::run_quantize_in_place(dir, r, po, o, plan.get());
   });
-  return nb::make_tuple(result_tuple(res), plan->to_json().dump(), plan->bits_per_weight());
+  return nb::make_tuple(result_tuple(res), plan->json_text(-1), plan->bits_per_weight());
 }
 
 std::string sensitivity(const std::string& source, const std::vector<std::string>& candidates,
@@ -254,7 +254,7 @@ void bind_pipeline(nb::module_& m) {
       "path"_a, "tensors"_a);
 
   nb::class_<PlanHandle>(m, "PlanHandle")
-      .def("to_json", [](const PlanHandle& h) { return h.plan.to_json().dump(); })
+      .def("to_json", [](const PlanHandle& h) { return h.plan.json_text(-1); })
       .def("format", [](const PlanHandle& h) { return pipeline::format_plan(h.plan); })
       .def_prop_ro("warnings", [](const PlanHandle& h) { return h.plan.warnings; })
       .def_prop_ro("bits_per_weight", [](const PlanHandle& h) { return h.plan.bits_per_weight(); })

@@ -2,6 +2,8 @@
 // `selq plan SRC --sensitivity S --target-bpw B`: choose the recipe (planner/).
 #include <filesystem>
 
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -98,9 +100,10 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
     if (args->recipe.empty()) throw_bad_input("plan needs --recipe R, or --sensitivity S with --target-bpw");
     auto recipe = recipe::load_recipe(args->recipe);
     auto plan = pipeline::make_plan(*ckpt, recipe, plan_options(*args));
-    if (*json_flag)
-      fmt::print("{}\n", plan.to_json().dump(2));
-    else
+    if (*json_flag) {
+      plan.write_json([](std::string_view part) { std::fwrite(part.data(), 1, part.size(), stdout); });
+      std::fputc('\n', stdout);
+    } else
       fmt::print("{}", pipeline::format_plan(plan));
     status = 0;
   });

@@ -4,6 +4,7 @@
 // shapes), and in which output shard they land. Planning reads headers only;
 // `quantize` consumes exactly this value, so `plan` is a true dry run.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -83,7 +84,10 @@ struct Plan {
     std::uint64_t bytes{0}, elements{0};
   };
   LinearTotals linear_totals() const;
-  nlohmann::json to_json() const;
+  // The plan as JSON (what `selq plan --json` prints and scripts read), in the
+  // bytes of nlohmann's dump(indent) (-1: compact), written to `out` piece by piece.
+  void write_json(const std::function<void(std::string_view)>& out, int indent = 2) const;
+  std::string json_text(int indent = 2) const;
 };
 
 // The float dtype of the model's weights (the first 2-D+ float tensor's; BF16

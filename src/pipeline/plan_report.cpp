@@ -1,6 +1,8 @@
 // Plan serialization (the JSON `quantize` and scripts consume) and the human
 // summary printed by `selq plan`.
+#include <functional>
 #include <map>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -34,59 +36,132 @@ std::string tensor_label(const PlannedTensor& t) {
 
 }  // namespace
 
-nlohmann::json Plan::to_json() const {
-  nlohmann::json j;
-  j["source"] = source;
-  j["recipe"] = recipe_path;
-  j["dialect"] = exporter::dialect_name(dialect);
-  j["source_bytes"] = source_bytes();
-  j["output_bytes"] = output_bytes();
-  j["bits_per_weight"] = bits_per_weight();
-  j["in_place_extra_bytes"] = largest_output_shard_bytes();
-  j["warnings"] = warnings;
-  nlohmann::json per_scheme = nlohmann::json::object();
-  nlohmann::json ts = nlohmann::json::array();
-  for (const auto& t : tensors) {
-    nlohmann::json e;
-    e["source"] = t.source;
-    e["source_dtype"] = dtype_name(t.source_info.dtype);
-    e["source_shape"] = t.source_info.shape;
-    e["action"] = action_name(t.action);
-    if (t.scheme) e["scheme"] = t.scheme->name();
-    if (!t.fused_group.empty()) e["fused_group"] = t.fused_group;
-    if (t.input_amax) e["input_amax"] = *t.input_amax;
-    if (t.stored) {
-      e["requantize_from"] = t.stored->scheme.name();
-      e["requantize_inputs"] = t.stored->tensors;
+namespace {
+
+// Writes one JSON object member by member, each value dumped on its own, so
+// that a 70,000-tensor plan is never one nlohmann tree (549 MB RSS for
+// `plan --json` of the Kimi-K3 skeleton when it was). The bytes are those of
+// nlohmann's dump(indent) of the whole object, given the members in key order.
+class ObjectWriter {
+ public:
+  using Sink = std::function<void(std::string_view)>;
+  ObjectWriter(const Sink& out, int indent) : out_(out), indent_(indent) { out_("{"); }
+  void member(std::string_view key, const nlohmann::json& value) {
+    begin(key);
+    put(value, 1);
+  }
+  // An array member whose elements are made one at a time by `element(i)`.
+  void array(std::string_view key, std::size_t n, const std::function<nlohmann::json(std::size_t)>& element) {
+    begin(key);
+    if (n == 0) {
+      out_("[]");
+      return;
     }
-    nlohmann::json outs = nlohmann::json::array();
-    for (const auto& o : t.outputs)
-      outs.push_back({{"name", o.info.name}, {"dtype", dtype_name(o.info.dtype)}, {"shape", o.info.shape}});
-    e["outputs"] = std::move(outs);
-    ts.push_back(std::move(e));
-    const std::string label = tensor_label(t);
-    auto& s = per_scheme[label];
+    out_("[");
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i) out_(",");
+      newline(2);
+      put(element(i), 2);
+    }
+    newline(1);
+    out_("]");
+  }
+  void finish() { out_(indent_ >= 0 && !first_ ? "\n}" : "}"); }
+
+ private:
+  std::string pad(int depth) const { return std::string(static_cast<std::size_t>(depth * indent_), ' '); }
+  void newline(int depth) {
+    if (indent_ < 0) return;
+    out_("\n");
+    out_(pad(depth));
+  }
+  void begin(std::string_view key) {
+    if (!first_) out_(",");
+    first_ = false;
+    newline(1);
+    out_(nlohmann::json(std::string(key)).dump());
+    out_(indent_ >= 0 ? ": " : ":");
+  }
+  // A value at `depth`: its own lines shifted right (a string's newlines are escaped, so each is a line).
+  void put(const nlohmann::json& v, int depth) {
+    std::string text = v.dump(indent_);
+    if (indent_ > 0) {
+      const std::string indent = pad(depth);
+      std::string shifted;
+      shifted.reserve(text.size());
+      for (char c : text) {
+        shifted += c;
+        if (c == '\n') shifted += indent;
+      }
+      text.swap(shifted);
+    }
+    out_(text);
+  }
+  const Sink& out_;
+  int indent_;
+  bool first_{true};
+};
+
+nlohmann::json tensor_json(const PlannedTensor& t) {
+  nlohmann::json e;
+  e["source"] = t.source;
+  e["source_dtype"] = dtype_name(t.source_info.dtype);
+  e["source_shape"] = t.source_info.shape;
+  e["action"] = action_name(t.action);
+  if (t.scheme) e["scheme"] = t.scheme->name();
+  if (!t.fused_group.empty()) e["fused_group"] = t.fused_group;
+  if (t.input_amax) e["input_amax"] = *t.input_amax;
+  if (t.stored) {
+    e["requantize_from"] = t.stored->scheme.name();
+    e["requantize_inputs"] = t.stored->tensors;
+  }
+  nlohmann::json outs = nlohmann::json::array();
+  for (const auto& o : t.outputs)
+    outs.push_back({{"name", o.info.name}, {"dtype", dtype_name(o.info.dtype)}, {"shape", o.info.shape}});
+  e["outputs"] = std::move(outs);
+  return e;
+}
+
+}  // namespace
+
+void Plan::write_json(const std::function<void(std::string_view)>& out, int indent) const {
+  nlohmann::json per_scheme = nlohmann::json::object();
+  for (const auto& t : tensors) {
+    auto& s = per_scheme[tensor_label(t)];
     if (s.is_null()) s = nlohmann::json::object();
     s["count"] = s.value("count", 0) + 1;
     s["source_bytes"] = s.value("source_bytes", std::uint64_t{0}) + t.in_bytes();
     s["output_bytes"] = s.value("output_bytes", std::uint64_t{0}) + t.out_bytes();
   }
-  j["per_scheme"] = std::move(per_scheme);
-  j["tensors"] = std::move(ts);
-  nlohmann::json sh = nlohmann::json::array();
-  for (const auto& s : shards) {
+  ObjectWriter w(out, indent);  // members in key order, as nlohmann's objects print them
+  w.member("bits_per_weight", bits_per_weight());
+  w.member("dialect", exporter::dialect_name(dialect));
+  w.member("in_place_extra_bytes", largest_output_shard_bytes());
+  w.array("linear_modules", linear_modules.size(), [&](std::size_t i) {
+    const auto& m = linear_modules[i];
+    return nlohmann::json{{"module", m.module},
+                          {"scheme", m.scheme ? nlohmann::json(m.scheme->name()) : nlohmann::json(nullptr)},
+                          {"preexisting", m.preexisting}};
+  });
+  w.member("output_bytes", output_bytes());
+  w.member("per_scheme", per_scheme);
+  w.member("recipe", recipe_path);
+  w.array("shards", shards.size(), [&](std::size_t i) {
     std::vector<std::string> names;
-    for (auto i : s.tensors) names.push_back(tensors[i].source);
-    sh.push_back({{"name", s.name}, {"sources", std::move(names)}});
-  }
-  j["shards"] = std::move(sh);
-  nlohmann::json mods = nlohmann::json::array();
-  for (const auto& m : linear_modules)
-    mods.push_back({{"module", m.module},
-                    {"scheme", m.scheme ? nlohmann::json(m.scheme->name()) : nlohmann::json(nullptr)},
-                    {"preexisting", m.preexisting}});
-  j["linear_modules"] = mods;
-  return j;
+    for (auto k : shards[i].tensors) names.push_back(tensors[k].source);
+    return nlohmann::json{{"name", shards[i].name}, {"sources", std::move(names)}};
+  });
+  w.member("source", source);
+  w.member("source_bytes", source_bytes());
+  w.array("tensors", tensors.size(), [&](std::size_t i) { return tensor_json(tensors[i]); });
+  w.member("warnings", warnings);
+  w.finish();
+}
+
+std::string Plan::json_text(int indent) const {
+  std::string s;
+  write_json([&s](std::string_view part) { s += part; }, indent);
+  return s;
 }
 
 std::string format_plan(const Plan& plan) {
