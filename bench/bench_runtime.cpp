@@ -13,6 +13,12 @@
 // (square N=2048, measured here); frac_theory = GFLOP/s / (threads x GHz x
 // FLOP/cycle), GHz from /proc/cpuinfo, FLOP/cycle from the CPU flags
 // (AVX-512F: 64, AVX2+FMA: 32 assuming two 256-bit FMA pipes, AVX: 16).
+// Decode also reports GB/s (the weights as the runtime holds them plus the KV
+// cache read, per token) and frac_bw = GB/s / the best read bandwidth of a
+// 1 GiB buffer at the same thread count (BM_stream, measured here, like
+// STREAM but reading only, as decode does; the triad is printed beside it).
+// The runtime's threads are TBB's (tbb::global_control per benchmark); its
+// BLAS calls are one-threaded tasks.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -27,10 +33,15 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
@@ -112,7 +123,61 @@ double measured_peak_gflops(int threads) {
   for (int i = 0; i < 5; ++i) best = std::min(best, sgemm_seconds(n, a, b, c));
   const double g = 2.0 * n * n * static_cast<double>(n) / best / 1e9;
   cache[threads] = g;
+  openblas_set_num_threads(1);  // the runtime's own setting: its BLAS calls run inside TBB tasks
   return g;
+}
+
+// ---- memory bandwidth (the decode roofline), STREAM-like
+constexpr std::size_t kStreamBytes = std::size_t{1} << 30;  // far beyond any L3
+
+struct StreamBuffers {
+  std::vector<std::uint64_t> a, b, c;  // each kStreamBytes / 3 for the triad; `a` alone for reads
+  StreamBuffers() : a(kStreamBytes / 3 / 8, 1), b(a.size(), 2), c(a.size(), 3) {}
+};
+StreamBuffers& stream_buffers() {
+  static StreamBuffers s;
+  return s;
+}
+
+// Seconds to read all three buffers once (integer sum: vectorizes, no FP order issue).
+double stream_read_seconds(int threads) {
+  auto& s = stream_buffers();
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t total = 0;
+  for (const auto* v : {&s.a, &s.b, &s.c})
+    total += tbb::parallel_reduce(
+        tbb::blocked_range<std::size_t>(0, v->size(), 1 << 16), std::uint64_t{0},
+        [&](const tbb::blocked_range<std::size_t>& r, std::uint64_t acc) {
+          for (std::size_t i = r.begin(); i < r.end(); ++i) acc += (*v)[i];
+          return acc;
+        },
+        std::plus<>());
+  benchmark::DoNotOptimize(total);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// a = b + 3 c over the buffers (STREAM's triad; counts 3 x bytes, no write-allocate).
+double stream_triad_seconds(int threads) {
+  auto& s = stream_buffers();
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  auto t0 = std::chrono::steady_clock::now();
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, s.a.size(), 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t i = r.begin(); i < r.end(); ++i) s.a[i] = s.b[i] + 3 * s.c[i];
+  });
+  benchmark::DoNotOptimize(s.a.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double stream_bytes() { return 3.0 * static_cast<double>(stream_buffers().a.size()) * 8.0; }
+
+// Best of several full reads, GB/s: decode's achievable bandwidth.
+double measured_read_gbs(int threads) {
+  static std::map<int, double> cache;
+  if (auto it = cache.find(threads); it != cache.end()) return it->second;
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) best = std::min(best, stream_read_seconds(threads));
+  return cache[threads] = stream_bytes() / best / 1e9;
 }
 
 fs::path temp_root() {
@@ -207,7 +272,7 @@ void BM_prefill(benchmark::State& state) {
   const bool quantized = state.range(2) != 0, all_logits = state.range(3) != 0;
   measured_peak_gflops(threads);
   auto& m = model(quantized);
-  openblas_set_num_threads(threads);
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
   const auto toks = tokens(T, m.config().vocab);
   for (auto _ : state) {
     m.reset();
@@ -224,8 +289,9 @@ void BM_decode(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(1));
   const bool quantized = state.range(2) != 0;
   measured_peak_gflops(threads);
+  measured_read_gbs(threads);
   auto& m = model(quantized);
-  openblas_set_num_threads(threads);
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
   const auto toks = tokens(ctx + 1, m.config().vocab);
   m.reset();
   m.forward(std::span(toks).first(static_cast<std::size_t>(ctx)), false);
@@ -235,6 +301,23 @@ void BM_decode(benchmark::State& state) {
     benchmark::DoNotOptimize(logits.data());
   }
   set_rate_counters(state, forward_flops(m, ctx, 1, 1), 1.0, threads);
+  const auto& c = m.config();
+  const double kv_bytes = 2.0 * 4.0 * static_cast<double>(c.layers * c.kv_heads * c.head_dim) * static_cast<double>(ctx + 1);
+  const double gb = (static_cast<double>(m.weight_bytes()) + kv_bytes) * static_cast<double>(state.iterations()) / 1e9;
+  using C = benchmark::Counter;
+  state.counters["GB/s"] = C(gb, C::kIsRate);
+  state.counters["frac_bw"] = C(gb / measured_read_gbs(threads), C::kIsRate);
+  state.counters["MB/token"] = (static_cast<double>(m.weight_bytes()) + kv_bytes) / 1e6;
+}
+
+// args: threads, triad (0: read). GB/s of the 1 GiB buffers.
+void BM_stream(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const bool triad = state.range(1) != 0;
+  stream_buffers();  // allocated and first touched outside the timing
+  for (auto _ : state) benchmark::DoNotOptimize(triad ? stream_triad_seconds(threads) : stream_read_seconds(threads));
+  state.counters["GB/s"] = benchmark::Counter(stream_bytes() * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
 }
 
 // args: N, threads
@@ -246,6 +329,7 @@ void BM_sgemm(benchmark::State& state) {
     sgemm_seconds(n, a, b, c);
     benchmark::DoNotOptimize(c.data());
   }
+  openblas_set_num_threads(1);
   const double flops = 2.0 * n * n * static_cast<double>(n);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
@@ -254,22 +338,31 @@ void BM_sgemm(benchmark::State& state) {
                                                      benchmark::Counter::kIsRate);
 }
 
+// 1 and 2 threads, and every core of a bigger machine.
+std::vector<int> thread_counts() {
+  std::vector<int> t{1, 2};
+  if (const int all = static_cast<int>(std::thread::hardware_concurrency()); all > 2) t.push_back(all);
+  return t;
+}
+
 void prefill_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"T", "thr", "quant", "all_logits"});
   for (int q : {0, 1})
-    for (int thr : {1, 2})
+    for (int thr : thread_counts())
       for (int T : {128, 512}) b->Args({T, thr, q, 0});
-  for (int thr : {1, 2}) b->Args({512, thr, 0, 1});  // perplexity-style: every row's logits
+  for (int thr : thread_counts()) b->Args({512, thr, 0, 1});  // perplexity-style: every row's logits
 }
 
 void decode_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"ctx", "thr", "quant"});
   for (int q : {0, 1})
-    for (int thr : {1, 2})
+    for (int thr : thread_counts())
       for (int ctx : {128, 512}) b->Args({ctx, thr, q});
 }
 
 BENCHMARK(BM_sgemm)->ArgNames({"N", "thr"})->Args({kPeakN, 1})->Args({kPeakN, 2})->Args({4096, 2})
+    ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_stream)->ArgNames({"thr", "triad"})->Args({1, 0})->Args({2, 0})->Args({1, 1})->Args({2, 1})
     ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_prefill)->Apply(prefill_args)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_decode)->Apply(decode_args)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();

@@ -31,7 +31,7 @@ runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weig
   q.module = l.module;
   q.out = l.out;
   q.in = l.in;
-  q.weight = std::move(weight);
+  q.weight = runtime::Matrix::from_f32(std::move(weight), l.out, l.in);
   q.bias = l.bias;
   q.act = c.spec->act;
   q.act_rule = c.spec->scale_rule;
@@ -59,11 +59,12 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
   std::vector<TensorInfo> infos;
   for (const auto& m : unit.members) {
     const auto& l = linear_of(model, m.module);
-    infos.push_back({m.module, DType::F32, {l.out, l.in}});
+    infos.push_back({m.module, l.weight.is_bf16() ? DType::BF16 : DType::F32, {l.out, l.in}});
   }
-  auto view_of = [&](std::size_t i) {
+  auto view_of = [&](std::size_t i) {  // the weight as the runtime holds it (BF16 or F32)
     const auto& w = linear_of(model, unit.members[i].module).weight;
-    return TensorView{&infos[i], std::span(reinterpret_cast<const std::uint8_t*>(w.data()), w.size() * 4)};
+    const void* p = w.is_bf16() ? static_cast<const void*>(w.bf16.data()) : static_cast<const void*>(w.f32.data());
+    return TensorView{&infos[i], std::span(static_cast<const std::uint8_t*>(p), w.bytes())};
   };
   // NVFP4 members of a fused group share the group's global amax.
   std::vector<std::string> group;

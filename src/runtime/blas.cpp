@@ -1,5 +1,7 @@
 #include "runtime/blas.h"
 
+#include <exception>
+
 #include "core/shared_library.h"
 
 namespace selq::runtime::blas {
@@ -14,6 +16,14 @@ const Api& api() {
   static const Api loaded = [] {
     // Never closed (see ~SharedLibrary): OpenBLAS's threads outlive static destruction.
     static const SharedLibrary lib(SELQ_BLAS_SONAME, "the reference runtime's matrix products");
+    // The runtime splits its products over TBB tasks (runtime/matrix.h), each
+    // a one-thread BLAS call; OpenBLAS's own threads would oversubscribe the
+    // cores. Other BLAS libraries lack the call and are left as they are.
+    try {
+      using SetThreads = void (*)(int);
+      lib.function<SetThreads>("openblas_set_num_threads")(1);
+    } catch (const std::exception&) {
+    }
     return Api{lib.function<decltype(&cblas_sgemm)>("cblas_sgemm"),
                lib.function<decltype(&cblas_sgemv)>("cblas_sgemv")};
   }();

@@ -2,15 +2,16 @@
 #include "runtime/linear.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 
 #include <fmt/format.h>
+#include <tbb/parallel_for.h>
 
 #include "core/error.h"
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
-#include "runtime/blas.h"
 
 namespace selq::runtime {
 
@@ -25,19 +26,12 @@ void Linear::forward(const float* x, std::int64_t rows, float* y) const {
     // Engines quantize each token's activation row on the fly; doing the same
     // QDQ in FP32 reproduces what the low-precision GEMM sees.
     q.assign(x, x + rows * in);
-    for (std::int64_t t = 0; t < rows; ++t)
-      quant::qdq_activation_row(act, q.data() + t * in, static_cast<std::size_t>(in), act_static_scale,
-                                act_rule);
+    tbb::parallel_for(std::int64_t{0}, rows, [&](std::int64_t t) {
+      quant::qdq_activation_row(act, q.data() + t * in, static_cast<std::size_t>(in), act_static_scale, act_rule);
+    });
     a = q.data();
   }
-  if (rows == 1) {
-    blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(out), static_cast<int>(in), 1.0f,
-                weight.data(), static_cast<int>(in), a, 1, 0.0f, y, 1);
-  } else {
-    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out),
-                static_cast<int>(in), 1.0f, a, static_cast<int>(in), weight.data(), static_cast<int>(in),
-                0.0f, y, static_cast<int>(out));
-  }
+  matmul(weight, a, rows, y);
   if (!bias.empty())
     for (std::int64_t t = 0; t < rows; ++t)
       for (std::int64_t o = 0; o < out; ++o) y[t * out + o] += bias[static_cast<std::size_t>(o)];
@@ -52,7 +46,48 @@ float read_scalar(const TensorView& v) {
   return load_float_element(v.info->dtype, v.bytes.data(), 0);
 }
 
+// An FP8 tensor- or channel-scaled weight as its two stored factors: E4M3
+// values (exactly BF16: 3 mantissa bits, a smaller exponent range) and one F32
+// scale per row. Their product is quant::dequantize_weight's value bit for bit
+// (one F32 multiply), in half the bytes of F32. Other schemes: nullopt.
+std::optional<Matrix> fp8_factors(const SchemeSpec& spec, std::span<const std::span<const std::uint8_t>> outs,
+                                  std::int64_t rows, std::int64_t cols) {
+  if (spec.kind != SchemeKind::FP8Channel && spec.kind != SchemeKind::FP8Tensor) return std::nullopt;
+  const auto n = static_cast<std::size_t>(rows * cols);
+  const std::size_t scales = spec.kind == SchemeKind::FP8Tensor ? 1 : static_cast<std::size_t>(rows);
+  if (outs.size() != 2 || outs[0].size() != n ||
+      outs[1].size() * 8 != scales * static_cast<std::size_t>(dtype_bits(spec.scale_dtype)))
+    return std::nullopt;  // not the layout this factoring assumes: dequantize as any scheme
+  std::vector<std::uint16_t> bits(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = e4m3_to_f32(outs[0][i]);
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    bits[i] = static_cast<std::uint16_t>(u >> 16);
+  }
+  std::vector<float> scale(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r)
+    scale[static_cast<std::size_t>(r)] = load_float_element(
+        spec.scale_dtype, outs[1].data(), spec.kind == SchemeKind::FP8Tensor ? 0 : static_cast<std::uint64_t>(r));
+  return Matrix::from_bf16_scaled(std::move(bits), std::move(scale), rows, cols);
+}
+
 }  // namespace
+
+Matrix load_matrix(const TensorView& v, std::int64_t rows, std::int64_t cols) {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  if (shape_numel(v.info->shape) != n)
+    throw_bad_input(fmt::format("{} has {} elements, the model expects [{}, {}]", v.info->name,
+                                shape_numel(v.info->shape), rows, cols));
+  if (v.info->dtype == DType::BF16) {
+    std::vector<std::uint16_t> bits(n);
+    std::memcpy(bits.data(), v.bytes.data(), 2 * n);
+    return Matrix::from_bf16(std::move(bits), rows, cols);
+  }
+  std::vector<float> f(n);
+  load_floats(v.info->dtype, v.bytes.data(), 0, n, f.data());
+  return Matrix::from_f32(std::move(f), rows, cols);
+}
 
 SchemeSpec scheme_from_config_json(const std::string& dialect, const nlohmann::json& scheme_json) {
   auto d = exporter::dialect_from_name(dialect);
@@ -107,8 +142,7 @@ Linear LinearLoader::load(const std::string& module) const {
                                   dtype_name(v.info->dtype), shape_to_string(s)));
     l.out = s[0];
     l.in = s[1];
-    l.weight.resize(static_cast<std::size_t>(l.out * l.in));
-    load_floats(v.info->dtype, v.bytes.data(), 0, l.weight.size(), l.weight.data());
+    l.weight = load_matrix(v, l.out, l.in);
     l.scheme = dtype_name(v.info->dtype);
     l.stored_bits = 8.0 * static_cast<double>(v.bytes.size());
     return l;
@@ -154,9 +188,12 @@ Linear LinearLoader::load(const std::string& module) const {
     outs.push_back(views.back().bytes);
     bits += 8.0 * static_cast<double>(views.back().bytes.size());
   }
-  l.weight = quant::dequantize_weight(spec, shape, outs);
   l.out = shape[0];
   l.in = shape[1];
+  if (auto fp8 = fp8_factors(spec, outs, l.out, l.in))
+    l.weight = std::move(*fp8);
+  else
+    l.weight = Matrix::from_f32(quant::dequantize_weight(spec, shape, outs), l.out, l.in);
   l.act = spec.act;
   l.act_rule = spec.scale_rule;
   l.scheme = spec.name();

@@ -14,6 +14,7 @@
 #include "core/codecs.h"
 #include "io/checkpoint.h"
 #include "quant/scheme.h"
+#include "runtime/matrix.h"
 
 namespace selq::runtime {
 
@@ -21,7 +22,7 @@ class Linear {
  public:
   std::string module;                 // "model.layers.0.self_attn.q_proj"
   std::int64_t out{0}, in{0};
-  std::vector<float> weight;          // [out, in], F32 (dequantized when quantized)
+  Matrix weight;                      // [out, in], BF16 when exact, else F32 (dequantized when quantized)
   std::vector<float> bias;            // empty when none
   quant::ActMode act{quant::ActMode::None};
   float act_static_scale{0.0f};       // qdq_activation_row's static_scale
@@ -29,7 +30,8 @@ class Linear {
   std::string scheme;                 // "bf16" or the scheme's name
   double stored_bits{0};              // bits of the stored tensors (weight + scales)
 
-  // y[t, :] = W * qdq(x[t, :]) (+ bias) for t < rows. `x` is not modified.
+  // y[t, :] = W * qdq(x[t, :]) (+ bias) for t < rows, on all TBB threads.
+  // `x` is not modified.
   void forward(const float* x, std::int64_t rows, float* y) const;
 };
 
@@ -51,6 +53,10 @@ class LinearLoader {
   std::unique_ptr<Impl> impl_;
   std::string dialect_;
 };
+
+// A float tensor's values as a Matrix [rows, cols]: BF16 bits copied as they
+// are, any other float type through F32 (and stored BF16 when exact).
+Matrix load_matrix(const TensorView& v, std::int64_t rows, std::int64_t cols);
 
 // The SchemeSpec whose dialect config object equals `scheme_json` (the form
 // the engine resolvers return); Unsupported when no known scheme matches.

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <tbb/parallel_for.h>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -38,6 +39,14 @@ std::vector<float> load_vector(const io::Checkpoint& ck, const std::string& name
   std::vector<float> out(n);
   load_floats(v.info->dtype, v.bytes.data(), 0, n, out.data());
   return out;
+}
+
+// fn(t) for t < n, over TBB threads when there is more than one token (each
+// token's work is independent, so the result does not depend on the split).
+template <typename Fn>
+void per_token(std::int64_t n, const Fn& fn) {
+  if (n == 1) return fn(0);
+  tbb::parallel_for(std::int64_t{0}, n, [&](std::int64_t t) { fn(t); });
 }
 
 }  // namespace
@@ -77,10 +86,10 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   m->path_ = path;
   m->cfg_ = llama_config_from_json(ck->config(), path);
   const LlamaConfig& c = m->cfg_;
-  m->embed_ = load_vector(*ck, "model.embed_tokens.weight", c.vocab * c.hidden);
+  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden);
   m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
   if (ck->find("lm_head.weight")) {
-    m->head_ = load_vector(*ck, "lm_head.weight", c.vocab * c.hidden);
+    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden);
   } else if (!c.tie_embeddings) {
     throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
   }
@@ -145,6 +154,15 @@ std::uint64_t LlamaModel::parameters() const {
   return n;
 }
 
+std::uint64_t LlamaModel::weight_bytes() const {
+  std::uint64_t n = embed_.bytes() + head_.bytes() + 4 * final_norm_.size();
+  for (const auto& L : layers_) {
+    n += 4 * (L.attn_norm.size() + L.mlp_norm.size());
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) n += l->weight.bytes();
+  }
+  return n;
+}
+
 void LlamaModel::truncate(std::int64_t n) {
   if (n < 0 || n > cached_) throw_bad_input(fmt::format("truncate({}) with {} cached positions", n, cached_));
   cached_ = n;
@@ -174,12 +192,11 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
   const std::int64_t group = c.heads / c.kv_heads;
 
   std::vector<float> x(static_cast<std::size_t>(T * H)), h(x.size()), q(static_cast<std::size_t>(T * qd)),
-      attn(q.size()), scores(static_cast<std::size_t>(T * total)), g(static_cast<std::size_t>(T * c.intermediate)),
-      u(g.size()), tmp(x.size());
+      attn(q.size()), g(static_cast<std::size_t>(T * c.intermediate)), u(g.size()), tmp(x.size());
   for (std::int64_t t = 0; t < T; ++t) {
     const std::int32_t id = tokens[static_cast<std::size_t>(t)];
     if (id < 0 || id >= c.vocab) throw_bad_input(fmt::format("token id {} outside vocabulary of {}", id, c.vocab));
-    std::copy_n(embed_.data() + id * H, H, x.data() + t * H);
+    embed_.row_f32(id, x.data() + t * H);
   }
   // cos/sin per position and frequency
   const std::int64_t half = hd / 2;
@@ -205,27 +222,31 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
     const LlamaLayer& L = layers_[li];
     float* kc = k_cache_[li].data();
     float* vc = v_cache_[li].data();
-    for (std::int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * H, L.attn_norm.data(), H, c.rms_eps, h.data() + t * H);
+    per_token(T, [&](std::int64_t t) { rms_norm(x.data() + t * H, L.attn_norm.data(), H, c.rms_eps, h.data() + t * H); });
     linear(L.q, h.data(), T, q.data());
     linear(L.k, h.data(), T, kc + pos0 * kvd);
     linear(L.v, h.data(), T, vc + pos0 * kvd);
-    for (std::int64_t t = 0; t < T; ++t) {
+    per_token(T, [&](std::int64_t t) {
       for (std::int64_t hh = 0; hh < c.heads; ++hh) rope(q.data() + t * qd + hh * hd, t);
       for (std::int64_t hh = 0; hh < c.kv_heads; ++hh) rope(kc + (pos0 + t) * kvd + hh * hd, t);
-    }
-    for (std::int64_t hh = 0; hh < c.heads; ++hh) {
+    });
+    // One task per query head; each writes only its own columns of `attn`.
+    tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
+      thread_local std::vector<float> scores_buf;
+      if (scores_buf.size() < static_cast<std::size_t>(T * total)) scores_buf.resize(static_cast<std::size_t>(T * total));
+      float* scores = scores_buf.data();
       const std::int64_t kh = hh / group;
       // scores[T, total] = Q_h K_h^T * scale. One decode token: gemv, which
       // OpenBLAS 0.3.21's sgemm with M=1 does not forward to (it packs K).
       if (T == 1)
         blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(hd), scale, kc + kh * hd,
-                    static_cast<int>(kvd), q.data() + hh * hd, 1, 0.0f, scores.data(), 1);
+                    static_cast<int>(kvd), q.data() + hh * hd, 1, 0.0f, scores, 1);
       else
         blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
                     static_cast<int>(hd), scale, q.data() + hh * hd, static_cast<int>(qd), kc + kh * hd,
-                    static_cast<int>(kvd), 0.0f, scores.data(), static_cast<int>(total));
+                    static_cast<int>(kvd), 0.0f, scores, static_cast<int>(total));
       for (std::int64_t t = 0; t < T; ++t) {
-        float* row = scores.data() + t * total;
+        float* row = scores + t * total;
         const std::int64_t visible = pos0 + t + 1;  // causal
         float mx = row[0];
         for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
@@ -240,21 +261,29 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
       }
       if (T == 1)
         blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(hd), 1.0f, vc + kh * hd,
-                    static_cast<int>(kvd), scores.data(), 1, 0.0f, attn.data() + hh * hd, 1);
+                    static_cast<int>(kvd), scores, 1, 0.0f, attn.data() + hh * hd, 1);
       else
         blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
-                    static_cast<int>(total), 1.0f, scores.data(), static_cast<int>(total), vc + kh * hd,
+                    static_cast<int>(total), 1.0f, scores, static_cast<int>(total), vc + kh * hd,
                     static_cast<int>(kvd), 0.0f, attn.data() + hh * hd, static_cast<int>(qd));
-    }
+    });
     linear(L.o, attn.data(), T, tmp.data());
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
-    for (std::int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * H, L.mlp_norm.data(), H, c.rms_eps, h.data() + t * H);
+    per_token(T, [&](std::int64_t t) {
+      float* xt = x.data() + t * H;
+      const float* dt = tmp.data() + t * H;
+      for (std::int64_t i = 0; i < H; ++i) xt[i] += dt[i];
+      rms_norm(xt, L.mlp_norm.data(), H, c.rms_eps, h.data() + t * H);
+    });
     linear(L.gate, h.data(), T, g.data());
     linear(L.up, h.data(), T, u.data());
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      const float a = g[i];
-      g[i] = a / (1.0f + std::exp(-a)) * u[i];
-    }
+    per_token(T, [&](std::int64_t t) {
+      float* gt = g.data() + t * c.intermediate;
+      const float* ut = u.data() + t * c.intermediate;
+      for (std::int64_t i = 0; i < c.intermediate; ++i) {
+        const float a = gt[i];
+        gt[i] = a / (1.0f + std::exp(-a)) * ut[i];
+      }
+    });
     linear(L.down, g.data(), T, tmp.data());
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
   }
@@ -262,19 +291,12 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
 
   const std::int64_t first = all_logits ? 0 : T - 1;
   const std::int64_t rows = T - first;
-  for (std::int64_t t = first; t < T; ++t)
-    rms_norm(x.data() + t * H, final_norm_.data(), H, c.rms_eps, h.data() + (t - first) * H);
-  const float* W = head_.empty() ? embed_.data() : head_.data();
+  per_token(rows, [&](std::int64_t t) {
+    rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, c.rms_eps, h.data() + t * H);
+  });
   std::vector<float> logits(static_cast<std::size_t>(rows * c.vocab));
-  // One row (decode, last-token logits): gemv reads the [vocab, hidden] head
-  // once; sgemm with M=1 would first copy all of it into packed panels.
-  if (rows == 1)
-    blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(c.vocab), static_cast<int>(H), 1.0f, W,
-                static_cast<int>(H), h.data(), 1, 0.0f, logits.data(), 1);
-  else
-    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(c.vocab),
-                static_cast<int>(H), 1.0f, h.data(), static_cast<int>(H), W, static_cast<int>(H), 0.0f,
-                logits.data(), static_cast<int>(c.vocab));
+  // One row (decode, last-token logits): a GEMV that reads the head once.
+  matmul(head_.size() == 0 ? embed_ : head_, h.data(), rows, logits.data());
   return logits;
 }
 

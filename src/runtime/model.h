@@ -1,6 +1,9 @@
 #pragma once
 // Llama-family decoder (RMSNorm, HF rotate-half RoPE, grouped-query attention
-// with a KV cache, SwiGLU MLP, tied or untied head) in FP32 with OpenBLAS.
+// with a KV cache, SwiGLU MLP, tied or untied head) with F32 activations and
+// accumulation; weights are held as BF16 when that is exact (runtime/matrix.h).
+// Every step runs on all TBB threads (linears over weight-row panels,
+// attention over heads, norms and RoPE over tokens).
 // It is the reference the quality evaluation measures with, not a server.
 #include <cstdint>
 #include <memory>
@@ -59,6 +62,8 @@ class LlamaModel {
 
   // Parameter count of the decoder weights as the runtime holds them.
   std::uint64_t parameters() const;
+  // Bytes of those weights as held (BF16 or F32 each): what one decode token reads.
+  std::uint64_t weight_bytes() const;
 
  private:
   void linear(const Linear& l, const float* x, std::int64_t rows, float* y);
@@ -66,8 +71,8 @@ class LlamaModel {
 
   std::string path_, dialect_;
   LlamaConfig cfg_;
-  std::vector<float> embed_;    // [vocab, hidden]
-  std::vector<float> head_;     // [vocab, hidden], empty when tied
+  Matrix embed_;                // [vocab, hidden]
+  Matrix head_;                 // [vocab, hidden], empty when tied
   std::vector<float> final_norm_;
   std::vector<LlamaLayer> layers_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [capacity, kv_heads*head_dim]

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
+#include "core/codecs.h"
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "pipeline/quantize.h"
@@ -60,6 +62,7 @@ TEST_P(QuantLoad, LinearsResolveAndDequantize) {
 
   auto base = LlamaModel::load(src);
   auto q = LlamaModel::load(dst);
+  auto qck = io::Checkpoint::open(dst);
   EXPECT_FALSE(q->dialect().empty());
   for (std::size_t li = 0; li < q->layers().size(); ++li) {
     const auto& L = q->layers()[li];
@@ -69,9 +72,30 @@ TEST_P(QuantLoad, LinearsResolveAndDequantize) {
       EXPECT_EQ(l->act, is_o ? c.o_act : c.other_act) << l->module;
       const auto& orig = w.at(l->module + ".weight");
       ASSERT_EQ(l->weight.size(), orig.size()) << l->module;
-      EXPECT_LT(rel_err(l->weight, orig), is_o && std::string(c.o_proj_scheme) == "bf16" ? 1e-9 : c.max_rel_err)
+      EXPECT_LT(rel_err(l->weight.to_f32(), orig), is_o && std::string(c.o_proj_scheme) == "bf16" ? 1e-9 : c.max_rel_err)
           << l->module;
       EXPECT_GT(l->stored_bits, 0);
+      // How the runtime holds it (runtime/matrix.h): FP8 as its two stored
+      // factors, E4M3 values in BF16 times the row's scale, whose product is
+      // the dequantized value bit for bit; MXFP4 (E2M1 x 2^k) exactly BF16.
+      const std::string scheme = l->scheme;
+      if (scheme == "fp8-channel") {
+        ASSERT_TRUE(l->weight.is_bf16() && l->weight.row_scale.size() == static_cast<std::size_t>(l->out))
+            << l->module;
+        auto codes = qck->view(l->module + ".weight");
+        auto scales = qck->view(l->module + ".weight_scale");
+        ASSERT_EQ(codes.info->dtype, DType::F8_E4M3) << l->module;
+        const auto got = l->weight.to_f32();
+        for (std::int64_t r = 0; r < l->out; ++r)
+          for (std::int64_t k = 0; k < l->in; ++k) {
+            const float want = e4m3_to_f32(codes.bytes[static_cast<std::size_t>(r * l->in + k)]) *
+                               load_float_element(scales.info->dtype, scales.bytes.data(), static_cast<std::uint64_t>(r));
+            ASSERT_EQ(std::memcmp(&want, &got[static_cast<std::size_t>(r * l->in + k)], 4), 0)
+                << l->module << " [" << r << ", " << k << "]";
+          }
+      } else if (scheme == "mxfp4" || scheme == "BF16") {
+        EXPECT_TRUE(l->weight.is_bf16() && l->weight.row_scale.empty()) << l->module;
+      }
     }
   }
   std::vector<std::int32_t> toks{3, 14, 15, 9, 26, 53, 58, 9, 7, 9};

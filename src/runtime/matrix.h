@@ -1,0 +1,55 @@
+#pragma once
+// Weight matrices of the reference runtime and their products with F32
+// activations. A matrix is stored as BF16 when every value is exactly a BF16
+// value (an unquantized BF16 checkpoint; MXFP4's E2M1 x power-of-two), so
+// decode reads half the bytes and nothing changes; otherwise as F32 (FP8 or
+// NVFP4 values times an F32 scale are not always BF16), except that an FP8
+// weight is held as its E4M3 values in BF16 (exact) times an F32 scale per
+// row, the two factors of the stored checkpoint. Products accumulate
+// in F32 and run on every TBB thread; each output element is computed by the
+// same instructions in the same order whatever the thread count, so results
+// are bit-identical for 1, 2 or N threads.
+#include <cstdint>
+#include <vector>
+
+namespace selq::runtime {
+
+struct Matrix {
+  std::int64_t rows{0}, cols{0};   // row-major [rows, cols]
+  std::vector<std::uint16_t> bf16;  // BF16 bits, when every value is exactly BF16
+  std::vector<float> f32;           // otherwise
+  std::vector<float> row_scale;     // with bf16 only: value[r, c] = bf16[r, c] * row_scale[r]
+
+  // BF16 when that loses nothing, else F32 (`values` moved in).
+  static Matrix from_f32(std::vector<float> values, std::int64_t rows, std::int64_t cols);
+  static Matrix from_bf16(std::vector<std::uint16_t> bits, std::int64_t rows, std::int64_t cols);
+  static Matrix from_bf16_scaled(std::vector<std::uint16_t> bits, std::vector<float> row_scale, std::int64_t rows,
+                                 std::int64_t cols);
+
+  bool is_bf16() const { return !bf16.empty(); }
+  std::uint64_t size() const { return static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols); }
+  std::uint64_t bytes() const { return (is_bf16() ? 2 * size() : 4 * size()) + 4 * row_scale.size(); }
+  // Row r as F32 into out[cols] (with a row scale: the one F32 product
+  // bf16 * scale, the value the checkpoint's dequantization gives).
+  void row_f32(std::int64_t r, float* out) const;
+  std::vector<float> to_f32() const;
+};
+
+// y[r] = sum_c W[r, c] * x[c] for every row (decode: one token). With a row
+// scale: (sum_c bf16[r, c] * x[c]) * row_scale[r], as an FP8 engine does.
+void matvec(const Matrix& w, const float* x, float* y);
+// y[t, r] = sum_c x[t, c] * W[r, c] for t < m (prefill), y row-major [m, rows].
+// m == 1 is matvec. Panels of weight rows (converted to F32 when BF16) are
+// multiplied with sgemm, one panel per task.
+void matmul(const Matrix& w, const float* x, std::int64_t m, float* y);
+
+// The SIMD kernels behind matvec (runtime-dispatched with Highway), for the
+// tests: rows [r0, r1) of a [*, cols] matrix with leading dimension ld.
+void dot_rows_bf16(const std::uint16_t* w, std::int64_t ld, std::int64_t r0, std::int64_t r1, std::int64_t cols,
+                   const float* x, float* y);
+void dot_rows_f32(const float* w, std::int64_t ld, std::int64_t r0, std::int64_t r1, std::int64_t cols,
+                  const float* x, float* y);
+// Name of the Highway target the kernels dispatch to ("AVX2").
+const char* matrix_simd_target();
+
+}  // namespace selq::runtime
