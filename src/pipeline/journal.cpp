@@ -1,6 +1,11 @@
 #include "pipeline/journal.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <bit>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -117,87 +122,157 @@ std::string plan_fingerprint(const Plan& plan, const recipe::Recipe& recipe) {
   return hash_hex(XXH3_64bits(s.data(), s.size()));
 }
 
-Journal::Journal(std::string path, std::string fingerprint) : path_(std::move(path)) {
+// The file is JSON Lines: a header {"version", "fingerprint"}, then one line
+// per event, appended and fsynced: {"group_amax": {...}} or {"shard", "hash",
+// "records"}. Appending keeps a run over S shards and T tensors at O(T) bytes
+// written (rewriting the whole state at each shard was O(S x T)). A line cut
+// short by a crash is dropped when the journal is read back.
+namespace {
+
+constexpr int kVersion = 3;
+
+// One line of the journal, or a discarded value if it is not a whole one.
+nlohmann::json parse_line(std::string_view line) { return nlohmann::json::parse(line, nullptr, false); }
+
+}  // namespace
+
+bool Journal::read(const std::string& path, const std::string& fingerprint, bool& other_fingerprint) {
+  const std::string text = io::read_file(path);
+  std::size_t pos = 0;
+  bool header = true;
+  while (pos < text.size()) {
+    const std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) break;  // a torn last line: its event never happened
+    const auto j = parse_line(std::string_view(text).substr(pos, end - pos));
+    pos = end + 1;
+    if (!j.is_object()) {
+      if (header) throw_bad_input("corrupt journal: the first line is not a JSON object", {path});
+      break;
+    }
+    if (header) {
+      header = false;
+      if (j.value("fingerprint", "") != fingerprint) {
+        other_fingerprint = true;
+        return false;
+      }
+      if (j.contains("shards")) {  // version 2: the whole state in one object
+        for (const auto& [name, entry] : j["shards"].items()) shards_[name] = entry;
+        if (j.contains("group_amax")) group_amax_ = j["group_amax"];
+        needs_rewrite_ = true;
+        return true;
+      }
+      continue;
+    }
+    apply(j);
+  }
+  if (header) throw_bad_input("corrupt journal: no header line", {path});
+  needs_rewrite_ = pos != text.size();  // drop the torn tail before appending after it
+  return true;
+}
+
+void Journal::apply(const nlohmann::json& event) {
+  if (event.contains("group_amax")) group_amax_ = event["group_amax"];
+  if (event.contains("shard")) shards_[event["shard"].get<std::string>()] = {{"hash", event["hash"]}, {"records", event["records"]}};
+}
+
+Journal::Journal(std::string path, std::string fingerprint) : path_(std::move(path)), fingerprint_(std::move(fingerprint)) {
   if (fs::exists(path_)) {
-    nlohmann::json j;
     try {
-      j = nlohmann::json::parse(io::read_file(path_));
+      resumed_ = read(path_, fingerprint_, other_fingerprint_);
     } catch (const nlohmann::json::exception& e) {
       throw_bad_input(fmt::format("corrupt journal: {}", e.what()), {path_});
     }
-    if (j.value("fingerprint", "") == fingerprint) {
-      state_ = std::move(j);
-      resumed_ = true;
-      has_group_amax_ = state_.contains("group_amax");
-      return;
+    if (!resumed_) {
+      shards_.clear();
+      group_amax_ = nullptr;
     }
-    other_fingerprint_ = true;
   }
-  state_ = {{"version", 2}, {"fingerprint", fingerprint}, {"shards", nlohmann::json::object()}};
-  save();
+  if (!resumed_ || needs_rewrite_) rewrite();
 }
 
 Journal::Journal(std::string path, std::string fingerprint, const std::vector<std::string>& others)
     : Journal(std::move(path), fingerprint) {
-  bool merged = false;
   for (const auto& other : others) {
     if (fs::path(other) == fs::path(path_) || !fs::exists(other)) continue;
-    nlohmann::json j = nlohmann::json::parse(io::read_file(other), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || j.value("fingerprint", "") != fingerprint) continue;
-    for (const auto& [name, entry] : j.at("shards").items())
-      if (!state_["shards"].contains(name)) {
-        state_["shards"][name] = entry;
-        merged = true;
-      }
-    if (j.contains("group_amax") && !has_group_amax_) {
-      state_["group_amax"] = j["group_amax"];
-      has_group_amax_ = merged = true;
+    Journal theirs;
+    bool foreign = false;
+    try {
+      if (!theirs.read(other, fingerprint, foreign)) continue;
+    } catch (const std::exception&) {
+      continue;  // another rank's unreadable journal: its shards are redone
     }
-  }
-  if (merged) {
-    resumed_ = true;
-    save();
+    for (const auto& [name, entry] : theirs.shards_)
+      if (!shards_.count(name)) {
+        shards_[name] = entry;
+        append({{"shard", name}, {"hash", entry["hash"]}, {"records", entry["records"]}});
+        resumed_ = true;
+      }
+    if (!theirs.group_amax_.is_null() && group_amax_.is_null()) {
+      group_amax_ = theirs.group_amax_;
+      append({{"group_amax", group_amax_}});
+      resumed_ = true;
+    }
   }
 }
 
 std::map<std::string, float> Journal::group_amax() const {
   std::map<std::string, float> out;
   // Stored as raw float bits so that the value is exact across runs.
-  for (const auto& [k, v] : state_.at("group_amax").items()) out[k] = std::bit_cast<float>(v.get<std::uint32_t>());
+  for (const auto& [k, v] : group_amax_.items()) out[k] = std::bit_cast<float>(v.get<std::uint32_t>());
   return out;
 }
 
 void Journal::set_group_amax(const std::map<std::string, float>& amax) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : amax) j[k] = std::bit_cast<std::uint32_t>(v);
-  state_["group_amax"] = j;
-  has_group_amax_ = true;
-  save();
+  group_amax_ = j;
+  append({{"group_amax", group_amax_}});
 }
 
 bool Journal::is_committed(const std::string& shard, const std::string& file_path) const {
-  const auto& shards = state_.at("shards");
-  if (!shards.contains(shard) || !fs::exists(file_path)) return false;
+  const auto it = shards_.find(shard);
+  if (it == shards_.end() || !fs::exists(file_path)) return false;
   // An intent whose file is on disk with the recorded hash is a commit, even
   // if the run died right after the rename.
-  return io::file_content_hash(file_path) == shards[shard].at("hash").get<std::uint64_t>();
+  return io::file_content_hash(file_path) == it->second.at("hash").get<std::uint64_t>();
 }
 
 void Journal::record_intent(const std::string& shard, std::uint64_t file_hash,
                             const std::vector<std::pair<std::size_t, TensorRecord>>& records) {
   nlohmann::json rs = nlohmann::json::array();
   for (const auto& [i, r] : records) rs.push_back({{"index", i}, {"record", record_to_json(r)}});
-  state_["shards"][shard] = {{"hash", file_hash}, {"records", rs}};
-  save();
+  append({{"shard", shard}, {"hash", file_hash}, {"records", rs}});
+  shards_[shard] = {{"hash", file_hash}, {"records", std::move(rs)}};
 }
 
 std::vector<std::pair<std::size_t, TensorRecord>> Journal::records(const std::string& shard) const {
   std::vector<std::pair<std::size_t, TensorRecord>> out;
-  for (const auto& e : state_.at("shards").at(shard).at("records"))
+  for (const auto& e : shards_.at(shard).at("records"))
     out.emplace_back(e.at("index").get<std::size_t>(), record_from_json(e.at("record")));
   return out;
 }
 
-void Journal::save() const { io::write_file_atomic(path_, state_.dump() + "\n"); }
+void Journal::rewrite() {
+  std::string text = nlohmann::json{{"version", kVersion}, {"fingerprint", fingerprint_}}.dump() + "\n";
+  if (!group_amax_.is_null()) text += nlohmann::json{{"group_amax", group_amax_}}.dump() + "\n";
+  for (const auto& [name, entry] : shards_)
+    text += nlohmann::json{{"shard", name}, {"hash", entry["hash"]}, {"records", entry["records"]}}.dump() + "\n";
+  io::write_file_atomic(path_, text);
+  needs_rewrite_ = false;
+}
+
+void Journal::append(const nlohmann::json& event) {
+  const std::string line = event.dump() + "\n";
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);  // one writer per journal file
+  if (fd < 0) throw_io(fmt::format("cannot open journal: {}", std::strerror(errno)), {path_});
+  try {
+    io::pwrite_all(fd, line.data(), line.size(), static_cast<std::uint64_t>(::lseek(fd, 0, SEEK_END)), path_);
+    io::fsync_fd(fd, path_);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
 
 }  // namespace selq::pipeline

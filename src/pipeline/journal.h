@@ -2,10 +2,11 @@
 // The journal that makes a quantize run resumable. It lives next to the shards
 // being written (the staging directory of a file-to-file run, or
 // `.selq-inplace/` of an in-place run) and records, per output shard, the
-// intent to commit (the new file's io::file_content_hash, written before the rename) and the
-// commit itself, together with the shard's tensor records for the manifest.
-// A shard counts as committed only if the file on disk has the recorded hash,
-// so a journal entry can never vouch for a file that is not there.
+// intent to commit (the new file's io::file_content_hash, written before the
+// rename, which is the commit) with the shard's tensor records for the
+// manifest. A shard counts as committed only if the file on disk has the
+// recorded hash, so a journal entry can never vouch for a file that is not
+// there. Events are appended one line each (journal.cpp says why).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -31,7 +32,7 @@ class Journal {
 
   // NVFP4 fused-group amax values, fixed on the first run (their source data
   // may already be overwritten when resuming an in-place run).
-  bool has_group_amax() const { return has_group_amax_; }
+  bool has_group_amax() const { return !group_amax_.is_null(); }
   std::map<std::string, float> group_amax() const;
   void set_group_amax(const std::map<std::string, float>& amax);
 
@@ -46,12 +47,18 @@ class Journal {
   std::vector<std::pair<std::size_t, TensorRecord>> records(const std::string& shard) const;
 
  private:
-  void save() const;
-  std::string path_;
-  nlohmann::json state_;
+  Journal() = default;
+  // Reads `path` into this journal; false when it is another plan's.
+  bool read(const std::string& path, const std::string& fingerprint, bool& other_fingerprint);
+  void apply(const nlohmann::json& event);
+  void append(const nlohmann::json& event);  // one line, fsynced
+  void rewrite();                            // the whole file, atomically
+  std::string path_, fingerprint_;
+  std::map<std::string, nlohmann::json> shards_;  // name -> {"hash", "records"}
+  nlohmann::json group_amax_;                     // null until set
   bool resumed_{false};
   bool other_fingerprint_{false};
-  bool has_group_amax_{false};
+  bool needs_rewrite_{false};
 };
 
 // Fingerprint of a plan + recipe: two runs with equal fingerprints write equal bytes.

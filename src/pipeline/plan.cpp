@@ -5,6 +5,8 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -164,19 +166,20 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
   auto find_stored = [&](const std::string& module) {
     if (!stored_weights) {
       std::vector<std::string> modules;
-      for (const auto& t : infos)
-        if (is_weight_tensor_of_module(t.name)) modules.push_back(recipe::owning_module(t.name));
+      for (const auto& t : ckpt.tensors())
+        if (is_weight_tensor_of_module(t.info.name)) modules.push_back(recipe::owning_module(t.info.name));
       stored_weights = std::make_unique<StoredWeightFinder>(ckpt, std::move(modules), model_dtype);
     }
     return stored_weights->find(module);
   };
   std::map<std::string, std::size_t> module_index;  // module -> linear_modules position
+  plan.tensors.reserve(infos.size());
   for (std::size_t i = 0; i < infos.size(); ++i) {
     const auto& d = res.decisions[i];
     PlannedTensor pt;
     pt.source = infos[i].name;
     pt.source_shard = ckpt.tensors()[i].shard;
-    pt.source_info = infos[i];
+    pt.source_info = std::move(infos[i]);  // `infos` was the resolver's input only
     pt.action = d.action;
     pt.module = recipe::owning_module(pt.source);
     // A re-quantized module's scales are read with its weight, not written.
@@ -184,10 +187,10 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     if (d.action == recipe::Action::Requantize) pt.stored = find_stored(pt.module);
     if (d.action == recipe::Action::Quantize || d.action == recipe::Action::Requantize) {
       if (!d.scheme) throw Error(ErrorKind::Internal, "quantize decision without a scheme", {"", pt.source});
-      const Shape& shape = pt.stored ? pt.stored->shape : infos[i].shape;
-      if (!pt.stored && !dtype_is_float_source(infos[i].dtype))
+      const Shape& shape = pt.stored ? pt.stored->shape : pt.source_info.shape;
+      if (!pt.stored && !dtype_is_float_source(pt.source_info.dtype))
         throw_bad_input(fmt::format("cannot quantize a {} tensor (only F32/F16/BF16 sources)",
-                                    dtype_name(infos[i].dtype)),
+                                    dtype_name(pt.source_info.dtype)),
                         {recipe.path, pt.source});
       exporter::check_dialect_supports(plan.dialect, *d.scheme);
       quant::SchemeSpec spec = exporter::adapt_scheme_for_dialect(plan.dialect, *d.scheme, model_dtype);
@@ -210,7 +213,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
         pt.fused_group = recipe::fused_shard_key(pt.module);
       pt.scheme = spec;
     } else {
-      pt.outputs.push_back({infos[i], std::nullopt});
+      pt.outputs.push_back({pt.source_info, std::nullopt});
     }
 
     // Linear modules for the config writer: every eligible weight and every
@@ -228,10 +231,13 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     }
     plan.tensors.push_back(std::move(pt));
   }
+  res = {};  // the decisions are in plan.tensors now; the resolver's tables are large at 70k tensors
+  infos = {};
 
   // Output names must be unique (a dialect suffix colliding with an existing
   // tensor would silently overwrite it).
-  std::set<std::string> names;
+  std::unordered_set<std::string_view> names;
+  names.reserve(plan.tensors.size() * 2);
   for (const auto& t : plan.tensors)
     for (const auto& o : t.outputs)
       if (!names.insert(o.info.name).second)

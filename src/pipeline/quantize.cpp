@@ -54,7 +54,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   const auto start = std::chrono::steady_clock::now();
   dist::Ranks& ranks = dist::ranks();
   const bool lead = ranks.rank() == 0;  // checks, and writes everything but the shards
-  const std::string staging = dst + ".selq-partial";
+  const std::string staging = staging_dir(dst);
   const std::string fingerprint = plan_fingerprint(plan, recipe);
   std::error_code ec;
   std::optional<Journal> journal;
@@ -80,7 +80,6 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   if (!lead) open_journal();
 
   ThreadLimit limit(options.threads);
-  limit.run(start_workers_early);
   QuantizeResult result;
   // config.json, the index and the source's other files depend on the plan
   // alone: written on another thread while the shards are, rather than after
@@ -176,6 +175,14 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   result.bytes_read = plan.source_bytes();
   result.bytes_written = plan.output_bytes();
   return result;
+}
+
+std::string staging_dir(const std::string& dst) { return dst + ".selq-partial"; }
+
+std::string interrupted_run(const std::string& dir, const std::string& dst, bool in_place) {
+  const std::string marker = in_place ? (fs::path(dir) / kInPlaceDir).string()
+                                      : journal_file(staging_dir(dst), kJournalBase, 0);
+  return fs::exists(marker) ? marker : "";
 }
 
 }  // namespace selq::pipeline

@@ -67,4 +67,10 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
 
 constexpr const char* kInPlaceDir = ".selq-inplace";
 
+// Where a file-to-file run into `dst` stages its output (`dst.selq-partial`).
+std::string staging_dir(const std::string& dst);
+// What an interrupted run left to resume: its staging journal (file to file
+// into `dst`) or `dir/.selq-inplace` (in place, `dst` unused); "" when nothing.
+std::string interrupted_run(const std::string& dir, const std::string& dst, bool in_place);
+
 }  // namespace selq::pipeline

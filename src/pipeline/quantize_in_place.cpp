@@ -195,7 +195,6 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   }, /*views_of_files=*/true, /*done=*/{}};
 
   ThreadLimit limit(options.threads);
-  limit.run(start_workers_early);
   Progress progress;
   BufferPool pool;  // output buffers, reused across shards
   std::vector<TensorRecord> records(plan.tensors.size());

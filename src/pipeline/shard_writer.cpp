@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <new>
 #include <stdexcept>
-#include <thread>
 
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -549,24 +547,6 @@ void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const st
     ++progress.tensors_done;
   }
   if (options.on_progress) options.on_progress(progress);
-}
-
-void start_workers_early() {
-  // One task per worker, each making the worker's first allocation. A task
-  // waits (up to 10 ms, on its worker) for the others to start, so that each
-  // lands on a thread of its own; the calling thread does not wait.
-  static std::atomic<int> started{0};
-  const int workers = tbb::this_task_arena::max_concurrency() - 1;
-  started = 0;
-  for (int i = 0; i < workers; ++i)
-    tbb::this_task_arena::enqueue([workers] {
-      void* p = std::malloc(64);
-      asm volatile("" : : "r"(p) : "memory");  // a malloc/free pair may otherwise be elided
-      std::free(p);
-      ++started;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
-      while (started.load() < workers && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-    });
 }
 
 ThreadLimit::ThreadLimit(int threads) {

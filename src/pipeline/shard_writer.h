@@ -80,14 +80,6 @@ void remove_all_quietly(const std::string& path);
 std::map<std::string, float> group_amax_of(const TensorSource& source, const Plan& plan,
                                            const std::vector<std::size_t>& members);
 
-// TBB starts its worker threads at the first parallel loop, and a worker's
-// first allocation maps a glibc arena for it. Mapping takes the address
-// space's lock for writing: at the first tensor it queued behind the
-// populating of the embedding (the lock held for reading) for up to 30 ms with
-// the worker's core idle. Called before the first shard, while the main
-// thread still plans and journals, the workers start and map it then.
-void start_workers_early();
-
 // `threads` workers (0: all cores). More than the cores run in an arena of
 // their own, oversubscribed: how the memory bound of a large node is tested
 // on a small one (the default arena never has more slots than cores).

@@ -1,5 +1,6 @@
 #include "runtime/default_text.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -151,6 +152,13 @@ DefaultPrompts prompts_or_default(const std::string& path, std::int64_t max_prom
   if (!path.empty()) return {read_prompts_jsonl(path, max_prompts), path};
   if (max_prompts <= 0) return {};
   return default_prompts(static_cast<std::size_t>(max_prompts));
+}
+
+DefaultText calibration_tail(const DefaultText& text) {
+  const std::string& t = text.text;
+  std::size_t from = t.size() - std::min<std::size_t>(t.size() / 2, 16384);
+  if (auto nl = t.find('\n', from); nl != std::string::npos) from = nl + 1;
+  return {t.substr(from), fmt::format("last {} bytes of {}", t.size() - from, text.source)};
 }
 
 }  // namespace selq::runtime

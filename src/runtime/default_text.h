@@ -42,6 +42,12 @@ DefaultText text_or_default(const std::string& path, DefaultTextUse use);
 // max_prompts default prompts (none when max_prompts <= 0).
 DefaultPrompts prompts_or_default(const std::string& path, std::int64_t max_prompts);
 
+// The calibration text when a user's own file is also the evaluation text:
+// its last half, at most 16 KiB, starting at a line boundary (no UTF-8
+// sequence is cut); the evaluation reads from the start, and `selq eval`
+// refuses overlap (text_overlap.h). The source says which bytes.
+DefaultText calibration_tail(const DefaultText& text);
+
 // ---- building blocks (tested on their own) ----
 
 // Paragraphs of a novel stored one line per element, blank elements between

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "runtime/base_logprobs.h"
 #include "runtime/model.h"
 #include "runtime/text_overlap.h"
 #include "runtime/tokenizer.h"
@@ -102,6 +103,7 @@ json EvalReport::to_json() const {
   return {{"text_source", text_source},
           {"text_tokens", text_tokens},
           {"text_bytes", {0, text_bytes}},
+          {"base_logprobs", {{"file", base_cache_file}, {"cached", base_cache_hit}}},
           {"prompts_source", prompts_source},
           {"context", options.context},
           {"draft_k", options.draft_k},
@@ -141,6 +143,8 @@ std::string EvalReport::table() const {
                               text_bytes, text_tokens, options.context, prompts_source.empty() ? "none" : prompts_source, options.draft_k);
   s += fmt::format("{:<34} {:>9} {:>6} {:>8} {:>24} {:>27} {:>8} {:>20} {:>18} {:>18}\n", "model", "size",
                    "bits/w", "ppl", "ppl/base", "KL mean", "KL p99", "top-1 %", "acc gr", "acc T=1");
+  if (!base_cache_file.empty())
+    s += fmt::format("base log-probabilities: {} {}\n", base_cache_hit ? "read from" : "cached in", base_cache_file);
   auto row = [&](const ModelQuality& m, bool is_base) {
     auto size = fmt::format("{:.1f} MB", static_cast<double>(m.stored_bytes) / 1e6);
     if (is_base) {
@@ -290,6 +294,43 @@ std::vector<std::vector<std::int32_t>> prompt_tokens(const Tokenizer& tok, const
   return out;
 }
 
+// The base's rows over the text: from the cache when it holds them for this
+// model, text and window length, else computed (and then cached).
+BaseLogProbs base_logprobs(LlamaModel& base, const std::string& base_path, const std::vector<std::int32_t>& toks,
+                           const std::vector<std::int32_t>& targets, const Windows& w, const EvalOptions& o,
+                           EvalReport& rep, const std::function<void()>& tick) {
+  std::string key;
+  if (!o.base_cache_dir.empty()) {
+    key = base_logprobs_key(base_path, toks, o.context);
+    rep.base_cache_file = (fs::path(o.base_cache_dir) / (key + ".blp")).string();
+    if (auto cached = BaseLogProbs::load(rep.base_cache_file, key);
+        cached && cached->rows() == w.predicted && cached->vocab() == base.config().vocab) {
+      rep.base_cache_hit = true;
+      std::error_code ec;
+      fs::last_write_time(rep.base_cache_file, fs::file_time_type::clock::now(), ec);  // recently used
+      return std::move(*cached);
+    }
+  }
+  BaseLogProbs out(w.predicted, base.config().vocab);
+  for_each_window_logprobs(base, toks, w, [&](std::size_t, std::int64_t row0, const float* lp, std::int64_t rows) {
+    for (std::int64_t i = 0; i < rows; ++i)
+      out.set_row(row0 + i, lp + i * base.config().vocab, targets[static_cast<std::size_t>(row0 + i)]);
+    tick();
+  });
+  if (!key.empty()) {
+    // The cache only saves time: a full disk or a read-only home must not fail the evaluation.
+    try {
+      fs::create_directories(o.base_cache_dir);
+      prune_base_logprobs(o.base_cache_dir, o.base_cache_max_bytes > out.bytes() ? o.base_cache_max_bytes - out.bytes() : 0);
+      out.save(rep.base_cache_file, key);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "warning: base log-probabilities not cached: {}\n", e.what());
+      rep.base_cache_file.clear();
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Windows windows(std::int64_t n, std::int64_t context) {
@@ -302,24 +343,32 @@ Windows windows(std::int64_t n, std::int64_t context) {
   return w;
 }
 
-std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
-                                 double& nll_sum, const std::function<void(std::uint64_t)>& tick) {
+void for_each_window_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+                              const std::function<void(std::size_t, std::int64_t, const float*, std::int64_t)>& fn) {
   const std::int64_t V = m.config().vocab;
-  std::vector<float> out(static_cast<std::size_t>(w.predicted * V));
   std::int64_t row = 0;
-  nll_sum = 0;
   for (std::size_t wi = 0; wi < w.spans.size(); ++wi) {
     auto [b, e] = w.spans[wi];
     m.reset();
     auto logits = m.forward(std::span(toks).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(e - b)));
-    for (std::int64_t t = 0; t + 1 < e - b; ++t, ++row) {
-      float* dst = out.data() + row * V;
-      std::copy_n(logits.data() + t * V, V, dst);
-      log_softmax_inplace(dst, V);
-      nll_sum -= dst[toks[static_cast<std::size_t>(b + t + 1)]];
-    }
-    tick(wi + 1);
+    const std::int64_t rows = e - b - 1;  // the last position predicts past the window
+    for (std::int64_t t = 0; t < rows; ++t) log_softmax_inplace(logits.data() + t * V, V);
+    fn(wi, row, logits.data(), rows);
+    row += rows;
   }
+}
+
+std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+                                 double& nll_sum, const std::function<void(std::uint64_t)>& tick) {
+  const std::int64_t V = m.config().vocab;
+  std::vector<float> out(static_cast<std::size_t>(w.predicted * V));
+  nll_sum = 0;
+  for_each_window_logprobs(m, toks, w, [&](std::size_t wi, std::int64_t row, const float* lp, std::int64_t rows) {
+    const std::int64_t b = w.spans[wi].first;
+    std::copy_n(lp, rows * V, out.data() + row * V);
+    for (std::int64_t t = 0; t < rows; ++t) nll_sum -= lp[t * V + toks[static_cast<std::size_t>(b + t + 1)]];
+    tick(wi + 1);
+  });
   return out;
 }
 
@@ -369,11 +418,16 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
   rep.base.dialect = base->dialect();
   rep.base.stored_bytes = stored_bytes(base_path);
   rep.base.linear_bits_per_weight = linear_bits(*base);
-  double nll = 0;
-  const std::vector<float> base_lp = text_logprobs(*base, toks, w, nll, [&](std::uint64_t) {
+  const BaseLogProbs base_lp = base_logprobs(*base, base_path, toks, targets, w, o, rep, [&] {
     ++done_units;
     progress("base");
   });
+  double nll = 0;
+  for (std::int64_t r = 0; r < w.predicted; ++r) nll -= base_lp.target_logp(r);
+  if (rep.base_cache_hit) {
+    done_units += w.spans.size();
+    progress("base (cached)");
+  }
   rep.base.tokens = w.predicted;
   rep.base.nll = nll / static_cast<double>(w.predicted);
   rep.base.perplexity = std::exp(rep.base.nll);
@@ -390,22 +444,27 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
     mq.stored_bytes = stored_bytes(qpath);
     mq.linear_bits_per_weight = linear_bits(*m);
     const std::string label = fs::path(qpath).filename().string();
+    // Scored window by window: memory holds the base's rows and one window of this model's.
     double qnll = 0;
-    auto lp = text_logprobs(*m, toks, w, qnll, [&](std::uint64_t) {
+    std::vector<PositionScore> scores(static_cast<std::size_t>(w.predicted));
+    std::vector<float> p(static_cast<std::size_t>(V));
+    for_each_window_logprobs(*m, toks, w, [&](std::size_t, std::int64_t row0, const float* lp, std::int64_t rows) {
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const std::int64_t r = row0 + i;
+        const float* q = lp + i * V;
+        const std::int32_t t = targets[static_cast<std::size_t>(r)];
+        base_lp.decode_row(r, p.data());
+        qnll -= q[t];
+        scores[static_cast<std::size_t>(r)] = {kl_divergence(p.data(), q, V), -static_cast<double>(q[t]),
+                                               -static_cast<double>(base_lp.target_logp(r)),
+                                               base_lp.top(r) == argmax(q, V)};
+      }
       ++done_units;
       progress(label);
     });
     mq.tokens = w.predicted;
     mq.nll = qnll / static_cast<double>(w.predicted);
     mq.perplexity = std::exp(mq.nll);
-    std::vector<PositionScore> scores(static_cast<std::size_t>(w.predicted));
-    for (std::int64_t r = 0; r < w.predicted; ++r) {
-      const float* p = base_lp.data() + r * V;
-      const float* q = lp.data() + r * V;
-      const std::int32_t t = targets[static_cast<std::size_t>(r)];
-      scores[static_cast<std::size_t>(r)] = {kl_divergence(p, q, V), -static_cast<double>(q[t]),
-                                             -static_cast<double>(p[t]), argmax(p, V) == argmax(q, V)};
-    }
     mq.stats = kl_statistics(scores);
     mq.kl_histogram = kl_histogram(scores);
     mq.kl_mean = mq.stats.kld.mean;
@@ -413,8 +472,6 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
     mq.top1 = mq.stats.same_top;
     mq.window_sums = window_sums(scores, window_sizes);
     mq.text_ci = text_intervals(mq.window_sums, rep.bootstrap);
-    lp.clear();
-    lp.shrink_to_fit();
     SpecStats st;
     for (const auto& p : ptoks) {
       SpecStats one;

@@ -22,9 +22,13 @@ struct EvalOptions {
   std::int64_t context{256};      // tokens per perplexity window (non-overlapping)
   std::int64_t max_tokens{2048};  // text tokens evaluated (0: all)
   int draft_k{7};                 // draft length per verification step
-  std::int64_t max_prompts{8};    // prompts used for acceptance
+  std::int64_t max_prompts{64};   // prompts used for acceptance (all of a smaller file)
   std::int64_t gen_tokens{64};    // tokens generated per prompt
   bool chat_template{true};       // wrap prompts in the ChatML template when the vocabulary has it
+  // Where the base's log-probabilities over the text are cached between runs
+  // (base_logprobs.h; "" : not cached), and the most the directory may hold.
+  std::string base_cache_dir;
+  std::uint64_t base_cache_max_bytes{8ull << 30};
   // (stage, done, total): progress for a bar.
   std::function<void(const std::string&, std::uint64_t, std::uint64_t)> on_progress;
 };
@@ -66,6 +70,8 @@ struct EvalReport {
   std::string prompts_source;
   std::int64_t text_tokens{0};
   std::size_t text_bytes{0};  // the evaluated tokens cover text[0, text_bytes)
+  std::string base_cache_file;  // "" when not cached
+  bool base_cache_hit{false};   // the base's log-probabilities were read from base_cache_file
   EvalOptions options;
   ModelQuality base;
   std::vector<ModelQuality> quantized;
@@ -98,8 +104,14 @@ struct Windows {
 };
 Windows windows(std::int64_t n, std::int64_t context);
 
+// Calls fn(window, first_row, logp, rows) with the log-probabilities
+// [rows, vocab] of each window's predicted positions (the model's cache is
+// reset per window); rows are numbered over all windows.
+void for_each_window_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+                              const std::function<void(std::size_t, std::int64_t, const float*, std::int64_t)>& fn);
+
 // Log-probabilities [w.predicted, vocab] of every predicted position of every
-// window (the model's cache is reset per window); `nll_sum` gets their NLL.
+// window; `nll_sum` gets their NLL.
 std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
                                  double& nll_sum, const std::function<void(std::uint64_t)>& tick);
 

@@ -73,3 +73,14 @@ def load_tensor(directory, name, headers=None):
     headers = headers or safetensors_headers(directory)
     with safe_open(os.path.join(directory, headers[name][2]), framework="pt") as f:
         return f.get_tensor(name)
+
+
+def journal_shards(path):
+    """Shard names a resume journal records (JSON Lines: a header, then one
+    event per line; a torn last line is ignored, as selq ignores it)."""
+    shards = set()
+    with open(path) as f:
+        for line in f.read().split("\n")[1:-1]:
+            shards.add(json.loads(line).get("shard"))
+    shards.discard(None)
+    return shards

@@ -162,7 +162,7 @@ class Mpi(unittest.TestCase):
             for f in os.listdir(work) if os.path.isdir(work) else []:
                 if f.startswith("journal") and f.endswith(".json"):
                     try:
-                        n += len(u.read_json(os.path.join(work, f))["shards"])
+                        n += len(u.journal_shards(os.path.join(work, f)))
                     except (OSError, ValueError):
                         pass
             return n

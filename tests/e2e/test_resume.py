@@ -131,10 +131,9 @@ class Resume(unittest.TestCase):
             with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as p:
                 while p.poll() is None:  # kill once the shard's intent is journaled
                     try:
-                        with open(journal) as f:
-                            if shard in json.load(f).get("shards", {}):
-                                p.send_signal(signal.SIGKILL)
-                                break
+                        if shard in u.journal_shards(journal):
+                            p.send_signal(signal.SIGKILL)
+                            break
                     except (OSError, ValueError):
                         pass
                     time.sleep(0.0005)

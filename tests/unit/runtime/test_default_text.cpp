@@ -133,5 +133,18 @@ TEST(DefaultText, InstalledNovelsAreLargeAndDisjoint) {
   }
 }
 
+TEST(DefaultText, CalibrationTailStartsAtALineInTheSecondHalf) {
+  std::string t;
+  for (int i = 0; i < 3000; ++i) t += fmt::format("line {} of the text, é\n", i);  // ~75 KB
+  const auto tail = calibration_tail({t, "f.txt"});
+  EXPECT_LE(tail.text.size(), 16384u);
+  EXPECT_GT(tail.text.size(), 16000u);
+  ASSERT_EQ(t.compare(t.size() - tail.text.size(), tail.text.size(), tail.text), 0);  // a suffix
+  EXPECT_EQ(t[t.size() - tail.text.size() - 1], '\n');                                 // from a line start
+  EXPECT_EQ(tail.source, fmt::format("last {} bytes of f.txt", tail.text.size()));
+  const auto small = calibration_tail({"a\nbb\nccc\ndddd\n", "s"});
+  EXPECT_EQ(small.text, "dddd\n");  // never more than half
+}
+
 }  // namespace
 }  // namespace selq::runtime

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The real vLLM (CPU build) loads selq's outputs of the real SmolLM2 and scores
+# or generates with them (bench/vllm/crosscheck.py: BF16 perplexity within 2%
+# of selq's runtime; INT4 W4A16 scored where the CPU has vLLM's kernel, else
+# "loaded, no kernel"; FP8 dynamic in all three dialects loads and generates).
+# Skips (77) locally without the vLLM venv, fails under CI=true.
+# usage: vllm.sh SELQ TEST_PYTHON SOURCE_DIR
+set -euo pipefail
+SELQ=$1 PY=$2 SRC=$3
+VLLM_PY="${VLLM_VENV:-$HOME/.cache/selq/vllm-venv}/bin/python"
+if ! "$VLLM_PY" -c "import vllm" 2>/dev/null; then
+  echo "reference missing: vLLM (bench/vllm/setup_vllm.sh; scripts/setup.sh test runs it)"
+  [ "${CI:-}" = true ] && exit 1 || exit 77
+fi
+GGUF=$("$PY" -c "import sys; sys.path.insert(0, '$SRC/tests/crosscheck'); import xref; print(xref.smollm2_gguf())")
+WORK=$(mktemp -d /tmp/selq-vllm-e2e.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+"$SELQ" import-gguf "$GGUF" "$WORK/bf16" >/dev/null
+"$VLLM_PY" "$SRC/bench/vllm/crosscheck.py" --selq "$SELQ" --base "$WORK/bf16" --work "$WORK" --tokens 64 \
+  --cases bf16,w4a16-g64,fp8-dynamic-ct,fp8-dynamic-quark,fp8-dynamic-modelopt 2>"$WORK/vllm.err" | tee "$WORK/out.jsonl" \
+  || { tail -40 "$WORK/vllm.err"; exit 1; }
