@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -291,13 +292,23 @@ FetchedTensor Checkpoint::fetch(const std::string& name) const {
     out.view = view(name);
     return out;
   }
+  const RemoteRange r = remote_range(name);
+  // Not a vector: its zeroing would be a second pass over every byte.
+  auto bytes = std::make_shared_for_overwrite<std::uint8_t[]>(r.length);
+  const std::span<std::uint8_t> dst(bytes.get(), r.length);
+  http_get_range_into(r.url, r.offset, dst, name);
+  out.view = TensorView{&find(name)->info, dst};
+  out.owner = std::move(bytes);
+  return out;
+}
+
+RemoteRange Checkpoint::remote_range(const std::string& name) const {
   const CheckpointTensor* t = find(name);
   if (!t) throw_bad_input("no such tensor in checkpoint", {dir_, name, {}});
+  if (!remote_) throw std::logic_error("remote_range of a local checkpoint");
   const RemoteShard& r = remote_files_.at(t->shard);
   const SafetensorsEntry& e = r.header.entries[r.index.at(name)];
-  out.storage = http_get_range(r.url, r.data_start + e.begin, e.end - e.begin, name);
-  out.view = TensorView{&t->info, out.storage};
-  return out;
+  return {r.url, r.data_start + e.begin, e.end - e.begin};
 }
 
 void Checkpoint::copy_other_file(const std::string& name, const std::string& dst_path) const {

@@ -24,8 +24,8 @@ struct CheckpointTensor {
 };
 
 // Bytes of one tensor. `view` points into the source mapping (local, empty
-// storage) or into `storage` (remote download); moving keeps it valid
-// (a moved vector keeps its buffer), copying would not, hence move-only.
+// storage) or into `storage` or `owner` (remote download); moving keeps it
+// valid (a moved vector keeps its buffer), copying would not, hence move-only.
 struct FetchedTensor {
   FetchedTensor() = default;
   FetchedTensor(FetchedTensor&&) = default;
@@ -34,6 +34,16 @@ struct FetchedTensor {
   FetchedTensor& operator=(const FetchedTensor&) = delete;
   TensorView view;
   std::vector<std::uint8_t> storage;
+  // Downloaded bytes held elsewhere (a pooled buffer shared by the readers
+  // of one tensor), freed or returned when the last holder lets go.
+  std::shared_ptr<const void> owner;
+};
+
+// Where a remote tensor's bytes are: `length` bytes from `offset` of `url`.
+struct RemoteRange {
+  std::string url;
+  std::uint64_t offset{0};
+  std::uint64_t length{0};
 };
 
 // A shard read over HTTP: only its header is kept.
@@ -63,6 +73,8 @@ class Checkpoint {
   TensorView view(const std::string& name) const;
   // The tensor's bytes, owned by the result when downloaded. Thread-safe.
   FetchedTensor fetch(const std::string& name) const;
+  // Remote checkpoints only: where to download the tensor from.
+  RemoteRange remote_range(const std::string& name) const;
   // Local checkpoints only.
   const SafetensorsFile& shard_file(const std::string& shard) const;
   // config.json of the directory, or null if absent.

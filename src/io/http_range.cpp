@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -38,11 +39,13 @@ struct Response {
   long status{0};
   std::string content_range;
   std::vector<std::uint8_t> body;
-  // Where the body goes: `body`, or the caller's buffer reserved to the
-  // range's length (a growing vector re-faulted and copied every tensor).
-  std::vector<std::uint8_t>* sink{&body};
+  // Where the body goes: `body`, or straight into the caller's buffer of
+  // `cap` bytes (a growing vector re-faulted and copied every tensor).
+  std::uint8_t* dst{nullptr};
   std::uint64_t received{0};  // body bytes of this response
   std::uint64_t cap{0};  // 0 = unlimited
+  const std::atomic<bool>* cancel{nullptr};
+  bool cancelled{false};
   bool range_request{false};
   bool aborted_status{false};  // a range request answered with something other than 206
   bool aborted_long{false};    // more bytes than asked for
@@ -89,21 +92,29 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
     r->aborted_status = true;
     return 0;
   }
+  if (r->cancel && r->cancel->load(std::memory_order_relaxed)) {
+    r->cancelled = true;
+    return 0;
+  }
   if (r->cap && r->received + len > r->cap) {
     r->aborted_long = true;
     return 0;
   }
-  r->sink->insert(r->sink->end(), data, data + len);
+  if (r->dst)
+    std::memcpy(r->dst + r->received, data, len);
+  else
+    r->body.insert(r->body.end(), data, data + len);
   r->received += len;
   return len;
 }
 
 Response perform(const std::string& url, bool head, const std::string& range, std::uint64_t cap,
-                 std::vector<std::uint8_t>* sink = nullptr) {
+                 std::uint8_t* dst = nullptr, const std::atomic<bool>* cancel = nullptr) {
   const CurlApi& curl = curl_api();
   CURL* h = thread_handle(url);
   Response r;
-  if (sink) r.sink = sink;
+  r.dst = dst;
+  r.cancel = cancel;
   r.cap = cap;
   r.range_request = !range.empty();
   char errbuf[CURL_ERROR_SIZE] = {0};
@@ -208,24 +219,33 @@ std::uint64_t http_bytes_received() { return g_bytes_received.load(); }
 
 std::vector<std::uint8_t> http_get_range(const std::string& url, std::uint64_t offset, std::uint64_t length,
                                          const std::string& tensor, std::uint64_t* total_size) {
-  std::vector<std::uint8_t> out;
-  if (length == 0) return out;
-  out.reserve(length);
+  std::vector<std::uint8_t> out(length);
+  http_get_range_into(url, offset, out, tensor, total_size);
+  return out;
+}
+
+void http_get_range_into(const std::string& url, std::uint64_t offset, std::span<std::uint8_t> dst,
+                         const std::string& tensor, std::uint64_t* total_size, const std::atomic<bool>* cancel) {
+  const std::uint64_t length = dst.size();
+  std::uint64_t done = 0;
   const int attempts = http_policy().attempts;
   std::string last_problem;
-  for (int attempt = 0; out.size() < length; ++attempt) {
+  for (int attempt = 0; done < length; ++attempt) {
+    if (cancel && cancel->load()) throw_io("download cancelled", {url, tensor, offset + done});
     if (attempt >= attempts)
-      throw_io(fmt::format("download failed after {} attempts ({} of {} bytes received): {}", attempts, out.size(),
+      throw_io(fmt::format("download failed after {} attempts ({} of {} bytes received): {}", attempts, done,
                            length, last_problem),
                {url, tensor, offset});
     if (attempt > 0) backoff(attempt - 1);
     // Resume where the previous try stopped.
-    const std::uint64_t off = offset + out.size();
-    const std::uint64_t want = length - out.size();
+    const std::uint64_t off = offset + done;
+    const std::uint64_t want = length - done;
     const std::string range = fmt::format("{}-{}", off, off + want - 1);
-    // A 206 body is appended to `out` as it arrives (nothing else is).
-    Response r = perform(url, false, range, want, &out);
+    // A 206 body is written into `dst` as it arrives (nothing else is).
+    Response r = perform(url, false, range, want, dst.data() + done, cancel);
+    done += r.received;
     const ErrorWhere where{url, tensor, off};
+    if (r.cancelled) throw_io("download cancelled", where);
     if (r.status == 404 || r.status == 410) throw_io(fmt::format("not found (HTTP {})", r.status), where);
     if (r.status == 200)
       throw_unsupported(
@@ -266,10 +286,9 @@ std::vector<std::uint8_t> http_get_range(const std::string& url, std::uint64_t o
                       where);
     if (r.code != CURLE_OK) {
       if (!transient_curl(r.code)) throw_io(fmt::format("request failed: {}", r.curl_error), where);
-      last_problem = fmt::format("transfer cut short at byte {}: {}", offset + out.size(), r.curl_error);
+      last_problem = fmt::format("transfer cut short at byte {}: {}", offset + done, r.curl_error);
     }
   }
-  return out;
 }
 
 std::optional<std::string> http_get_file(const std::string& url, bool missing_ok) {

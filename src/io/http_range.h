@@ -4,8 +4,10 @@
 // Thread-safe: each thread reuses its own easy handle (keep-alive).
 // Every failure is a selq::Error naming the URL and, where given, the tensor
 // and byte offset.
+#include <atomic>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,12 @@ const HttpPolicy& http_policy();
 // Content-Range. `tensor` only labels errors.
 std::vector<std::uint8_t> http_get_range(const std::string& url, std::uint64_t offset, std::uint64_t length,
                                          const std::string& tensor = {}, std::uint64_t* total_size = nullptr);
+// The same into the caller's buffer (dst.size() bytes from `offset`): a
+// reused buffer is not faulted and zeroed again for every tensor. A set
+// `cancel` stops the transfer and throws (a pipeline that failed elsewhere).
+void http_get_range_into(const std::string& url, std::uint64_t offset, std::span<std::uint8_t> dst,
+                         const std::string& tensor = {}, std::uint64_t* total_size = nullptr,
+                         const std::atomic<bool>* cancel = nullptr);
 // The whole body; nullopt on 404/410 when `missing_ok`, an error otherwise.
 std::optional<std::string> http_get_file(const std::string& url, bool missing_ok);
 // HEAD: true on 2xx, false on 404/410, an error on anything else.

@@ -72,13 +72,35 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
   return *this;
 }
 
-void Buffer::reset(std::size_t size) {
+void Buffer::grow(std::size_t capacity) {
+  const std::size_t cap = capacity_for(capacity);
+  if (cap <= capacity_) return;
+  void* to = nullptr;
+  if (cap < kHugePage) {
+    to = ::mremap(data_, capacity_, cap, MREMAP_MAYMOVE);
+  } else {
+    // Moved onto a 2 MiB boundary, so that its huge pages move whole.
+    std::uint8_t* target = map_aligned(cap);
+    to = ::mremap(data_, capacity_, cap, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+    if (to == MAP_FAILED) ::munmap(target, cap);
+  }
+  if (to == MAP_FAILED) throw std::bad_alloc();
+  data_ = static_cast<std::uint8_t*>(to);
+  capacity_ = cap;
+  if (cap >= kHugePage) (void)::madvise(data_, cap, MADV_HUGEPAGE);
+}
+
+void Buffer::reset(std::size_t size, bool zero) {
   size_ = size;
-  if (!fresh_) std::memset(data_, 0, size);
+  if (!fresh_ && zero) std::memset(data_, 0, size);
   fresh_ = false;
 }
 
-Buffer BufferPool::acquire(std::size_t size) {
+Buffer BufferPool::acquire(std::size_t size) { return take(size, true); }
+
+Buffer BufferPool::acquire_for_overwrite(std::size_t size) { return take(size, false); }
+
+Buffer BufferPool::take(std::size_t size, bool zero) {
   Buffer out;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -97,8 +119,11 @@ Buffer BufferPool::acquire(std::size_t size) {
       free_.erase(best);
     }
   }
-  if (out.capacity() < size) out = Buffer(size);
-  out.reset(size);
+  if (out.capacity() == 0)
+    out = Buffer(size);
+  else if (out.capacity() < size)
+    out.grow(size);
+  out.reset(size, zero);
   return out;
 }
 

@@ -30,8 +30,12 @@ class Buffer {
   std::size_t capacity() const { return capacity_; }
   std::span<std::uint8_t> bytes() const { return {data_, size_}; }
   // Sets the size (<= capacity) and zeroes those bytes unless the mapping is
-  // fresh (the kernel hands out zeroed pages).
-  void reset(std::size_t size);
+  // fresh (the kernel hands out zeroed pages) or `zero` is false.
+  void reset(std::size_t size, bool zero = true);
+  // At least `capacity` bytes, keeping the pages already touched (mremap): a
+  // buffer mapped anew is faulted and zeroed by the kernel as it fills, which
+  // was half the CPU time of a remote run whose tensors came in 11 sizes.
+  void grow(std::size_t capacity);
 
  private:
   std::uint8_t* data_{nullptr};
@@ -45,6 +49,9 @@ class BufferPool {
   // `size` zeroed bytes: output never depends on what a buffer held before,
   // even if a kernel left a byte unwritten.
   Buffer acquire(std::size_t size);
+  // `size` bytes of whatever the buffer held before: for a download, which
+  // overwrites every byte (or fails, and the bytes are never used).
+  Buffer acquire_for_overwrite(std::size_t size);
   void release(Buffer buffer);
   // Maps, untouched, the buffers that acquiring `sizes` would otherwise map:
   // called before a shard's pipeline starts with the outputs of its first
@@ -63,6 +70,7 @@ class BufferPool {
   std::jthread unmap_in_background();
 
  private:
+  Buffer take(std::size_t size, bool zero);
   mutable std::mutex mu_;
   std::vector<Buffer> free_;
 };

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
@@ -12,6 +13,8 @@
 #include "pipeline/distribute.h"
 #include "pipeline/journal.h"
 #include "pipeline/manifest.h"
+#include "pipeline/remote_reader.h"
+#include "pipeline/shard_schedule.h"
 #include "pipeline/shard_writer.h"
 
 namespace fs = std::filesystem;
@@ -19,6 +22,32 @@ namespace fs = std::filesystem;
 namespace selq::pipeline {
 
 using namespace detail;
+
+namespace {
+// Downloads this rank's tensors ahead, in the order its shards read them, on
+// as many connections as it has workers (the number `-j` sets), within half
+// of the memory budget (the other half is the pipeline's).
+std::unique_ptr<RemoteReader> start_remote_reader(const io::Checkpoint& src, const Plan& plan,
+                                                  const std::vector<int>& shard_rank, const std::vector<bool>& adopted,
+                                                  int rank, ThreadLimit& limit, const QuantizeOptions& options) {
+  std::vector<std::string> order;
+  for (std::size_t s = 0; s < plan.shards.size(); ++s) {
+    if (shard_rank[s] != rank || adopted[s]) continue;
+    for (const auto i : plan.shards[s].tensors) {
+      const PlannedTensor& t = plan.tensors[i];
+      if (t.stored)
+        order.insert(order.end(), t.stored->tensors.begin(), t.stored->tensors.end());
+      else
+        order.push_back(t.source);
+    }
+  }
+  std::size_t connections = 1;
+  limit.run([&] { connections = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()); });
+  const std::uint64_t budget = options.memory_budget;
+  const std::uint64_t window = (budget > kBudgetReserve ? budget - kBudgetReserve : budget) / 2;
+  return std::make_unique<RemoteReader>(src, order, connections, window);
+}
+}  // namespace
 
 QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const recipe::Recipe& recipe,
                             const std::string& dst, const QuantizeOptions& options) {
@@ -51,8 +80,6 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   if (!lead) open_journal();
 
   ThreadLimit limit(options.threads);
-  const TensorSource source{[&src](const std::string&, const std::string& tensor) { return src.fetch(tensor); },
-                            !src.is_remote()};
   QuantizeResult result;
   // config.json, the index and the source's other files depend on the plan
   // alone: written on another thread while the shards are, rather than after
@@ -75,6 +102,20 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
         progress.bytes_total += plan.tensors[i].in_bytes();
         ++progress.tensors_total;
       }
+  // Shards an earlier run committed are adopted, not written (nor downloaded).
+  std::vector<bool> adopted(plan.shards.size(), false);
+  for (std::size_t s = 0; s < plan.shards.size(); ++s)
+    if (shard_rank[s] == ranks.rank() && journal->resumed())
+      in_shard(plan.shards[s].name, [&] {
+        adopted[s] = journal->is_committed(plan.shards[s].name, (fs::path(staging) / plan.shards[s].name).string());
+      });
+  std::unique_ptr<RemoteReader> reader;
+  if (src.is_remote()) reader = start_remote_reader(src, plan, shard_rank, adopted, ranks.rank(), limit, options);
+  TensorSource source{[&](const std::string&, const std::string& tensor) {
+                        return reader ? reader->fetch(tensor) : src.fetch(tensor);
+                      },
+                      !src.is_remote(), {}};
+  if (reader) source.done = [&](const std::string& tensor) { reader->done(tensor); };
   std::map<std::string, float> exchanged;
   if (const auto groups = groups_across_ranks(plan, shard_rank); !groups.empty()) {
     std::vector<std::size_t> members;
@@ -96,7 +137,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
       const auto& shard = plan.shards[s];
       const std::string path = (fs::path(staging) / shard.name).string();
       in_shard(shard.name, [&] {
-        if (journal->resumed() && journal->is_committed(shard.name, path)) {
+        if (adopted[s]) {
           adopt_committed_shard(plan, shard, path, *journal, records, progress, options);
           return;
         }

@@ -192,7 +192,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     io::FetchedTensor f;
     f.view = it->second->view(tensor);
     return f;
-  }, /*views_of_files=*/true};
+  }, /*views_of_files=*/true, /*done=*/{}};
 
   ThreadLimit limit(options.threads);
   Progress progress;

@@ -80,7 +80,10 @@ std::uint64_t xxh3(std::span<const std::uint8_t> b) { return XXH3_64bits(b.data(
 
 // Called once a source tensor's bytes have been used for the last time here.
 void release(const TensorSource& source, const io::FetchedTensor& t) {
-  if (source.views_of_files) io::release_file_pages(t.view.bytes);
+  if (source.views_of_files)
+    io::release_file_pages(t.view.bytes);
+  else if (source.done && t.view.info)
+    source.done(t.view.info->name);
 }
 
 // Maps a source tensor's pages before use, in 8 MiB pieces on all cores: as
@@ -114,7 +117,7 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
   const bool take = fingerprint == Fingerprint::Take;
   if (!t.stored) {
     w.fetched = source(t.source_shard, t.source);
-    populate(w.fetched.view.bytes);
+    if (source.views_of_files) populate(w.fetched.view.bytes);  // downloaded bytes are in memory
     if (take) w.hash = xxh3(w.fetched.view.bytes);
     return;
   }
@@ -125,7 +128,7 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
   for (const auto& name : t.stored->tensors) {
     inputs.push_back(source(t.source_shard, name));
     spans.push_back(inputs.back().view.bytes);
-    populate(spans.back());
+    if (source.views_of_files) populate(spans.back());
     if (take) XXH3_64bits_update(st, spans.back().data(), spans.back().size());
   }
   w.hash = XXH3_64bits_digest(st);
@@ -239,7 +242,9 @@ float GroupAmax::compute(const std::string& group, const std::string& shard) con
     // The members in this shard are quantized within a few tensors: their
     // pages stay mapped for them (and their bytes are still in the cache). A
     // member in another source shard is not needed again until that shard.
-    if (plan_->tensors[k].source_shard != shard) release(*source_, w.fetched);
+    // Downloaded, every member is kept for its turn (at most the reader's
+    // window, pipeline/remote_reader.h), not downloaded again.
+    if (source_->views_of_files && plan_->tensors[k].source_shard != shard) release(*source_, w.fetched);
   }
   return amax;
 }

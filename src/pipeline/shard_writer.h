@@ -27,6 +27,9 @@ struct TensorSource {
   // tensor in flight then holds no memory of its own (sizes the pipeline's
   // tokens), and a consumed tensor's pages may be unmapped.
   bool views_of_files{false};
+  // Downloaded bytes: told when the pipeline has read a tensor for the last
+  // time (pipeline/remote_reader.h). Null for local sources.
+  std::function<void(const std::string& tensor)> done;
   io::FetchedTensor operator()(const std::string& shard, const std::string& tensor) const {
     return fetch(shard, tensor);
   }

@@ -222,12 +222,7 @@ http {{
         remote = json.loads(u.selq("plan", "--json", f"{self.base}/ckpt/", "--recipe", r).stdout)
         self.assertEqual(strip_paths(local), strip_paths(remote))
 
-    def test_quantize_is_byte_identical(self):
-        r = u.recipe("llama-mix")
-        local_dst = os.path.join(self.tmp, "out-local")
-        remote_dst = os.path.join(self.tmp, "out-remote")
-        u.selq("quantize", self.ckpt, local_dst, "--recipe", r, "--quiet")
-        u.selq("quantize", f"{self.base}/ckpt", remote_dst, "--recipe", r, "--quiet")
+    def assert_same_output(self, local_dst, remote_dst, src, url):
         a, b = u.tree_bytes(local_dst), u.tree_bytes(remote_dst)
         self.assertEqual(sorted(a), sorted(b))
         self.assertIn("tokenizer_config.json", b)
@@ -235,10 +230,53 @@ http {{
             if name == "selq-manifest.json":
                 self.assertEqual(strip_paths(json.loads(a[name])), strip_paths(json.loads(b[name])), name)
             elif name in ("selq-report.txt", "selq-report.html"):  # name their source
-                self.assertEqual(a[name].replace(self.ckpt.encode(), b"SRC"),
-                                 b[name].replace(f"{self.base}/ckpt".encode(), b"SRC"), name)
+                self.assertEqual(a[name].replace(src.encode(), b"SRC"), b[name].replace(url.encode(), b"SRC"), name)
             else:
                 self.assertEqual(a[name], b[name], name)
+
+    def test_quantize_is_byte_identical(self):
+        r = u.recipe("llama-mix")
+        local_dst = os.path.join(self.tmp, "out-local")
+        remote_dst = os.path.join(self.tmp, "out-remote")
+        u.selq("quantize", self.ckpt, local_dst, "--recipe", r, "--quiet")
+        u.selq("quantize", f"{self.base}/ckpt", remote_dst, "--recipe", r, "--quiet")
+        self.assert_same_output(local_dst, remote_dst, self.ckpt, f"{self.base}/ckpt")
+
+    def shard_bytes_sent(self, uri_prefix):
+        total = 0
+        with open(self.access_log) as f:
+            for line in f:
+                method, uri, status, sent = line.split()
+                if uri.startswith(uri_prefix) and uri.endswith(".safetensors"):
+                    total += int(sent)
+        return total
+
+    def test_nvfp4_tensors_downloaded_ahead_once_each(self):
+        """NVFP4 fused groups (q/k/v, gate/up) read every member for their
+        shared amax: the members are downloaded once all the same, ahead of
+        the workers, and the output is the local run's byte for byte, with one
+        worker or several, and with fused groups split across shards."""
+        r = u.recipe("llama-nvfp4")
+        for name, extra in (("ckpt", []), ("ckpt-shards", ["--max-shard-size", "300KB"])):
+            src = os.path.join(self.www, name)
+            if not os.path.exists(src):
+                u.selq("synth", "--arch", "llama", "--scale", "2", "--vocab", "512", *extra, src)
+            shards = [f for f in os.listdir(src) if f.endswith(".safetensors")]
+            files = sum(os.path.getsize(os.path.join(src, f)) for f in shards)
+            local_dst = os.path.join(self.tmp, f"nvfp4-local-{name}")
+            u.selq("quantize", src, local_dst, "--recipe", r, "--quiet")
+            for jobs in ("1", "3"):
+                with self.subTest(checkpoint=name, jobs=jobs):
+                    remote_dst = os.path.join(self.tmp, f"nvfp4-remote-{name}-{jobs}")
+                    before = self.shard_bytes_sent(f"/{name}/")
+                    u.selq("quantize", f"{self.base}/{name}", remote_dst, "--recipe", r, "-j", jobs, "--quiet")
+                    sent = self.shard_bytes_sent(f"/{name}/") - before
+                    self.assert_same_output(local_dst, remote_dst, src, f"{self.base}/{name}")
+                    if len(shards) == 1:  # the header once, each tensor once
+                        self.assertEqual(sent, files)
+                    else:  # a member in a later shard may be read twice, never more
+                        self.assertGreaterEqual(sent, files)
+                        self.assertLess(sent, 2 * files)
 
     def test_plan_of_multi_gb_checkpoint_transfers_little(self):
         self.assertGreater(self.big_size, 2 << 30)

@@ -66,6 +66,25 @@ TEST(BufferPool, NeverHoldsMoreBuffersThanThePeakInUse) {
   }
 }
 
+// A request larger than every free buffer grows one in place of mapping a
+// new one: the pages it had are kept (with their bytes), so only the added
+// pages are faulted and zeroed by the kernel.
+TEST(BufferPool, GrowingKeepsTheTouchedPages) {
+  BufferPool pool;
+  Buffer a = pool.acquire(4 << 20);
+  std::memset(a.bytes().data(), 0xAB, a.bytes().size());
+  pool.release(std::move(a));
+  Buffer b = pool.acquire_for_overwrite(std::size_t{12} << 20);
+  ASSERT_EQ(b.bytes().size(), std::size_t{12} << 20);
+  EXPECT_TRUE(std::all_of(b.bytes().begin(), b.bytes().begin() + (4 << 20), [](std::uint8_t v) { return v == 0xAB; }));
+  EXPECT_TRUE(all_zero(b.bytes().subspan(4 << 20)));  // the new pages, fresh from the kernel
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.bytes().data()) % (2 << 20), 0u);  // still on a huge-page boundary
+  std::memset(b.bytes().data(), 0xCD, b.bytes().size());
+  pool.release(std::move(b));
+  Buffer c = pool.acquire(std::size_t{12} << 20);  // acquire still zeroes
+  EXPECT_TRUE(all_zero(c.bytes()));
+}
+
 TEST(BufferPool, SmallBuffersAreNotRoundedUpToAHugePage) {
   BufferPool pool;
   Buffer s = pool.acquire(100 << 10);
