@@ -195,7 +195,9 @@ SchemeSpec ct_adapt(SchemeSpec s, DType model_dtype) {
       s.int_pack_int32 = true;  // weight-only int loads only as pack-quantized
       break;
     case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::CompressedTensors; break;
-    default: break;
+    case SchemeKind::MXFP4:
+    case SchemeKind::MXFP8:
+    case SchemeKind::FP8Block: break;  // stored as the scheme says
   }
   return s;
 }

@@ -122,8 +122,11 @@ json weight_spec(const SchemeSpec& s) {
       return w;
     }
     case SchemeKind::NVFP4: return nvfp4_pair(false);
-    default: return nullptr;
+    case SchemeKind::MXFP8:
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup: return nullptr;  // quark_check refuses them
   }
+  return nullptr;
 }
 
 json input_spec(const SchemeSpec& s) {
@@ -145,8 +148,9 @@ json input_spec(const SchemeSpec& s) {
       return a;
     }
     case ActMode::NVFP4: return nvfp4_pair(true);
-    default: return nullptr;
+    case ActMode::MXFP8Dynamic: return nullptr;  // only with MXFP8 weights, which quark_check refuses
   }
+  return nullptr;
 }
 
 // Keys vLLM matches by substring: star a key that another looked-up name
@@ -208,7 +212,11 @@ SchemeSpec quark_adapt(SchemeSpec s, DType) {
       break;
     case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
     case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
-    default: break;
+    case SchemeKind::MXFP4:
+    case SchemeKind::MXFP8:
+    case SchemeKind::FP8Block:
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup: break;  // stored as the scheme says
   }
   return s;
 }

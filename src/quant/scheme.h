@@ -24,6 +24,8 @@ enum class SchemeKind {
   IntChannel,   // int4/int8, per output channel
   IntGroup,     // int4/int8, per group of `group_size` input channels
 };
+// Rows of quant/scheme_traits.cpp, one per kind: everything a kind is.
+inline constexpr std::size_t kSchemeKindCount = 8;
 
 // How the activations entering the layer are quantized at run time.
 enum class ActMode {

@@ -1,7 +1,7 @@
 // Every scheme selq can write, and what error each is expected to keep under:
 // facts about the schemes themselves, asked by whoever reads a checkpoint back
 // (export/dialect_read) and by verify.
-#include "quant/scheme.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::quant {
 
@@ -44,18 +44,6 @@ std::vector<SchemeSpec> writable_schemes() {
   return out;
 }
 
-double error_budget(const SchemeSpec& spec) {
-  switch (spec.kind) {
-    case SchemeKind::MXFP4: return 0.25;
-    case SchemeKind::NVFP4: return 0.20;
-    case SchemeKind::MXFP8:
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Channel:
-    case SchemeKind::FP8Block: return 0.06;
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: return spec.bits == 4 ? 0.25 : 0.02;
-  }
-  return 0.25;
-}
+double error_budget(const SchemeSpec& spec) { return scheme_traits(spec.kind).error_budget(spec); }
 
 }  // namespace selq::quant
