@@ -67,7 +67,8 @@ std::string algo_of(const SchemeSpec& s) {
       break;
     case SchemeKind::MXFP4:
     case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: break;  // no ModelOpt algorithm stores these
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: break;  // no ModelOpt algorithm stores these
   }
   return "";
 }
@@ -102,7 +103,8 @@ SchemeSpec modelopt_adapt(SchemeSpec s, DType) {
     case SchemeKind::MXFP8:
     case SchemeKind::FP8Block:
     case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: break;  // stored as the scheme says
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
   }
   return s;
 }

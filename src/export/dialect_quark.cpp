@@ -124,7 +124,8 @@ json weight_spec(const SchemeSpec& s) {
     case SchemeKind::NVFP4: return nvfp4_pair(false);
     case SchemeKind::MXFP8:
     case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: return nullptr;  // quark_check refuses them
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: return nullptr;  // quark_check refuses them
   }
   return nullptr;
 }
@@ -201,6 +202,10 @@ void quark_check(const SchemeSpec& s) {
       return unsupported(Dialect::Quark, s,
                          "vLLM's only Quark int scheme is W8A8 int8 with int8 activations, which selq "
                          "has no activation mode for");
+    case SchemeKind::FP8ChannelE8M0:
+      return unsupported(Dialect::Quark, s,
+                         "QuarkW8A8Fp8 loads per-channel scales as floats; no engine loads E8M0 "
+                         "per-channel FP8 weights yet");
   }
 }
 
@@ -216,7 +221,8 @@ SchemeSpec quark_adapt(SchemeSpec s, DType) {
     case SchemeKind::MXFP8:
     case SchemeKind::FP8Block:
     case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: break;  // stored as the scheme says
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
   }
   return s;
 }

@@ -40,6 +40,12 @@ std::vector<SchemeSpec> writable_schemes() {
           add(s);
         }
       }
+    for (auto rule : {ScaleRule::Even, ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil}) {
+      SchemeSpec s;
+      s.kind = SchemeKind::FP8ChannelE8M0;
+      s.scale_rule = rule;
+      add(s);
+    }
   }
   return out;
 }

@@ -129,6 +129,14 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      [](const SchemeSpec& s, std::int64_t) { return s.group_size; },
      "compressed-tensors group strategy requires in_features % group_size == 0", false, false, outputs_int,
      detail::quantize_int, detail::dequantize_int, budget_int},
+    {SchemeKind::FP8ChannelE8M0, {{"fp8-channel-e8m0", 8}, {}}, kOptScaleRule | kOptScaleKeepdim, kAllActsButNvfp4,
+     [](const SchemeSpec& s) { return std::string("fp8-channel-e8m0") + rule_suffix(s.scale_rule); }, whole_row,
+     nullptr, false, false,
+     [](const SchemeSpec& s, const Geometry& g, V& v) {
+       v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
+       v.push_back({OutRole::Scale, DType::U8, per_row(s, g)});
+     },
+     detail::quantize_fp8_e8m0, detail::dequantize_fp8_e8m0, budget_fp8},
 }};
 
 // A kind without its row (a zero-initialized one) or a row out of place does not compile.
