@@ -40,22 +40,6 @@ std::optional<Dialect> dialect_from_name(const std::string& name) {
   return std::nullopt;
 }
 
-static std::string kind_label(const SchemeSpec& s) {
-  switch (s.kind) {
-    case SchemeKind::MXFP4: return "mxfp4";
-    case SchemeKind::MXFP8: return "mxfp8";
-    case SchemeKind::NVFP4: return "nvfp4";
-    case SchemeKind::FP8Tensor: return "fp8-tensor";
-    case SchemeKind::FP8Channel: return "fp8-channel";
-    case SchemeKind::FP8Block: return fmt::format("fp8-block{}x{}", s.block_rows, s.block_cols);
-    case SchemeKind::IntChannel:
-      return fmt::format("int{}-channel{}", s.bits, s.symmetric ? "" : "-asym");
-    case SchemeKind::IntGroup:
-      return fmt::format("int{}-g{}{}", s.bits, s.group_size, s.symmetric ? "" : "-asym");
-  }
-  return "?";
-}
-
 static std::string act_label(ActMode a) {
   switch (a) {
     case ActMode::None: return "weight-only";
@@ -70,7 +54,7 @@ static std::string act_label(ActMode a) {
   return "?";
 }
 
-std::string scheme_label(const SchemeSpec& s) { return kind_label(s) + ", " + act_label(s.act); }
+std::string scheme_label(const SchemeSpec& s) { return s.name() + ", " + act_label(s.act); }
 
 Dialect parse_dialect(const std::string& name) {
   auto d = dialect_from_name(name);

@@ -71,6 +71,7 @@ std::string ct_format(const SchemeSpec& s) {
     case SchemeKind::FP8Block: return "float-quantized";
     case SchemeKind::IntChannel:
     case SchemeKind::IntGroup: return "pack-quantized";  // weight-only: what vLLM's WNA16 loads
+    case SchemeKind::FP8ChannelE8M0: break;                // ct_check refuses it
   }
   return "dense";
 }
@@ -114,6 +115,7 @@ json weight_args(const SchemeSpec& s) {
               {"strategy", group ? "group" : "channel"},
               {"dynamic", false}};
     }
+    case SchemeKind::FP8ChannelE8M0: break;  // ct_check refuses it
   }
   return nullptr;
 }
@@ -178,6 +180,10 @@ void ct_check(const SchemeSpec& s) {
       if (s.kind == SchemeKind::IntGroup && s.group_size <= 0)
         unsupported(Dialect::CompressedTensors, s, "group strategy needs a positive group_size");
       return require_act(s, {ActMode::None}, "selq writes int schemes weight-only (W4A16/W8A16)");
+    case SchemeKind::FP8ChannelE8M0:
+      return unsupported(Dialect::CompressedTensors, s,
+                         "float-quantized FP8 stores float per-channel scales; compressed-tensors has no "
+                         "E8M0 per-channel FP8 format");
   }
 }
 
@@ -195,7 +201,10 @@ SchemeSpec ct_adapt(SchemeSpec s, DType model_dtype) {
       s.int_pack_int32 = true;  // weight-only int loads only as pack-quantized
       break;
     case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::CompressedTensors; break;
-    default: break;
+    case SchemeKind::MXFP4:
+    case SchemeKind::MXFP8:
+    case SchemeKind::FP8Block:
+    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
   }
   return s;
 }

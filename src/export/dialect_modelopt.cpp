@@ -65,7 +65,10 @@ std::string algo_of(const SchemeSpec& s) {
     case SchemeKind::MXFP8:
       if (s.act == ActMode::MXFP8Dynamic) return "MXFP8";
       break;
-    default: break;
+    case SchemeKind::MXFP4:
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: break;  // no ModelOpt algorithm stores these
   }
   return "";
 }
@@ -96,7 +99,12 @@ SchemeSpec modelopt_adapt(SchemeSpec s, DType) {
       break;
     case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
     case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
-    default: break;
+    case SchemeKind::MXFP4:
+    case SchemeKind::MXFP8:
+    case SchemeKind::FP8Block:
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
   }
   return s;
 }

@@ -122,8 +122,12 @@ json weight_spec(const SchemeSpec& s) {
       return w;
     }
     case SchemeKind::NVFP4: return nvfp4_pair(false);
-    default: return nullptr;
+    case SchemeKind::MXFP8:
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: return nullptr;  // quark_check refuses them
   }
+  return nullptr;
 }
 
 json input_spec(const SchemeSpec& s) {
@@ -145,8 +149,9 @@ json input_spec(const SchemeSpec& s) {
       return a;
     }
     case ActMode::NVFP4: return nvfp4_pair(true);
-    default: return nullptr;
+    case ActMode::MXFP8Dynamic: return nullptr;  // only with MXFP8 weights, which quark_check refuses
   }
+  return nullptr;
 }
 
 // Keys vLLM matches by substring: star a key that another looked-up name
@@ -197,6 +202,10 @@ void quark_check(const SchemeSpec& s) {
       return unsupported(Dialect::Quark, s,
                          "vLLM's only Quark int scheme is W8A8 int8 with int8 activations, which selq "
                          "has no activation mode for");
+    case SchemeKind::FP8ChannelE8M0:
+      return unsupported(Dialect::Quark, s,
+                         "QuarkW8A8Fp8 loads per-channel scales as floats; no engine loads E8M0 "
+                         "per-channel FP8 weights yet");
   }
 }
 
@@ -208,7 +217,12 @@ SchemeSpec quark_adapt(SchemeSpec s, DType) {
       break;
     case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
     case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
-    default: break;
+    case SchemeKind::MXFP4:
+    case SchemeKind::MXFP8:
+    case SchemeKind::FP8Block:
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
   }
   return s;
 }

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "pipeline/module_names.h"
+#include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 
 namespace selq::pipeline {
@@ -209,7 +210,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
              act->role});
         pt.input_amax = options.activation_amax.at(pt.module);
       }
-      if (spec.kind == quant::SchemeKind::NVFP4 && shape.size() == 2)
+      if (quant::scheme_traits(spec.kind).fused_group_amax && shape.size() == 2)
         pt.fused_group = recipe::fused_shard_key(pt.module);
       pt.scheme = spec;
     } else {

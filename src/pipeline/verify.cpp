@@ -19,6 +19,7 @@
 #include "export/module_names.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
+#include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 #include "recipe/names.h"
 
@@ -293,7 +294,7 @@ void check_against(Ctx& c, const ModuleScheme& ms, const std::string& module, co
 void check_shared_global_scales(Ctx& c, const std::map<std::string, ModuleScheme>& verified) {
   std::map<std::string, std::vector<std::pair<std::string, float>>> by_group;
   for (const auto& [m, ms] : verified) {
-    if (ms.spec.kind != quant::SchemeKind::NVFP4) continue;
+    if (!quant::scheme_traits(ms.spec.kind).fused_group_amax) continue;
     const std::string group = recipe::fused_shard_key(m);
     if (group.empty()) continue;
     for (std::size_t i = 0; i < ms.outs.size(); ++i)

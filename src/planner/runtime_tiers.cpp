@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "pipeline/module_names.h"
+#include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 #include "runtime/eval.h"
 #include "runtime/text_overlap.h"
@@ -72,7 +73,8 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
     std::string key = recipe::fused_shard_key(m.module);
     group.push_back(key.empty() ? m.module : key);
   }
-  if (spec.kind == quant::SchemeKind::NVFP4)
+  const bool fused_amax = quant::scheme_traits(spec.kind).fused_group_amax;
+  if (fused_amax)
     for (std::size_t i = 0; i < unit.members.size(); ++i) {
       float& a = group_amax[group[i]];
       a = std::max(a, quant::tensor_amax(view_of(i)));
@@ -80,7 +82,7 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
   std::vector<std::uint8_t> storage;
   for (std::size_t i = 0; i < unit.members.size(); ++i) {
     quant::QuantizeOptions qopt;
-    if (spec.kind == quant::SchemeKind::NVFP4) qopt.global_amax = group_amax[group[i]];
+    if (fused_amax) qopt.global_amax = group_amax[group[i]];
     quant::ErrorMetrics em;
     const auto outs = quantize_to_buffer(spec, view_of(i), storage, em, qopt);
     std::vector<std::span<const std::uint8_t>> couts(outs.begin(), outs.end());

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "pipeline/module_names.h"
+#include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 
 namespace selq::planner {
@@ -216,7 +217,7 @@ SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLay
       std::optional<float> group_amax;
       for (std::size_t f = 0; f < formats.size(); ++f) {
         quant::QuantizeOptions qopt;
-        if (formats[f].kind == quant::SchemeKind::NVFP4) {
+        if (quant::scheme_traits(formats[f].kind).fused_group_amax) {
           if (!group_amax) {
             float a = 0;
             for (const auto& t : fetched) a = std::max(a, quant::tensor_amax(t.view));

@@ -218,6 +218,7 @@ void quantize_mx(const MatrixJob& job, ErrorMetrics& m);
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& m);
 void quantize_fp8(const MatrixJob& job, ErrorMetrics& m);
 void quantize_int(const MatrixJob& job, ErrorMetrics& m);
+void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& m);
 
 void dequantize_mx(const SchemeSpec& spec, const Geometry& g,
                    std::span<const std::span<const std::uint8_t>> outs, float* dst);
@@ -227,6 +228,8 @@ void dequantize_fp8(const SchemeSpec& spec, const Geometry& g,
                     std::span<const std::span<const std::uint8_t>> outs, float* dst);
 void dequantize_int(const SchemeSpec& spec, const Geometry& g,
                     std::span<const std::span<const std::uint8_t>> outs, float* dst);
+void dequantize_fp8_e8m0(const SchemeSpec& spec, const Geometry& g,
+                         std::span<const std::span<const std::uint8_t>> outs, float* dst);
 
 }  // namespace selq::quant::detail
 

@@ -6,6 +6,7 @@
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::quant {
 
@@ -73,19 +74,11 @@ void quantize_weight(const SchemeSpec& spec, const TensorView& src,
   ErrorMetrics total;
   // Pieces: a 2-D weight's row chunks (the kernel's), a 3-D one's experts.
   std::vector<ErrorMetrics>* const pieces = options.pieces;
+  const auto quantize_kind = scheme_traits(spec.kind).quantize;
   for (std::int64_t e = 0; e < g.experts; ++e) {
     const detail::MatrixJob job{&spec, &src, &options, g, e, outs, g.three_d ? nullptr : pieces};
     ErrorMetrics m;
-    switch (spec.kind) {
-      case SchemeKind::MXFP4:
-      case SchemeKind::MXFP8: detail::quantize_mx(job, m); break;
-      case SchemeKind::NVFP4: detail::quantize_nvfp4(job, m); break;
-      case SchemeKind::FP8Tensor:
-      case SchemeKind::FP8Channel:
-      case SchemeKind::FP8Block: detail::quantize_fp8(job, m); break;
-      case SchemeKind::IntChannel:
-      case SchemeKind::IntGroup: detail::quantize_int(job, m); break;
-    }
+    quantize_kind(job, m);
     if (pieces && g.three_d)
       pieces->push_back(m);
     else if (!pieces)
@@ -100,16 +93,7 @@ std::vector<float> dequantize_weight(const SchemeSpec& spec, const Shape& shape,
   const detail::Geometry g = detail::geometry_for(spec, shape);
   check_outs_sizes(specs, outs.size(), [&](std::size_t i) { return outs[i].size(); }, {});
   std::vector<float> dst(static_cast<std::size_t>(g.experts * g.out * g.in));
-  switch (spec.kind) {
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8: detail::dequantize_mx(spec, g, outs, dst.data()); break;
-    case SchemeKind::NVFP4: detail::dequantize_nvfp4(spec, g, outs, dst.data()); break;
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Channel:
-    case SchemeKind::FP8Block: detail::dequantize_fp8(spec, g, outs, dst.data()); break;
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: detail::dequantize_int(spec, g, outs, dst.data()); break;
-  }
+  scheme_traits(spec.kind).dequantize(spec, g, outs, dst.data());
   return dst;
 }
 

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "quant/detail.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::quant {
 
@@ -25,7 +26,7 @@ RowBlocking row_blocking(const SchemeSpec& spec, const Shape& shape) {
   // 128 rows: a multiple of the kernels' row chunks (8 and 16); FP8 blocks
   // cover block_rows rows each.
   const std::int64_t align = spec.kind == SchemeKind::FP8Block ? spec.block_rows : 128;
-  return {g.out, align, spec.kind == SchemeKind::NVFP4 || spec.kind == SchemeKind::FP8Tensor};
+  return {g.out, align, scheme_traits(spec.kind).whole_tensor_amax};
 }
 
 Shape block_shape(const Shape& shape, std::int64_t n) {

@@ -1,7 +1,7 @@
 // Every scheme selq can write, and what error each is expected to keep under:
 // facts about the schemes themselves, asked by whoever reads a checkpoint back
 // (export/dialect_read) and by verify.
-#include "quant/scheme.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::quant {
 
@@ -40,22 +40,16 @@ std::vector<SchemeSpec> writable_schemes() {
           add(s);
         }
       }
+    for (auto rule : {ScaleRule::Even, ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil}) {
+      SchemeSpec s;
+      s.kind = SchemeKind::FP8ChannelE8M0;
+      s.scale_rule = rule;
+      add(s);
+    }
   }
   return out;
 }
 
-double error_budget(const SchemeSpec& spec) {
-  switch (spec.kind) {
-    case SchemeKind::MXFP4: return 0.25;
-    case SchemeKind::NVFP4: return 0.20;
-    case SchemeKind::MXFP8:
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Channel:
-    case SchemeKind::FP8Block: return 0.06;
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: return spec.bits == 4 ? 0.25 : 0.02;
-  }
-  return 0.25;
-}
+double error_budget(const SchemeSpec& spec) { return scheme_traits(spec.kind).error_budget(spec); }
 
 }  // namespace selq::quant

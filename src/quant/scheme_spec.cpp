@@ -1,53 +1,17 @@
-// Scheme names and the shapes/dtypes of the tensors each scheme emits.
+// Scheme names, shape checks and the tensors each scheme emits, from the
+// kind's row in scheme_traits.cpp.
 #include <fmt/format.h>
 
 #include "quant/detail.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::quant {
 
-namespace {
-const char* rule_suffix(ScaleRule r) {
-  switch (r) {
-    case ScaleRule::Floor: return "-floor";
-    case ScaleRule::Ceil: return "-ceil";
-    case ScaleRule::RCeil: return "-rceil";
-    case ScaleRule::Even: return "";
-  }
-  return "";
-}
-}  // namespace
-
-std::string SchemeSpec::name() const {
-  switch (kind) {
-    case SchemeKind::MXFP4: return std::string("mxfp4") + rule_suffix(scale_rule);
-    case SchemeKind::MXFP8: return std::string("mxfp8") + rule_suffix(scale_rule);
-    case SchemeKind::NVFP4:
-      return nvfp == NvfpConvention::ModelOpt ? "nvfp4-modelopt" : "nvfp4";
-    case SchemeKind::FP8Tensor: return "fp8-tensor";
-    case SchemeKind::FP8Channel: return "fp8-channel";
-    case SchemeKind::FP8Block:
-      if (block_rows == block_cols) return fmt::format("fp8-block{}", block_rows);
-      return fmt::format("fp8-block{}x{}", block_rows, block_cols);
-    case SchemeKind::IntChannel:
-      return fmt::format("int{}-channel{}", bits, symmetric ? "" : "-asym");
-    case SchemeKind::IntGroup:
-      return fmt::format("int{}-g{}{}", bits, group_size, symmetric ? "" : "-asym");
-  }
-  return "unknown";
-}
+std::string SchemeSpec::name() const { return scheme_traits(kind).label(*this); }
 
 namespace detail {
 
-int group_width(const SchemeSpec& spec, std::int64_t in) {
-  switch (spec.kind) {
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8: return 32;
-    case SchemeKind::NVFP4: return 16;
-    case SchemeKind::IntGroup: return spec.group_size;
-    case SchemeKind::FP8Block: return spec.block_cols;
-    default: return static_cast<int>(in);
-  }
-}
+int group_width(const SchemeSpec& spec, std::int64_t in) { return scheme_traits(spec.kind).group_width(spec, in); }
 
 Geometry geometry_for(const SchemeSpec& spec, const Shape& shape, const std::string& tensor) {
   ErrorWhere where{{}, tensor, {}};
@@ -78,23 +42,7 @@ Geometry geometry_for(const SchemeSpec& spec, const Shape& shape, const std::str
     throw_unsupported(fmt::format("{}: group_size must be positive", spec.name()), where);
   if (spec.kind == SchemeKind::FP8Block && (spec.block_rows <= 0 || spec.block_cols <= 0))
     throw_unsupported("fp8 block scheme needs positive block_rows/block_cols", where);
-  const char* why = nullptr;
-  switch (spec.kind) {
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8:
-      why = "OCP MX blocks are 32 input channels; compressed-tensors mxfp4/mxfp8 and Quark "
-            "OCP_MX both require in_features % 32 == 0 (they do not pad)";
-      break;
-    case SchemeKind::NVFP4:
-      why = "NVFP4 blocks are 16 input channels; compressed-tensors nvfp4-pack-quantized "
-            "requires in_features % 16 == 0 (ModelOpt pads, but vLLM/TRT-LLM kernels expect "
-            "unpadded multiples of 16)";
-      break;
-    case SchemeKind::IntGroup:
-      why = "compressed-tensors group strategy requires in_features % group_size == 0";
-      break;
-    default: break;
-  }
+  const char* why = scheme_traits(spec.kind).in_multiple_why;
   if (why != nullptr) {
     const int gw = group_width(spec, g.in);
     if (g.in % gw != 0)
@@ -114,60 +62,10 @@ std::vector<OutTensorSpec> scheme_outputs(const SchemeSpec& spec, const Shape& s
     if (g.three_d) s.insert(s.begin(), g.experts);
     return s;
   };
-  const std::int64_t out = g.out, in = g.in;
   std::vector<OutTensorSpec> v;
-  switch (spec.kind) {
-    case SchemeKind::MXFP4:
-      v.push_back({OutRole::Weight, DType::U8, with_e({out, in / 2})});
-      v.push_back({OutRole::Scale, DType::U8, with_e({out, in / 32})});
-      break;
-    case SchemeKind::MXFP8:
-      v.push_back({OutRole::Weight, DType::F8_E4M3, with_e({out, in})});
-      v.push_back({OutRole::Scale, DType::U8, with_e({out, in / 32})});
-      break;
-    case SchemeKind::NVFP4:
-      v.push_back({OutRole::Weight, DType::U8, with_e({out, in / 2})});
-      v.push_back({OutRole::Scale, DType::F8_E4M3, with_e({out, in / 16})});
-      v.push_back({OutRole::GlobalScale, DType::F32,
-                   spec.nvfp == NvfpConvention::ModelOpt ? with_e({}) : with_e({1})});
-      break;
-    case SchemeKind::FP8Tensor:
-      v.push_back({OutRole::Weight, DType::F8_E4M3, with_e({out, in})});
-      v.push_back({OutRole::Scale, spec.scale_dtype, spec.scale_keepdim ? with_e({1}) : with_e({})});
-      break;
-    case SchemeKind::FP8Channel:
-      v.push_back({OutRole::Weight, DType::F8_E4M3, with_e({out, in})});
-      v.push_back({OutRole::Scale, spec.scale_dtype,
-                   spec.scale_keepdim ? with_e({out, 1}) : with_e({out})});
-      break;
-    case SchemeKind::FP8Block:
-      v.push_back({OutRole::Weight, DType::F8_E4M3, with_e({out, in})});
-      v.push_back({OutRole::Scale, spec.scale_dtype,
-                   with_e({detail::ceil_div(out, spec.block_rows),
-                           detail::ceil_div(in, spec.block_cols)})});
-      break;
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: {
-      const bool channel = spec.kind == SchemeKind::IntChannel;
-      const std::int64_t groups = channel ? 1 : in / spec.group_size;
-      const Shape sshape = (channel && !spec.scale_keepdim) ? Shape{out} : Shape{out, groups};
-      if (spec.int_pack_int32)
-        v.push_back({OutRole::Weight, DType::I32, with_e({out, detail::ceil_div(in * spec.bits, 32)})});
-      else
-        v.push_back({OutRole::Weight, DType::I8, with_e({out, in})});
-      v.push_back({OutRole::Scale, spec.scale_dtype, with_e(sshape)});
-      if (!spec.symmetric) {
-        if (spec.int_pack_int32)  // packed along the output dim (pack_to_int32 packed_dim=0)
-          v.push_back({OutRole::ZeroPoint, DType::I32,
-                       with_e({detail::ceil_div(out * spec.bits, 32), groups})});
-        else
-          v.push_back({OutRole::ZeroPoint, DType::I8, with_e(sshape)});
-      }
-      if (spec.int_pack_int32)
-        v.push_back({OutRole::WeightShape, DType::I64, Shape{g.three_d ? 3 : 2}});
-      break;
-    }
-  }
+  scheme_traits(spec.kind).outputs(spec, g, v);
+  for (auto& o : v)
+    if (o.role != OutRole::WeightShape) o.shape = with_e(o.shape);  // the source's rank, not per expert
   return v;
 }
 

@@ -1,6 +1,7 @@
 // YAML -> Recipe. Every error names file:line:column of the offending node
 // so that a user can jump straight to it.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "quant/scheme_traits.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
@@ -87,69 +89,55 @@ T lookup(const Ctx& c, const YAML::Node& n, const std::string& what,
   fail(c, n, fmt::format("unknown {} '{}' (expected one of: {})", what, v, list));
 }
 
-bool is_mx(SchemeKind k) { return k == SchemeKind::MXFP4 || k == SchemeKind::MXFP8; }
-bool is_int(SchemeKind k) { return k == SchemeKind::IntChannel || k == SchemeKind::IntGroup; }
+ActMode act_mode(const Ctx& c, const YAML::Node& n) {
+  const std::string v = scalar(c, n, "activations");
+  std::vector<std::string> names;
+  for (ActMode a : quant::all_act_modes()) {
+    if (v == quant::act_mode_name(a)) return a;
+    names.emplace_back(quant::act_mode_name(a));
+  }
+  fail(c, n, fmt::format("unknown activations '{}' (expected one of: {})", v, fmt::join(names, ", ")));
+}
 
 // `options` is a null node when absent.
 SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::Node& options) {
   SchemeSpec s;
   const std::string name = scalar(c, name_node, "scheme");
-  if (name == "mxfp4") s.kind = SchemeKind::MXFP4;
-  else if (name == "mxfp8") s.kind = SchemeKind::MXFP8;
-  else if (name == "nvfp4") s.kind = SchemeKind::NVFP4;
-  else if (name == "fp8-tensor") s.kind = SchemeKind::FP8Tensor;
-  else if (name == "fp8-channel") s.kind = SchemeKind::FP8Channel;
-  else if (name == "fp8-block") s.kind = SchemeKind::FP8Block;
-  else if (name == "int4" || name == "int8") {
-    s.kind = SchemeKind::IntChannel;
-    s.bits = name == "int4" ? 4 : 8;
-  } else {
+  if (!quant::spec_from_recipe_name(name, s))
     fail(c, name_node,
-         fmt::format("unknown scheme '{}' (expected one of: mxfp4, mxfp8, nvfp4, fp8-tensor, fp8-channel, "
-                     "fp8-block, int4, int8, keep)",
-                     name));
-  }
+         fmt::format("unknown scheme '{}' (expected one of: {}, keep)", name,
+                     fmt::join(quant::recipe_scheme_names(), ", ")));
   if (!options || options.IsNull()) return s;
 
-  auto only_for = [&](const YAML::Node& key, bool ok, const char* which) {
-    if (!ok) fail(c, key, fmt::format("option '{}' does not apply to scheme '{}' (only {})", key.Scalar(), name, which));
+  // Whether the scheme (as the options so far made it) takes this option.
+  auto only_for = [&](const YAML::Node& key, unsigned option) {
+    if (!(quant::scheme_traits(s.kind).options & option))
+      fail(c, key, fmt::format("option '{}' does not apply to scheme '{}' (only {})", key.Scalar(), name,
+                               quant::recipe_names_taking(option)));
   };
   for_each_key(c, options, "scheme options",
                {"activations", "scale_rule", "scale_dtype", "scale_keepdim", "block_size", "group_size",
                 "symmetric", "pack_int32"},
                [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
                  if (key == "activations") {
-                   s.act = lookup<ActMode>(c, v, "activations",
-                                           {{"none", ActMode::None},
-                                            {"fp8-per-token", ActMode::FP8PerToken},
-                                            {"fp8-per-token-group128", ActMode::FP8PerTokenGroup128},
-                                            {"fp8-static", ActMode::FP8StaticTensor},
-                                            {"fp8-dynamic-tensor", ActMode::FP8DynamicTensor},
-                                            {"mxfp4-dynamic", ActMode::MXFP4Dynamic},
-                                            {"mxfp8-dynamic", ActMode::MXFP8Dynamic},
-                                            {"nvfp4", ActMode::NVFP4}});
-                   // Engines pair NVFP4 weights with NVFP4 activations or none (ENGINES.md §1.2).
-                   const bool nv_w = s.kind == SchemeKind::NVFP4, nv_a = s.act == ActMode::NVFP4;
-                   if (nv_w && !nv_a && s.act != ActMode::None)
-                     fail(c, v, "nvfp4 weights take activations 'nvfp4' or 'none'");
-                   if (nv_a && !nv_w) fail(c, v, "activations 'nvfp4' need scheme nvfp4");
+                   s.act = act_mode(c, v);
+                   if (const std::string why = quant::act_mismatch(s); !why.empty()) fail(c, v, why);
                  } else if (key == "scale_rule") {
-                   only_for(k, is_mx(s.kind), "mxfp4, mxfp8");
+                   only_for(k, quant::kOptScaleRule);
                    s.scale_rule = lookup<ScaleRule>(c, v, "scale_rule",
                                                     {{"floor", ScaleRule::Floor},
                                                      {"ceil", ScaleRule::Ceil},
                                                      {"even", ScaleRule::Even},
                                                      {"rceil", ScaleRule::RCeil}});
                  } else if (key == "scale_dtype") {
-                   only_for(k, s.kind == SchemeKind::FP8Tensor || s.kind == SchemeKind::FP8Channel || is_int(s.kind),
-                            "fp8-tensor, fp8-channel, int4, int8");
+                   only_for(k, quant::kOptScaleDtype);
                    s.scale_dtype = lookup<DType>(c, v, "scale_dtype",
                                                  {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
                  } else if (key == "scale_keepdim") {
-                   only_for(k, s.kind == SchemeKind::FP8Channel || is_int(s.kind), "fp8-channel, int4, int8");
+                   only_for(k, quant::kOptScaleKeepdim);
                    s.scale_keepdim = boolean(c, v, "scale_keepdim");
                  } else if (key == "block_size") {
-                   only_for(k, s.kind == SchemeKind::FP8Block, "fp8-block");
+                   only_for(k, quant::kOptBlockSize);
                    if (v.IsSequence()) {
                      if (v.size() != 2) fail(c, v, "block_size must be N or [rows, cols]");
                      s.block_rows = integer(c, v[0], "block_size");
@@ -159,7 +147,7 @@ SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::N
                    }
                    if (s.block_rows <= 0 || s.block_cols <= 0) fail(c, v, "block_size must be positive");
                  } else if (key == "group_size") {
-                   only_for(k, is_int(s.kind), "int4, int8");
+                   only_for(k, quant::kOptGroupSize);
                    const int g = integer(c, v, "group_size");
                    if (g == -1) {
                      s.kind = SchemeKind::IntChannel;
@@ -171,10 +159,10 @@ SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::N
                      fail(c, v, "group_size must be positive, or -1 for one scale per output channel");
                    }
                  } else if (key == "symmetric") {
-                   only_for(k, is_int(s.kind), "int4, int8");
+                   only_for(k, quant::kOptSymmetric);
                    s.symmetric = boolean(c, v, "symmetric");
                  } else if (key == "pack_int32") {
-                   only_for(k, is_int(s.kind), "int4, int8");
+                   only_for(k, quant::kOptPackInt32);
                    s.int_pack_int32 = boolean(c, v, "pack_int32");
                  }
                });

@@ -99,7 +99,8 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
 // The module a tensor belongs to: "x.o_proj" for x.o_proj.weight and for its
 // scales and packed forms alike (weight_scale, weight_packed, input_scale...).
 std::string owning_module(const std::string& tensor);
-// Short label of a scheme for messages ("mxfp4+mxfp4-dynamic", "fp8-channel+fp8-per-token").
+// A scheme for messages: its one label, SchemeSpec::name(), and its activations
+// ("mxfp4 + mxfp4-dynamic activations", "fp8-block128 (weight-only)").
 std::string describe_scheme(const quant::SchemeSpec& spec);
 
 }  // namespace selq::recipe

@@ -14,7 +14,6 @@ namespace {
 
 using detail::NameInfo;
 using quant::ActMode;
-using quant::SchemeKind;
 
 std::string where_text(const SourceLocation& l) {
   if (l.line <= 0) return l.file;
@@ -100,26 +99,7 @@ struct RuleStats {
 }  // namespace
 
 std::string describe_scheme(const quant::SchemeSpec& s) {
-  std::string out;
-  switch (s.kind) {
-    case SchemeKind::MXFP4: out = "mxfp4"; break;
-    case SchemeKind::MXFP8: out = "mxfp8"; break;
-    case SchemeKind::NVFP4: out = "nvfp4"; break;
-    case SchemeKind::FP8Tensor: out = "fp8-tensor"; break;
-    case SchemeKind::FP8Channel: out = "fp8-channel"; break;
-    case SchemeKind::FP8Block: out = fmt::format("fp8-block{}x{}", s.block_rows, s.block_cols); break;
-    case SchemeKind::IntChannel: out = fmt::format("int{}", s.bits); break;
-    case SchemeKind::IntGroup: out = fmt::format("int{}-g{}", s.bits, s.group_size); break;
-  }
-  if ((s.kind == SchemeKind::IntChannel || s.kind == SchemeKind::IntGroup) && !s.symmetric) out += "-asym";
-  if (s.kind == SchemeKind::MXFP4 || s.kind == SchemeKind::MXFP8) {
-    switch (s.scale_rule) {
-      case ScaleRule::Floor: out += "/floor"; break;
-      case ScaleRule::Ceil: out += "/ceil"; break;
-      case ScaleRule::RCeil: out += "/rceil"; break;
-      case ScaleRule::Even: break;
-    }
-  }
+  std::string out = s.name();  // the one label (manifest, journal, verify)
   switch (s.act) {
     case ActMode::None: out += " (weight-only)"; break;
     case ActMode::FP8PerToken: out += " + fp8-per-token activations"; break;

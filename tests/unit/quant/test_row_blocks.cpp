@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "quant/row_blocks.h"
+#include "quant/scheme_traits.h"
 #include "quant/scheme.h"
 
 using namespace selq;
@@ -91,8 +92,8 @@ void expect_same_metrics(const ErrorMetrics& a, const ErrorMetrics& b) {
 
 std::vector<SchemeSpec> schemes() {
   std::vector<SchemeSpec> v;
-  for (auto k : {SchemeKind::MXFP4, SchemeKind::MXFP8, SchemeKind::NVFP4, SchemeKind::FP8Tensor,
-                 SchemeKind::FP8Channel, SchemeKind::FP8Block, SchemeKind::IntChannel, SchemeKind::IntGroup}) {
+  for (const auto& t : all_scheme_traits()) {  // every kind, a new one included
+    const SchemeKind k = t.kind;
     SchemeSpec s;
     s.kind = k;
     if (k == SchemeKind::IntGroup) {

@@ -1,0 +1,58 @@
+// FP8 E4M3FN weights with one E8M0 (power-of-two) scale per output channel:
+// X = 2^(byte-127) from the row's amax by the scale rule (E4M3: emax 8,
+// 3 mantissa bits, max 448; FORMATS.md §2), elements RNE(w / X) saturated to
+// ±448. A power-of-two scale makes the quotient exact (no scale dtype, no
+// rounding of the scale), as DeepSeek V3.1's ue8m0 scales are.
+#include "core/codecs_simd.h"
+#include "quant/detail.h"
+#include "quant/detail_simd.h"
+
+namespace selq::quant::detail {
+
+namespace {
+std::uint8_t row_scale_byte(const SchemeSpec& spec, float amax) {
+  return e8m0_scale_from_amax_ref(amax, spec.scale_rule, 8, 3, 448.0f);
+}
+float e8m0_value(std::uint8_t b) {
+  return b == 0xFF ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, static_cast<int>(b) - 127);
+}
+}  // namespace
+
+void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& metrics) {
+  const SchemeSpec& spec = *job.spec;
+  const std::int64_t in = job.g.in, out = job.g.out;
+  const DType t = job.src->info->dtype;
+  const std::uint8_t* src = job.src->bytes.data();
+  const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
+  std::uint8_t* wout = job.outs[0].data() + base0;
+  std::uint8_t* sout = job.outs[1].data() + job.e * out;
+  for_row_chunks(out, 8, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+    std::vector<float> buf(static_cast<std::size_t>(in));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
+      float amax = 0.0f;
+      const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
+      const bool finite = all_finite(&amax, 1);
+      if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);  // throws unless allowed
+      sout[r] = row_scale_byte(spec, amax);
+      ErrorMetrics rm;
+      fp8_row(DType::F32, row, buf.size(), e8m0_value(sout[r]), wout + r * in, rm, finite);
+      rm.clipped_blocks = rm.clipped_elements != 0;
+      rm.blocks = 1;
+      m.merge(rm);
+    }
+  });
+}
+
+void dequantize_fp8_e8m0(const SchemeSpec&, const Geometry& g, std::span<const std::span<const std::uint8_t>> outs,
+                         float* dst) {
+  for (std::int64_t r = 0; r < g.experts * g.out; ++r) {
+    const float s = e8m0_value(outs[1][static_cast<std::size_t>(r)]);
+    for (std::int64_t c = 0; c < g.in; ++c) {
+      const std::int64_t i = r * g.in + c;
+      dst[i] = e4m3_value(outs[0][static_cast<std::size_t>(i)]) * s;
+    }
+  }
+}
+
+}  // namespace selq::quant::detail

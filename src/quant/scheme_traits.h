@@ -1,0 +1,86 @@
+#pragma once
+// One description per scheme kind: its recipe names and options, the check of
+// a source shape, the tensors it stores, its whole-tensor amax needs, the
+// activation modes it pairs with, its kernels and its error budget. Recipe
+// parsing, plan sizes, row blocks, verify and the planner ask this table; a
+// new kind is one row in scheme_traits.cpp plus its kernel file (and one row
+// per dialect in export/).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "quant/scheme.h"
+
+namespace selq::quant {
+
+namespace detail {
+struct Geometry;
+struct MatrixJob;
+}  // namespace detail
+
+// The recipe `options:` keys a scheme kind takes (bit set).
+enum SchemeOption : unsigned {
+  kOptScaleRule = 1u << 0,     // scale_rule: floor|ceil|even|rceil (E8M0 scales)
+  kOptScaleDtype = 1u << 1,    // scale_dtype: f32|bf16|f16
+  kOptScaleKeepdim = 1u << 2,  // scale_keepdim: (out,1) or [out]
+  kOptBlockSize = 1u << 3,     // block_size: N or [rows, cols]
+  kOptGroupSize = 1u << 4,     // group_size: N, or -1 for per channel
+  kOptSymmetric = 1u << 5,     // symmetric
+  kOptPackInt32 = 1u << 6,     // pack_int32
+};
+
+// A recipe `scheme:` value and the spec it starts from (before options).
+struct RecipeSchemeName {
+  const char* name{nullptr};
+  int bits{8};  // int schemes: int4 / int8
+};
+
+struct SchemeTraits {
+  SchemeKind kind;
+  RecipeSchemeName recipe_names[2];  // {nullptr}: reached through another kind's options only
+  unsigned options;                  // SchemeOption bits
+  // ActMode bits (1 << mode) this kind's weights pair with (ENGINES.md §1.2).
+  unsigned acts;
+  // The canonical label (SchemeSpec::name(): manifest, journal, verify).
+  std::string (*label)(const SchemeSpec&);
+  // Scale-group width along `in` (the whole row when the scale is per row).
+  int (*group_width)(const SchemeSpec&, std::int64_t in);
+  // Why `in` must be a multiple of group_width (what each dialect expects), or
+  // nullptr when any `in` is quantized.
+  const char* in_multiple_why;
+  // A scale over the whole 2-D tensor (its amax is needed before any row
+  // block is quantized: quant/row_blocks.h, QuantizeOptions::global_amax).
+  bool whole_tensor_amax;
+  // Fused q/k/v, gate/up, w1/w3 share one amax (the NVFP4 global scale).
+  bool fused_group_amax;
+  // The tensors stored for one weight of geometry g (2-D shapes; the expert
+  // dimension is added by scheme_outputs).
+  void (*outputs)(const SchemeSpec&, const detail::Geometry& g, std::vector<OutTensorSpec>& v);
+  void (*quantize)(const detail::MatrixJob&, ErrorMetrics&);
+  void (*dequantize)(const SchemeSpec&, const detail::Geometry&, std::span<const std::span<const std::uint8_t>>,
+                     float*);
+  // Relative Frobenius error expected on trained-like weights (verify).
+  double (*error_budget)(const SchemeSpec&);
+};
+
+const SchemeTraits& scheme_traits(SchemeKind kind);
+std::span<const SchemeTraits> all_scheme_traits();
+
+inline constexpr unsigned act_bit(ActMode a) { return 1u << static_cast<unsigned>(a); }
+
+// Recipe and config names of the activation modes ("none", "fp8-per-token", ...).
+const char* act_mode_name(ActMode a);
+std::span<const ActMode> all_act_modes();
+
+// Recipe `scheme:` values in table order ("mxfp4", ..., "int4", "int8").
+std::vector<std::string> recipe_scheme_names();
+// The spec a recipe `scheme:` value starts from, or false when none has it.
+bool spec_from_recipe_name(std::string_view name, SchemeSpec& out);
+// The recipe `scheme:` values of the kinds that take `option` ("fp8-tensor, fp8-channel, int4, int8").
+std::string recipe_names_taking(unsigned option);
+// Empty when `spec.act` pairs with `spec.kind`, else why not (one line).
+std::string act_mismatch(const SchemeSpec& spec);
+
+}  // namespace selq::quant
