@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::runtime {
 
@@ -156,10 +157,10 @@ Linear LinearLoader::load(const std::string& module) const {
   auto tensor_for = [&](quant::OutRole role) {
     return exporter::output_tensor_name(d, spec, role, module);
   };
-  // Scale dtype and rank are whatever the file holds (the config does not say).
+  // Scale dtype and rank are whatever the file holds (the config does not say),
+  // for the kinds whose scale dtype is an option.
   if (const auto* sc = ck.find(tensor_for(quant::OutRole::Scale))) {
-    if (spec.kind == SchemeKind::FP8Channel || spec.kind == SchemeKind::FP8Tensor ||
-        spec.kind == SchemeKind::IntChannel || spec.kind == SchemeKind::IntGroup) {
+    if (quant::scheme_traits(spec.kind).options & quant::kOptScaleDtype) {
       spec.scale_dtype = sc->info.dtype;
       spec.scale_keepdim = sc->info.shape.size() == 2;
     }
