@@ -97,8 +97,16 @@ void fsync_dir(const std::string& dir) {
 }
 
 void write_file_atomic(const std::string& path, std::string_view content) {
+  write_file_atomic(path, std::span<const std::string_view>(&content, 1));
+}
+
+void write_file_atomic(const std::string& path, std::span<const std::string_view> pieces) {
   TempFile tmp(path + ".selq-tmp");
-  pwrite_all(tmp.fd(), content.data(), content.size(), 0, path);
+  std::uint64_t offset = 0;
+  for (const auto& p : pieces) {
+    pwrite_all(tmp.fd(), p.data(), p.size(), offset, path);
+    offset += p.size();
+  }
   tmp.commit_to(path);
 }
 

@@ -2,6 +2,7 @@
 // Small whole-file writes that never leave a partial file under the final name.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -9,6 +10,9 @@ namespace selq::io {
 
 // Writes `content` to `path.selq-tmp`, fsyncs, renames over `path`, fsyncs the dir.
 void write_file_atomic(const std::string& path, std::string_view content);
+// The same for a file made of several pieces, written one after another
+// (no joined copy of large contents).
+void write_file_atomic(const std::string& path, std::span<const std::string_view> pieces);
 // fsync a directory so a rename in it is durable.
 void fsync_dir(const std::string& dir);
 std::string read_file(const std::string& path);

@@ -18,11 +18,9 @@ RemoteReader::RemoteReader(const io::Checkpoint& src, const std::vector<std::str
     s.info = &src.find(name)->info;
     const std::size_t slot = slots_.size();
     const std::uint64_t length = s.range.length;
-    for (std::uint64_t off = 0; off < length || (off == 0 && length == 0); off += kChunk) {
-      chunks_.push_back({slot, off, std::min(kChunk, length - off)});
-      ++s.chunks_left;
-      if (length == 0) break;
-    }
+    s.chunks_left = std::max<std::uint64_t>(1, (length + kChunk - 1) / kChunk);  // an empty tensor is one empty chunk
+    for (std::uint64_t k = 0; k < s.chunks_left; ++k)
+      chunks_.push_back({slot, k * kChunk, std::min(kChunk, length - k * kChunk)});
     slots_.push_back(std::move(s));
   }
   std::uint64_t largest = 0;

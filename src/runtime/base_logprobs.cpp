@@ -1,8 +1,5 @@
 #include "runtime/base_logprobs.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -62,35 +59,14 @@ void BaseLogProbs::decode_row(std::int64_t row, float* out) const {
 void BaseLogProbs::save(const std::string& path, const std::string& key) const {
   const std::string header =
       nlohmann::json{{"format", "selq-base-logprobs-v1"}, {"key", key}, {"rows", rows()}, {"vocab", vocab_}}.dump();
-  const std::string tmp = path + ".selq-tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
-  try {
-    std::uint64_t off = 0;
-    auto put = [&](const void* p, std::size_t n) {
-      io::pwrite_all(fd, p, n, off, tmp);
-      off += n;
-    };
-    const std::uint64_t hlen = header.size();
-    put(kMagic, sizeof kMagic);
-    put(&hlen, sizeof hlen);
-    put(header.data(), header.size());
-    put(heads_.data(), heads_.size() * sizeof(RowHead));
-    put(codes_.data(), codes_.size() * sizeof(std::uint16_t));
-    io::fsync_fd(fd, tmp);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    ::unlink(tmp.c_str());
-    throw_io(fmt::format("{}: cannot rename to {}: {}", tmp, path, ec.message()));
-  }
-  io::fsync_dir(io::parent_dir(path));
+  const std::uint64_t hlen = header.size();
+  auto bytes = [](const auto& v) {
+    return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  const std::string_view pieces[] = {std::string_view(kMagic, sizeof kMagic),
+                                     std::string_view(reinterpret_cast<const char*>(&hlen), sizeof hlen), header,
+                                     bytes(heads_), bytes(codes_)};
+  io::write_file_atomic(path, pieces);
 }
 
 std::optional<BaseLogProbs> BaseLogProbs::load(const std::string& path, const std::string& key) {
