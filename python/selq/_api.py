@@ -141,12 +141,16 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
          sensitivity: Union[Sensitivity, PathLike, None] = None, target_bpw: Optional[float] = None,
          hardware: str = "any", objective: str = "kl", tier: Optional[str] = None,
          candidates: Sequence[str] = (), arch: str = "", kv_cache: str = "bf16",
-         prefill_query_quant: bool = False) -> Plan:
+         prefill_query_quant: bool = False, refine: int = 0, refine_text: Optional[str] = None,
+         refine_tokens: int = 512) -> Plan:
     """Plan ``source`` with ``recipe`` (a name, path, YAML text or dict), or,
     with ``sensitivity`` and ``target_bpw``, choose each unit's format under
     that budget of stored bits per linear weight and plan the chosen recipe
     (``selq plan --sensitivity S --target-bpw B``; the mix is ``Plan.mix``, its
-    recipe ``Plan.recipe.text``). ``dialect`` overrides the recipe's."""
+    recipe ``Plan.recipe.text``). ``dialect`` overrides the recipe's.
+    ``refine=N`` then improves the mix by at most N end-to-end measurements on
+    ``refine_tokens`` tokens of ``refine_text`` (calibration text; default Sense
+    and Sensibility), as ``--refine``; ``Plan.mix["refine"]`` says what it did."""
     source = os.fspath(source)
     cal = os.fspath(calibration) if calibration is not None else None
     mix = None
@@ -162,7 +166,8 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
         sens_path = _sensitivity_path(sensitivity)
         mix_json, recipe_yaml, _ = _selq.plan_target(
             source, sens_path, float(target_bpw), 0, tier, objective == "acceptance", hardware, list(candidates),
-            dialect or "compressed-tensors", "planned-mix", arch, kv_cache == "fp8", prefill_query_quant)
+            dialect or "compressed-tensors", "planned-mix", arch, kv_cache == "fp8", prefill_query_quant,
+            int(refine), refine_text, "refine_text", int(refine_tokens))
         mix = json.loads(mix_json)
         recipe = _selq.parse_recipe(recipe_yaml, "<planned-mix>")
     if recipe is None:

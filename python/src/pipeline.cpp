@@ -174,7 +174,8 @@ std::tuple<std::string, std::string, std::string> plan_target(
     const std::string& source, const std::string& sensitivity_path, std::optional<double> target_bpw,
     int pareto_points, const std::optional<std::string>& tier, bool acceptance, const std::string& hardware,
     const std::vector<std::string>& candidates, const std::string& dialect, const std::string& recipe_name,
-    const std::string& arch, bool fp8_kv_cache, bool prefill_query_quant) {
+    const std::string& arch, bool fp8_kv_cache, bool prefill_query_quant, int refine,
+    const std::optional<std::string>& refine_text, const std::string& refine_text_source, std::int64_t refine_tokens) {
   planner::TargetRequest req;
   req.sensitivity_path = sensitivity_path;
   req.target_bpw = target_bpw;
@@ -186,6 +187,12 @@ std::tuple<std::string, std::string, std::string> plan_target(
   req.dialect = exporter::parse_dialect(dialect);
   req.recipe_name = recipe_name;
   req.serving = {arch, fp8_kv_cache, prefill_query_quant};
+  req.refine = refine;
+  if (refine > 0) {
+    const auto text = refine_text ? runtime::DefaultText{*refine_text, refine_text_source}
+                                  : runtime::default_text(runtime::DefaultTextUse::Calibration);
+    req.refine_text = {text.text, text.source, refine_tokens};
+  }
   nb::gil_scoped_release nogil;
   auto ckpt = io::Checkpoint::open(source);
   auto r = planner::plan_target(*ckpt, req);
@@ -291,7 +298,8 @@ void bind_pipeline(nb::module_& m) {
         "progress"_a.none());
   m.def("plan_target", &plan_target, "source"_a, "sensitivity_path"_a, "target_bpw"_a.none(), "pareto_points"_a,
         "tier"_a.none(), "acceptance"_a, "hardware"_a, "candidates"_a, "dialect"_a, "recipe_name"_a, "arch"_a,
-        "fp8_kv_cache"_a, "prefill_query_quant"_a);
+        "fp8_kv_cache"_a, "prefill_query_quant"_a, "refine"_a, "refine_text"_a.none(), "refine_text_source"_a,
+        "refine_tokens"_a);
   m.def("evaluate", &evaluate, "base"_a, "quantized"_a, "text"_a.none(), "text_source"_a, "prompts"_a.none(),
         "prompts_source"_a, "context"_a, "max_tokens"_a, "draft_k"_a, "max_prompts"_a, "gen_tokens"_a,
         "chat_template"_a, "base_cache"_a.none(), "progress"_a.none());

@@ -8,11 +8,13 @@
 
 #include "cli/command.h"
 #include "cli/plan_args.h"
+#include "cli/progress_bar.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "planner/target.h"
+#include "runtime/default_text.h"
 
 namespace selq::cli {
 namespace {
@@ -24,6 +26,10 @@ struct TargetArgs {
   double target_bpw{0};
   bool pareto{false};
   int pareto_points{12};
+  int refine{0};
+  std::string refine_text;
+  std::int64_t refine_tokens{512}, refine_context{128};
+  bool quiet{false};
 };
 
 planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t) {
@@ -41,6 +47,15 @@ planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t)
     throw_bad_input(fmt::format("unknown --kv-cache '{}' (bf16, fp8)", t.kv_cache));
   req.serving = {t.arch, t.kv_cache == "fp8", t.prefill_query_quant};
   if (!args.dialect.empty()) req.dialect = exporter::parse_dialect(args.dialect);
+  if (t.refine < 0) throw_bad_input("--refine must be >= 0");
+  if (t.refine > 0) {
+    if (t.target_bpw <= 0) throw_bad_input("--refine needs --target-bpw (it refines that one mix)");
+    if (t.refine_tokens < 2 || t.refine_context < 2) throw_bad_input("--refine-tokens and --refine-context must be >= 2");
+    const auto text = runtime::text_or_default(t.refine_text, runtime::DefaultTextUse::Calibration);
+    req.refine = t.refine;
+    req.refine_text = {text.text, text.source, t.refine_tokens};
+    req.refine_context = t.refine_context;
+  }
   if (!t.emit_recipe.empty()) {
     auto stem = std::filesystem::path(t.emit_recipe).stem().string();
     if (!stem.empty()) req.recipe_name = stem;
@@ -62,7 +77,9 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
       "  selq plan CKPT --recipe my.yaml --dialect modelopt --json\n"
       "  selq sensitivity CKPT -o sens.json                 # then choose the formats:\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml\n"
-      "  selq plan CKPT --sensitivity sens.json --pareto --hardware hopper --json");
+      "  selq plan CKPT --sensitivity sens.json --pareto --hardware hopper --json\n"
+      "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --refine 32 --emit-recipe mix.yaml\n"
+      "                                                     # then improve it end to end on calibration text");
   add_plan_args(*cmd, *args, /*recipe_required=*/false);
   auto json_flag = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json_flag, "Print the plan as JSON (what quantize executes)");
@@ -82,13 +99,28 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
                                              "kv_b_proj/o_proj take no activation-quantizing format")
       ->capture_default_str();
   cmd->add_flag("--prefill-query-quant", t->prefill_query_quant, "Serving quantizes prefill queries to FP8");
+  cmd->add_option("--refine", t->refine,
+                  "After solving, improve the mix by local search: at most N end-to-end measurements on "
+                  "calibration text (Llama-family models; each costs one forward pass over the text)")
+      ->capture_default_str();
+  cmd->add_option("--refine-text", t->refine_text,
+                  "Calibration text for --refine (default: Sense and Sensibility; never the evaluation text)");
+  cmd->add_option("--refine-tokens", t->refine_tokens, "Tokens of it --refine measures on")->capture_default_str();
+  cmd->add_option("--refine-context", t->refine_context, "Window length for --refine")->capture_default_str();
+  cmd->add_flag("--quiet,-q", t->quiet, "No progress bar");
   cmd->callback([args, t, json_flag, &status] {
     auto ckpt = io::Checkpoint::open(args->source);
     if (!t->sensitivity.empty()) {
       if (!args->recipe.empty()) throw_bad_input("give --recipe or --sensitivity, not both");
       if (t->target_bpw <= 0 && !t->pareto) throw_bad_input("--sensitivity needs --target-bpw B or --pareto");
       if (!t->emit_recipe.empty() && t->target_bpw <= 0) throw_bad_input("--emit-recipe needs --target-bpw");
-      auto result = planner::plan_target(*ckpt, target_request(*args, *t));
+      auto req = target_request(*args, *t);
+      ProgressBar bar("refine", !t->quiet && stderr_is_tty(), ProgressBar::Unit::Count);
+      req.on_refine_progress = [&](int done, int total, double loss) {
+        bar.update(static_cast<std::uint64_t>(done), static_cast<std::uint64_t>(total), fmt::format("loss {:.5g}", loss));
+      };
+      auto result = planner::plan_target(*ckpt, req);
+      bar.finish();
       if (!t->emit_recipe.empty()) io::write_file_atomic(t->emit_recipe, result.recipe_yaml);
       if (*json_flag)
         fmt::print("{}\n", result.to_json().dump(2));

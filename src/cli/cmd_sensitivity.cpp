@@ -86,7 +86,7 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       ropt.rows = a->rows;
       ropt.probe_every = a->probe_every;
       ropt.probes = a->probes;
-      ProgressBar units_bar("units", !a->quiet && stderr_is_tty());
+      ProgressBar units_bar("units", !a->quiet && stderr_is_tty(), ProgressBar::Unit::Count);
       ropt.on_progress = [&](const std::string& stage, std::uint64_t done, std::uint64_t total) {
         units_bar.update(done, total, stage);
       };

@@ -13,8 +13,8 @@ std::string human_bytes(double b) {
   return fmt::format("{:.1f} {}", b, units[u]);
 }
 
-ProgressBar::ProgressBar(std::string label, bool enabled)
-    : label_(std::move(label)), enabled_(enabled), start_(std::chrono::steady_clock::now()), last_(start_) {}
+ProgressBar::ProgressBar(std::string label, bool enabled, Unit unit)
+    : label_(std::move(label)), enabled_(enabled), unit_(unit), start_(std::chrono::steady_clock::now()), last_(start_) {}
 
 void ProgressBar::update(std::uint64_t done, std::uint64_t total, const std::string& detail) {
   if (!enabled_) return;
@@ -28,9 +28,11 @@ void ProgressBar::update(std::uint64_t done, std::uint64_t total, const std::str
   const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(frac * kWidth);
+  auto amount = [&](double v) { return unit_ == Unit::Bytes ? human_bytes(v) : fmt::format("{:.0f}", v); };
+  const std::string per_s = unit_ == Unit::Bytes ? human_bytes(rate) : fmt::format("{:.2f}", rate);
   fmt::print(stderr, "\r{} [{}{}] {:5.1f}% {}/{} {}/s ETA {:.0f}s {}\033[K", label_, std::string(filled, '#'),
-             std::string(kWidth - filled, ' '), 100.0 * frac, human_bytes(static_cast<double>(done)),
-             human_bytes(static_cast<double>(total)), human_bytes(rate), eta, detail);
+             std::string(kWidth - filled, ' '), 100.0 * frac, amount(static_cast<double>(done)),
+             amount(static_cast<double>(total)), per_s, eta, detail);
   std::fflush(stderr);
 }
 

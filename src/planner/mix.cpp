@@ -71,6 +71,18 @@ Mix MixPlanner::make_mix(const std::vector<std::size_t>& pick) const {
   return m;
 }
 
+std::vector<std::size_t> MixPlanner::pick_of(const Mix& mix) const {
+  std::vector<std::size_t> pick;
+  for (const auto& c : mix.choices) {
+    const auto& which = candidate_of_option_.at(c.unit);
+    std::size_t o = 0;
+    while (o < which.size() && candidates_[which[o]].id != c.candidate) ++o;
+    if (o == which.size()) throw_unsupported(fmt::format("planner bug: {} is not an option of unit {}", c.candidate, c.unit));
+    pick.push_back(o);
+  }
+  return pick;
+}
+
 double MixPlanner::min_bits_per_weight() const {
   return 8.0 * static_cast<double>(solver_->min_cost() + layout_.fixed_bytes) /
          static_cast<double>(std::max<std::uint64_t>(layout_.linear_elements, 1));

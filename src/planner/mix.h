@@ -2,6 +2,7 @@
 // From a sensitivity table to a mix: the format of every decision unit that
 // minimises the summed score within a size budget (solver.h), the Pareto
 // front over budgets from one table, and the readable recipe a mix becomes.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -60,6 +61,21 @@ class MixPlanner {
   const UnitLayout& layout() const { return layout_; }
   const std::vector<Candidate>& candidates() const { return candidates_; }
 
+  // What the solver chooses from, for local search on top of it (refine.h):
+  // unit u's options (exact stored bytes and score), each with its candidate.
+  const std::vector<Option>& options(std::size_t unit) const { return solver_->units()[unit]; }
+  const Candidate& candidate_of(std::size_t unit, std::size_t option) const {
+    return candidates_[candidate_of_option_[unit][option]];
+  }
+  // The bytes the units may take for `target_bpw` (the layout's fixed bytes excluded).
+  std::uint64_t unit_budget(double target_bpw) const {
+    return std::min(budget_for(target_bpw), max_linear_bytes_ - layout_.fixed_bytes);
+  }
+  // The mix of one option index per unit.
+  Mix make_mix(const std::vector<std::size_t>& pick) const;
+  // The option index per unit of a mix this planner made.
+  std::vector<std::size_t> pick_of(const Mix& mix) const;
+
  private:
   const UnitLayout& layout_;
   std::vector<Candidate> candidates_;
@@ -68,7 +84,6 @@ class MixPlanner {
   std::optional<KnapsackSolver> solver_;
   std::uint64_t max_linear_bytes_{0};
 
-  Mix make_mix(const std::vector<std::size_t>& pick) const;
   std::uint64_t budget_for(double bpw) const;
 };
 

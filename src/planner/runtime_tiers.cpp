@@ -39,10 +39,10 @@ runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weig
   return q;
 }
 
-// Log-probabilities of every predicted position of the calibration windows
-// (the evaluation's own routine, so tier 3 scores what `selq eval` measures).
-std::vector<float> window_logprobs(runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
-                                   std::int64_t context) {
+}  // namespace
+
+std::vector<float> calibration_logprobs(runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                                        std::int64_t context) {
   double nll = 0;
   auto out = runtime::text_logprobs(model, tokens, runtime::windows(static_cast<std::int64_t>(tokens.size()), context),
                                     nll, [](std::uint64_t) {});
@@ -50,7 +50,19 @@ std::vector<float> window_logprobs(runtime::LlamaModel& model, const std::vector
   return out;
 }
 
-}  // namespace
+Divergence mean_divergence(const std::vector<float>& base, const std::vector<float>& q, std::int64_t vocab) {
+  const std::int64_t positions = static_cast<std::int64_t>(base.size()) / vocab;
+  Divergence d;
+  for (std::int64_t p = 0; p < positions; ++p) {
+    d.kl += runtime::kl_divergence(base.data() + p * vocab, q.data() + p * vocab, vocab);
+    d.tv += 1.0 - runtime::overlap_probability(base.data() + p * vocab, q.data() + p * vocab, vocab);
+  }
+  if (positions > 0) {
+    d.kl /= static_cast<double>(positions);
+    d.tv /= static_cast<double>(positions);
+  }
+  return d;
+}
 
 std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
                                                        const Candidate& candidate, runtime::LlamaModel& model) {
@@ -88,6 +100,35 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
     std::vector<std::span<const std::uint8_t>> couts(outs.begin(), outs.end());
     out.push_back(quant::dequantize_weight(spec, infos[i].shape, couts));
   }
+  return out;
+}
+
+std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
+                                               const Candidate& candidate, runtime::LlamaModel& model) {
+  auto qw = quantized_unit_weights(layout, unit, candidate, model);
+  std::vector<runtime::Linear> saved;
+  for (std::size_t i = 0; i < unit.members.size(); ++i) {
+    auto& l = linear_of(model, unit.members[i].module);
+    runtime::Linear q = with_candidate(l, std::move(qw[i]), candidate);
+    saved.push_back(std::move(l));
+    l = std::move(q);
+  }
+  return saved;
+}
+
+void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, runtime::LlamaModel& model) {
+  for (std::size_t i = 0; i < unit.members.size(); ++i) linear_of(model, unit.members[i].module) = std::move(saved[i]);
+}
+
+CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const CalibrationText& text) {
+  const runtime::Tokenizer tok = runtime::tokenizer_of(checkpoint_dir);
+  CalibrationTokens out;
+  out.tokens = tok.encode(text.text);
+  if (text.tokens > 0 && static_cast<std::int64_t>(out.tokens.size()) > text.tokens)
+    out.tokens.resize(static_cast<std::size_t>(text.tokens));
+  if (out.tokens.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text.source));
+  out.provenance = runtime::text_provenance(
+      text.source, std::string_view(text.text).substr(0, runtime::covered_bytes(tok, out.tokens, text.text.size())));
   return out;
 }
 
@@ -225,8 +266,7 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
                   runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
                   const RuntimeTierOptions& options) {
   const std::int64_t V = model.config().vocab;
-  const auto base = window_logprobs(model, tokens, options.context);
-  const std::int64_t positions = static_cast<std::int64_t>(base.size()) / V;
+  const auto base = calibration_logprobs(model, tokens, options.context);
   const auto measure = measured_units(layout, options.probe_every);
   std::vector<Slope> slopes(layout.units.size());
   const auto to_measure = static_cast<std::uint64_t>(std::count(measure.begin(), measure.end(), true));
@@ -255,25 +295,13 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
     Slope slope;
     int fits = 0;
     for (const Candidate* cand : probes) {
-      auto qw = quantized_unit_weights(layout, unit, *cand, model);
-      std::vector<runtime::Linear> saved;
-      for (std::size_t i = 0; i < unit.members.size(); ++i) {
-        auto& l = linear_of(model, unit.members[i].module);
-        runtime::Linear q = with_candidate(l, std::move(qw[i]), *cand);
-        saved.push_back(std::move(l));
-        l = std::move(q);
-      }
-      const auto q = window_logprobs(model, tokens, options.context);
-      for (std::size_t i = 0; i < unit.members.size(); ++i)
-        linear_of(model, unit.members[i].module) = std::move(saved[i]);
-      double kl = 0, tv = 0;
-      for (std::int64_t p = 0; p < positions; ++p) {
-        kl += runtime::kl_divergence(base.data() + p * V, q.data() + p * V, V);
-        tv += 1.0 - runtime::overlap_probability(base.data() + p * V, q.data() + p * V, V);
-      }
+      auto saved = swap_in_candidate(layout, unit, *cand, model);
+      const auto q = calibration_logprobs(model, tokens, options.context);
+      swap_back(unit, std::move(saved), model);
+      const Divergence d = mean_divergence(base, q, V);
       auto& s = us.scores.at(cand->id);
-      s.kl = kl / static_cast<double>(positions);
-      s.tv = tv / static_cast<double>(positions);
+      s.kl = d.kl;
+      s.tv = d.tv;
       s.measured = true;
       if (*s.output_nmse > 0) {
         slope.kl += *s.kl / *s.output_nmse;
@@ -305,16 +333,11 @@ void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const 
                        const std::string& checkpoint_dir, const CalibrationText& text, Tier tier,
                        const RuntimeTierOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const runtime::Tokenizer tok = runtime::tokenizer_of(checkpoint_dir);
-  auto tokens = tok.encode(text.text);
-  if (text.tokens > 0 && static_cast<std::int64_t>(tokens.size()) > text.tokens)
-    tokens.resize(static_cast<std::size_t>(text.tokens));
-  if (tokens.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text.source));
-  table.text_provenance = runtime::text_provenance(
-      text.source, std::string_view(text.text).substr(0, runtime::covered_bytes(tok, tokens, text.text.size())));
+  auto cal = calibration_tokens(checkpoint_dir, text);
+  table.text_provenance = std::move(cal.provenance);
   auto model = runtime::LlamaModel::load(checkpoint_dir);
-  add_activation_aware(table, layout, candidates, *model, tokens, options);
-  if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, tokens, options);
+  add_activation_aware(table, layout, candidates, *model, cal.tokens, options);
+  if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, cal.tokens, options);
   table.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "planner/sensitivity.h"
 #include "runtime/model.h"
 
@@ -47,6 +49,32 @@ struct CalibrationText {
   std::string text, source;   // default: runtime::default_text(Calibration)
   std::int64_t tokens{512};   // tokens used (the text's first ones)
 };
+
+// The first `text.tokens` tokens of the text in the checkpoint's tokenizer,
+// and the provenance (file and byte range) of the text they cover.
+struct CalibrationTokens {
+  std::vector<std::int32_t> tokens;
+  nlohmann::json provenance;
+};
+CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const CalibrationText& text);
+
+// Log-probabilities of every predicted position of `tokens` in windows of
+// `context` (the evaluation's own routine, so the planner scores what
+// `selq eval` measures); rows of the model's vocabulary size.
+std::vector<float> calibration_logprobs(runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                                        std::int64_t context);
+
+// Mean KL(base || q) and mean total variation 1 - sum min(p, q) over the rows.
+struct Divergence {
+  double kl{0}, tv{0};
+};
+Divergence mean_divergence(const std::vector<float>& base, const std::vector<float>& q, std::int64_t vocab);
+
+// Puts `candidate`'s quantized weights (and activation mode) into the unit's
+// linears of `model` and returns the linears they replaced, for swap_back.
+std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
+                                               const Candidate& candidate, runtime::LlamaModel& model);
+void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, runtime::LlamaModel& model);
 
 // Tiers 2 (and 3 when `tier` is Measured) on top of `table`: loads the model
 // from the checkpoint directory, tokenizes the text, records its provenance.

@@ -1,5 +1,6 @@
 #include "planner/target.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -39,12 +40,31 @@ void check_mix_recipe(const io::Checkpoint& ckpt, const UnitLayout& layout, cons
   exporter::build_quantization_config(layout.dialect, pipeline::config_input(ckpt, plan));
 }
 
+namespace {
+
+// Replaces r.mix by its refinement on the real model.
+void refine(const io::Checkpoint& ckpt, const TargetRequest& req, const MixPlanner& planner, TargetResult& r) {
+  auto cal = calibration_tokens(ckpt.dir(), req.refine_text);
+  r.refine_text = std::move(cal.provenance);
+  auto model = runtime::LlamaModel::load(ckpt.dir());
+  RefineOptions ro;
+  ro.evaluations = req.refine;
+  ro.context = req.refine_context;
+  ro.acceptance = req.acceptance;
+  ro.on_progress = req.on_refine_progress;
+  r.refinement = refine_mix(planner, *r.mix, planner.unit_budget(*req.target_bpw), *model, cal.tokens, ro);
+  r.mix = r.refinement->mix;
+}
+
+}  // namespace
+
 TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
   TargetResult r;
   r.table = load_sensitivity(req.sensitivity_path);
   r.layout = decision_units(ckpt, req.dialect);
   r.tier = req.tier.value_or(r.table.tier);
+  r.acceptance = req.acceptance;
   r.candidates = select_candidates(req.candidates.empty() ? r.table.candidates : req.candidates, req.hardware,
                                    req.dialect);
   MixOptions mo{r.tier, req.acceptance, forbidden_candidates(ckpt, r.layout, r.candidates, req.serving)};
@@ -57,14 +77,19 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
       throw_bad_input(fmt::format("--target-bpw {} is below the smallest mix these candidates reach ({:.3f} "
                                   "bits per linear weight; the largest is {:.3f})",
                                   *req.target_bpw, r.min_bpw, r.max_bpw));
+    if (req.refine > 0) refine(ckpt, req, planner, r);
     std::vector<std::string> header = {
         fmt::format("Planned by selq for {} at <= {} bits per linear weight (got {:.4f}).", ckpt.dir(),
                     *req.target_bpw, r.mix->bits_per_weight),
         fmt::format("Sensitivity: {} ({} tier); objective: {}; hardware: {}.", req.sensitivity_path,
                     tier_name(r.tier), req.acceptance ? "total variation (acceptance)" : "KL",
                     hardware_name(req.hardware)),
-        fmt::format("`selq plan SRC --recipe THIS` reproduces the mix exactly; edit freely."),
     };
+    if (r.refinement)
+      header.push_back(fmt::format("Refined end to end on {} ({} positions): loss {:.5g} -> {:.5g} in {} evaluations.",
+                                   r.refine_text.value("source", std::string{}), r.refinement->positions,
+                                   r.refinement->start_loss, r.refinement->loss, r.refinement->steps.size()));
+    header.push_back("`selq plan SRC --recipe THIS` reproduces the mix exactly; edit freely.");
     r.recipe_yaml = mix_recipe(*r.mix, r.layout, req.recipe_name, header, req.serving);
     check_mix_recipe(ckpt, r.layout, *r.mix, r.recipe_yaml);
   }
@@ -86,6 +111,11 @@ nlohmann::json TargetResult::to_json() const {
   if (mix) {
     j["mix"] = mix->to_json(layout);
     j["recipe"] = recipe_yaml;
+  }
+  if (refinement) {
+    j["refine"] = refinement->to_json(layout);
+    j["refine"]["objective"] = acceptance ? "tv" : "kl";
+    j["refine"]["text"] = refine_text;
   }
   if (!front.empty()) {
     j["pareto"] = nlohmann::json::array();
@@ -119,6 +149,15 @@ std::string TargetResult::format() const {
       s += fmt::format("  {:>7.3f} bpw  score {:.4g}\n", m.bits_per_weight, m.score);
       for (const auto& line : mix_summary(m, layout)) s += "      " + line + "\n";
     }
+  }
+  if (refinement) {
+    const auto kept = std::count_if(refinement->steps.begin(), refinement->steps.end(),
+                                    [](const RefineStep& st) { return st.kept; });
+    s += fmt::format("\nrefined end to end ({} evaluations, {} kept{}): measured {} {:.5g} -> {:.5g}\n",
+                     refinement->steps.size(), kept, refinement->converged ? ", no untried move left" : "",
+                     acceptance ? "total variation" : "KL", refinement->start_loss, refinement->loss);
+    for (const auto& st : refinement->steps)
+      if (st.kept) s += fmt::format("  {}{}\n", st.raised, st.lowered.empty() ? "" : "; " + st.lowered);
   }
   if (mix) {
     s += fmt::format("\nmix: {:.4f} bits per linear weight, {} linear bytes, score {:.4g}\n", mix->bits_per_weight,

@@ -2,6 +2,7 @@
 // `selq plan SRC --sensitivity S --target-bpw B`: the mix for one budget (and
 // the Pareto front over budgets), its recipe, and the proof that the recipe
 // plans to exactly that mix and that every engine reads its config as decided.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 
 #include "io/checkpoint.h"
 #include "planner/mix.h"
+#include "planner/refine.h"
+#include "planner/runtime_tiers.h"
 
 namespace selq::planner {
 
@@ -24,6 +27,12 @@ struct TargetRequest {
   exporter::Dialect dialect{exporter::Dialect::CompressedTensors};
   std::string recipe_name{"planned-mix"};
   ServingContext serving;                // constraints to respect, written into the recipe
+  // Local search on the real model after the solver (refine.h): at most this
+  // many end-to-end evaluations (0: none), on `refine_text`.
+  int refine{0};
+  CalibrationText refine_text;
+  std::int64_t refine_context{128};
+  std::function<void(int done, int total, double loss)> on_refine_progress;
 };
 
 struct TargetResult {
@@ -31,8 +40,11 @@ struct TargetResult {
   UnitLayout layout;
   std::vector<Candidate> candidates;
   Tier tier{Tier::DataFree};
+  bool acceptance{false};      // the objective was total variation
   double min_bpw{0}, max_bpw{0};
-  std::optional<Mix> mix;      // for target_bpw
+  std::optional<Mix> mix;      // for target_bpw (refined when asked)
+  std::optional<RefineResult> refinement;
+  nlohmann::json refine_text;  // provenance of the refinement's calibration text
   std::string recipe_yaml;     // the mix's recipe (checked)
   std::vector<Mix> front;      // pareto_points budgets
   std::vector<Mix> uniforms;   // every candidate alone, for comparison

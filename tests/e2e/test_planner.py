@@ -59,6 +59,22 @@ def main():
         acc = json.loads(run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "6",
                              "--objective", "acceptance", "--json").stdout)
         assert acc["mix"]["bits_per_weight"] <= 6.0, acc["mix"]
+        # Refinement: a few end-to-end measurements on calibration text, within the budget, never worse.
+        refined_yaml = t / "refined.yaml"
+        ref = json.loads(run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "6", "--refine", "4",
+                             "--refine-tokens", "64", "--refine-context", "64", "--emit-recipe", refined_yaml,
+                             "--json", "-q").stdout)
+        r = ref["refine"]
+        assert 1 <= r["evaluations"] <= 4 and r["objective"] == "kl", r
+        assert r["loss"] <= r["start_loss"] and r["positions"] == 63, r
+        assert r["start"]["units"] == plan["mix"]["units"], "refinement starts from the solver's mix"
+        assert "Sense and Sensibility" in r["text"]["source"], r["text"]
+        assert ref["mix"]["bits_per_weight"] <= 6.0, ref["mix"]
+        assert "Refined end to end" in refined_yaml.read_text()
+        replanned = json.loads(run(a.selq, "plan", src, "--recipe", refined_yaml, "--json").stdout)
+        assert replanned["bits_per_weight"] == ref["mix"]["bits_per_weight"], replanned["bits_per_weight"]
+        bad = run(a.selq, "plan", src, "--sensitivity", sens, "--pareto", "--refine", "2", check=False)
+        assert bad.returncode != 0 and "--refine needs --target-bpw" in bad.stderr, bad.stderr
         bad = run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "1", check=False)
         assert bad.returncode != 0 and "below the smallest mix" in bad.stderr, bad.stderr
 

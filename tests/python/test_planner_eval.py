@@ -46,3 +46,18 @@ def test_eval_matches_cli(smollm2, cli, tmp_path):
     assert stages and "perplexity" in str(rep).lower()
     rows = rep.rows()
     assert len(rows) == 2 and rows[1]["path"].endswith("fp8")
+
+
+def test_refined_plan_matches_cli(smollm2, cli, tmp_path):
+    cands = ["fp8-w8a16", "nvfp4-w4a16"]
+    s = selq.sensitivity(smollm2, tmp_path / "s.json", candidates=cands)
+    p = selq.plan(smollm2, sensitivity=s, target_bpw=6, refine=2, refine_tokens=32)
+    want = json.loads(cli("plan", smollm2, "--sensitivity", s.path, "--target-bpw", "6", "--refine", "2",
+                          "--refine-tokens", "32", "--json", "-q"))
+    for j in (p.mix, want):
+        j.pop("seconds", None)
+        j["refine"].pop("seconds")
+    assert p.mix == want
+    r = p.mix["refine"]
+    assert 1 <= r["evaluations"] <= 2 and r["loss"] <= r["start_loss"] and "Sense and Sensibility" in r["text"]["source"]
+    assert p.bits_per_weight <= 6
