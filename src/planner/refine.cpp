@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <cstdlib>
 #include <set>
 #include <tuple>
@@ -133,15 +134,40 @@ RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64
   r.start_loss = r.loss = measure();
 
   std::set<std::vector<std::size_t>> tried = {pick};
+  // How often each change (unit, option) was part of a move that did not help:
+  // moves made of changes that failed less often go first, so that a few
+  // promising-looking units do not take every evaluation.
+  std::map<std::pair<std::size_t, std::size_t>, int> failures;
+  auto failed = [&](const Change& c) {
+    if (c.unit == kNone) return 0;
+    const auto it = failures.find({c.unit, c.option});
+    return it == failures.end() ? 0 : it->second;
+  };
   int done = 0;
   if (options.on_progress) options.on_progress(done, options.evaluations, r.loss);
   while (done < options.evaluations) {
-    bool kept = false, exhausted = true;
-    for (const Move& m : ranked_moves(planner, pick, used, unit_budget, options.width)) {
+    bool kept = false, exhausted = true, skipped = false;
+    auto moves = ranked_moves(planner, pick, used, unit_budget, options.width);
+    std::stable_sort(moves.begin(), moves.end(), [&](const Move& a, const Move& b) {
+      return failed(a.up) + failed(a.down) < failed(b.up) + failed(b.down);
+    });
+    // Within a round each change is tried once: a move that failed says little
+    // for the same raise with another lower, and trying other units first
+    // spreads the evaluations.
+    std::set<std::pair<std::size_t, std::size_t>> used_changes;
+    for (const Move& m : moves) {
       auto next = pick;
       next[m.up.unit] = m.up.option;
       if (m.down.unit != kNone) next[m.down.unit] = m.down.option;
-      if (!tried.insert(next).second) continue;
+      if (tried.count(next)) continue;
+      if (used_changes.count({m.up.unit, m.up.option}) ||
+          (m.down.unit != kNone && used_changes.count({m.down.unit, m.down.option}))) {
+        skipped = true;
+        continue;
+      }
+      tried.insert(next);
+      used_changes.insert({m.up.unit, m.up.option});
+      if (m.down.unit != kNone) used_changes.insert({m.down.unit, m.down.option});
       RefineStep step{change_text(planner, pick, m.up), m.down.unit != kNone ? change_text(planner, pick, m.down) : "",
                       0, false};
       applied.set(m.up.unit, m.up.option);
@@ -157,6 +183,8 @@ RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64
       } else {
         applied.set(m.up.unit, pick[m.up.unit]);
         if (m.down.unit != kNone) applied.set(m.down.unit, pick[m.down.unit]);
+        ++failures[{m.up.unit, m.up.option}];
+        if (m.down.unit != kNone) ++failures[{m.down.unit, m.down.option}];
       }
       r.steps.push_back(std::move(step));
       if (options.on_progress) options.on_progress(done, options.evaluations, r.loss);
@@ -165,7 +193,7 @@ RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64
         break;
       }
     }
-    if (exhausted) {
+    if (exhausted && !skipped) {  // every move of the neighbourhood was measured
       r.converged = true;
       break;
     }

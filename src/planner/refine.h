@@ -3,8 +3,9 @@
 // not add up exactly (EvoPress, ICML 2025), so the solver's mix is improved by
 // local search on the real model. A move raises one unit to a larger format
 // and lowers another to a smaller one within the budget; moves are tried in
-// order of their predicted cost (the table's scores) and kept when the
-// measured loss of the whole mix on calibration text goes down.
+// order of their predicted cost (the table's scores), those made of changes
+// that failed less often first, and kept when the measured loss of the whole
+// mix on calibration text goes down.
 #include <cstdint>
 #include <functional>
 #include <string>
