@@ -55,6 +55,7 @@ def predicted(sens, units, tier):
 
 def main():
     out = sys.argv[1]
+    mid = sys.argv[2] if len(sys.argv) > 2 else "6.0"  # the budget of the blind comparisons
     ev = json.load(open(os.path.join(out, "eval.json")))
     sens = json.load(open(os.path.join(out, "sens.json")))
     rows = {}
@@ -89,18 +90,19 @@ def main():
             d = diff("uniform-llama-nvfp4", name)
             print(f"- {tier} at 4.5 bpw vs uniform NVFP4 ({nv['bpw']:.3f} bpw, KL {nv['kl']:.4f}): "
                   f"{d[0]:+.4f} [{d[1]:+.4f}, {d[2]:+.4f}]")
-    t = (6.0 - nv["bpw"]) / (fp8["bpw"] - nv["bpw"])
+    t = (float(mid) - nv["bpw"]) / (fp8["bpw"] - nv["bpw"])
     interp = nv["kl"] + t * (fp8["kl"] - nv["kl"])
-    print(f"- sensitivity-blind interpolation NVFP4→FP8 at 6.0 bpw: KL {interp:.4f}")
-    if "blind-ends-6.0" in rows:
-        print(f"- llama.cpp-style ends mix ({rows['blind-ends-6.0']['bpw']:.3f} bpw): KL {rows['blind-ends-6.0']['kl']:.4f}")
+    blind = f"blind-ends-{mid}"
+    print(f"- sensitivity-blind interpolation NVFP4→FP8 at {mid} bpw: KL {interp:.4f}")
+    if blind in rows:
+        print(f"- llama.cpp-style ends mix ({rows[blind]['bpw']:.3f} bpw): KL {rows[blind]['kl']:.4f}")
     for tier in TIERS:
-        name = f"{tier}-6.0"
+        name = f"{tier}-{mid}"
         if name in rows:
             r = rows[name]
-            line = f"- {tier} at 6.0 bpw: KL {r['kl']:.4f}, {100 * (1 - r['kl'] / interp):.0f}% below the interpolation"
-            if "blind-ends-6.0" in rows:
-                d = diff("blind-ends-6.0", name)
+            line = f"- {tier} at {mid} bpw: KL {r['kl']:.4f}, {100 * (1 - r['kl'] / interp):.0f}% below the interpolation"
+            if blind in rows:
+                d = diff(blind, name)
                 line += f"; vs the ends mix {d[0]:+.4f} [{d[1]:+.4f}, {d[2]:+.4f}]"
             print(line)
     mix = rows.get("uniform-llama-mix")
@@ -127,7 +129,7 @@ def main():
         series.append({"name": f"planned ({tier})", "points": pts})
     for name, label in [("uniform-llama-fp8", "uniform FP8 W8A8"), ("uniform-llama-nvfp4", "uniform NVFP4 W4A16"),
                         ("uniform-llama-mxfp4", "uniform MXFP4 W4A4"), ("uniform-llama-mix", "llama-mix (hand)"),
-                        ("blind-ends-6.0", "ends mix (blind)")]:
+                        (f"blind-ends-{mid}", "ends mix (blind)")]:
         if name in rows:
             r = rows[name]
             series.append({"name": label, "points": [{"x": r["bpw"], "y": r["kl"], "lo": r["lo"], "hi": r["hi"]}]})
