@@ -1,8 +1,8 @@
 """Compares two quantized copies of one source checkpoint tensor by tensor:
 AMD Quark's (bench/quark/seed003_quark.py) and selq's (`selq quantize --recipe
-kimi-k3-mxfp4-attnfp8`). Needs only numpy (runs in the test or the peers venv).
+kimi-k3-mxfp4-attnfp8`). Needs numpy, and ml_dtypes for --check (the test venv).
 
-  compare.py SRC QUARK_DIR SELQ_DIR [--json OUT]
+  compare.py SRC QUARK_DIR SELQ_DIR [--json OUT] [--check]
 
 Per module: its stored format on each side (bf16, mxfp4, fp8-ptpc). Per tensor
 present on both sides: dtype, shape, and whether the bytes are equal; where
@@ -10,6 +10,9 @@ they are not, the first differing element decoded on both sides next to the
 source values it came from. Then the two quantization_configs: how vLLM and
 ATOM resolve every linear module under each (ENGINES.md §2.2, §4), and the
 key-by-key differences of the tensor specs and the top-level entries.
+--check then accounts for every difference (account(): names the synthetic
+spells unlike the released checkpoint, the sign of an MXFP4 zero, FP8 elements
+that each side's rounding reproduces exactly) and exits 1 on any other.
 """
 import argparse
 import fnmatch
