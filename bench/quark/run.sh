@@ -19,8 +19,10 @@ t0=$(date +%s%N)
 SELQ_RECIPES_DIR="$HERE/../../recipes" "$SELQ" quantize "$WORK/src" "$WORK/selq" \
   --recipe kimi-k3-mxfp4-attnfp8 -q 2>"$WORK/selq.err"
 t1=$(date +%s%N)
-"$PEERS_PY" "$HERE/seed003_quark.py" "$WORK/src" "$WORK/quark" >"$WORK/quark.log" 2>&1 \
+# --read-back: Quark's own config parser must accept selq's quantization_config too.
+"$PEERS_PY" "$HERE/seed003_quark.py" "$WORK/src" "$WORK/quark" --read-back "$WORK/selq" >"$WORK/quark.log" 2>&1 \
   || { tail -30 "$WORK/quark.log"; exit 1; }
+grep -F "QConfig.from_dict reads" "$WORK/quark.log"
 t2=$(date +%s%N)
 echo "selq quantize $(( (t1 - t0) / 1000000 )) ms, quark (its import included) $(( (t2 - t1) / 1000000 )) ms"
 "$TEST_PY" "$HERE/compare.py" "$WORK/src" "$WORK/quark" "$WORK/selq" --json "$WORK/compare.json" --check
