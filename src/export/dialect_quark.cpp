@@ -82,7 +82,8 @@ json mx_spec(const std::string& dtype, bool dynamic, ScaleRule rule) {
   s["ch_axis"] = -1;
   s["group_size"] = 32;
   s["symmetric"] = nullptr;
-  s["round_method"] = "even";
+  // round_method stays spec()'s "half_even" (the elements' RNE): Quark's RoundType
+  // has no "even", and its QConfig.from_dict raised KeyError on it.
   s["scale_format"] = "e8m0";
   s["scale_calculation_mode"] = scale_mode(rule);
   s["observer_cls"] = "PerBlockMXObserver";

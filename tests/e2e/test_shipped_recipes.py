@@ -12,6 +12,22 @@ def formats(dst):
     return u.read_json(os.path.join(dst, "selq-manifest.json"))["formats"]
 
 
+# Quark's RoundType names (quark/torch/quantization/config/type.py, 0.13): its
+# QConfig.from_dict looks round_method up there and raises KeyError otherwise.
+QUARK_ROUND_METHODS = {"round", "floor", "half_even"}
+
+
+def quark_tensor_specs(cfg):
+    """Every tensor spec of a Quark quantization_config (global and per layer)."""
+    layers = [cfg["global_quant_config"], *cfg["layer_quant_config"].values()]
+    for layer in layers:
+        for key in ("weight", "input_tensors", "output_tensors", "bias"):
+            spec = (layer or {}).get(key)
+            for one in spec if isinstance(spec, list) else [spec]:
+                if one is not None:
+                    yield one
+
+
 class KimiK3(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -31,10 +47,13 @@ class KimiK3(unittest.TestCase):
         dst = os.path.join(self.tmp.name, "out-mxfp4")
         u.selq("quantize", self.src, dst, "--recipe", u.recipe("kimi-k3-mxfp4-attnfp8"), "--quiet")
         f = formats(dst)
-        experts = [t for t in f["mxfp4"]]
-        # 2 MoE layers (layer 0 is dense) x 4 experts x 3 projections.
-        self.assertEqual(len(experts), 2 * 4 * 3)
-        self.assertTrue(all(".mlp.experts." in t for t in experts))
+        mx = f["mxfp4"]
+        # As Quark's kimi_k3 template (seed 003's run, bench/quark): routed experts (2 MoE
+        # layers x 4 x 3), shared experts (2 x 3) and the dense layer-0 MLP (3).
+        self.assertEqual(len(mx), 2 * 4 * 3 + 2 * 3 + 3)
+        self.assertEqual(sum(".mlp.experts." in t for t in mx), 2 * 4 * 3)
+        self.assertEqual(sum(".mlp.shared_experts." in t for t in mx), 2 * 3)
+        self.assertTrue(all(".mlp." in t and ".mlp.gate." not in t for t in mx), mx)
         fp8 = [k for k in f if k.startswith("fp8")]
         self.assertEqual(len(fp8), 1)
         attn = f[fp8[0]]
@@ -44,10 +63,14 @@ class KimiK3(unittest.TestCase):
         cfg = u.read_json(os.path.join(dst, "config.json"))["quantization_config"]
         self.assertEqual(cfg["quant_method"], "quark")
         excl = cfg["exclude"]
-        for must in ["lm_head", "model.layers.1.mlp.shared_experts.down_proj", "mm_projector.linear_1",
+        for must in ["lm_head", "model.layers.1.mlp.gate", "mm_projector.linear_1",
                      "vision_tower.blocks.0.attn.qkv", "model.layers.0.self_attn.attn_res_proj"]:
             self.assertTrue(any(e == must or (e.startswith("re:") and re.match(e[3:], must)) for e in excl),
                             f"{must} not excluded: {excl}")
+        self.assertNotIn("model.layers.1.mlp.shared_experts.down_proj", excl)
+        self.assertNotIn("model.layers.0.mlp.down_proj", excl)
+        for spec in quark_tensor_specs(cfg):
+            self.assertIn(spec["round_method"], QUARK_ROUND_METHODS, spec)
 
     def test_nvfp4_source_upgraded_in_config(self):
         dst = os.path.join(self.tmp.name, "out-nvfp4")
@@ -101,6 +124,8 @@ class LlamaDialects(unittest.TestCase):
                         self.assertEqual(cfg["format"], ct_format)
                     elif dialect == "quark":
                         self.assertEqual(cfg["quant_method"], "quark")
+                        for spec in quark_tensor_specs(cfg):
+                            self.assertIn(spec["round_method"], QUARK_ROUND_METHODS, spec)
                     else:
                         self.assertTrue(os.path.exists(os.path.join(dst, "hf_quant_config.json")))
                     f = formats(dst)

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
+#include <string>
 
 #include "recipe/names.h"
 #include "recipe/recipe.h"
@@ -29,6 +31,17 @@ testing::NameList model_for(const std::string& arch, bool prequantized_experts) 
   return testing::llama_names();
 }
 
+// Exclusions copied verbatim from a publication, in the released checkpoint's
+// names, which the synthetic models spell DeepSeek-V3 style: Quark's kimi_k3
+// template (recipes/kimi-k3-mxfp4-attnfp8.yaml) names block_sparse_moe.* and
+// three *_res_proj modules that kimi_names() does not have.
+const std::map<std::string, std::set<std::string>> kUnmatchedByDesign{
+    {"kimi-k3-mxfp4-attnfp8",
+     {"*block_sparse_moe.gate*", "*block_sparse_moe.routed_expert_down_proj*",
+      "*block_sparse_moe.routed_expert_up_proj*", "*self_attention_res_proj*", "*mlp_res_proj*",
+      "*output_attn_res_proj*"}},
+};
+
 TEST(ShippedRecipes, AllParseAndResolveWithoutWarnings) {
   const auto files = shipped();
   ASSERT_GE(files.size(), 7u);
@@ -41,7 +54,18 @@ TEST(ShippedRecipes, AllParseAndResolveWithoutWarnings) {
     const auto m = model_for(r.arch, r.name.find("nvfp4") != std::string::npos && r.arch == "kimi-k3");
     Resolution res;
     ASSERT_NO_THROW(res = resolve_recipe(r, m.tensors, m.config));
-    for (const auto& w : res.warnings) ADD_FAILURE() << w;
+    std::set<std::string> unmatched;
+    for (const auto& w : res.warnings) {
+      const std::string head = "exclude pattern '", tail = "' matches no tensor or module";
+      const auto a = w.find(head), b = w.find(tail);
+      if (a != std::string::npos && b != std::string::npos && b > a) {
+        unmatched.insert(w.substr(a + head.size(), b - a - head.size()));
+        continue;
+      }
+      ADD_FAILURE() << w;
+    }
+    const auto expected = kUnmatchedByDesign.find(r.name);
+    EXPECT_EQ(unmatched, expected == kUnmatchedByDesign.end() ? std::set<std::string>{} : expected->second);
     int quantized = 0;
     for (const auto& d : res.decisions) quantized += d.action == Action::Quantize;
     EXPECT_GT(quantized, 0);
@@ -69,9 +93,11 @@ TEST(ShippedRecipes, LlamaLayouts) {
 }
 
 TEST(ShippedRecipes, KimiMxfp4AttnFp8) {
-  // Experts: 3 MoE layers x 4 x 3 = 36 MXFP4. Attention: 15 MLA + 7 linear-attention = 22 FP8.
+  // MXFP4, as Quark's kimi_k3 template: routed experts 3 MoE layers x 4 x 3 = 36, shared
+  // experts 3 x 3 = 9, the dense layer-0 MLP 3, the MTP eh_proj 1 = 49. Attention: 15 MLA +
+  // 7 linear-attention = 22 FP8 (attn_res_proj and the convs excluded).
   EXPECT_EQ(scheme_counts("kimi-k3-mxfp4-attnfp8.yaml"),
-            (std::map<std::string, int>{{"mxfp4 + mxfp4-dynamic activations", 36},
+            (std::map<std::string, int>{{"mxfp4 + mxfp4-dynamic activations", 49},
                                         {"fp8-channel + fp8-per-token activations", 22}}));
 }
 

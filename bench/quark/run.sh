@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Seed 003's Quark run against selq's kimi-k3-mxfp4-attnfp8, on one small
+# synthetic Kimi-K3 (3 layers, 4 experts, 1/64 width): both quantize the same
+# source, then compare.py --check accounts for every difference (exit 1 on any
+# it cannot explain). Needs amd-quark 0.13 in the peers venv
+# (bench/peers/setup_peers.sh) and numpy + ml_dtypes in the test venv.
+# usage: bench/quark/run.sh SELQ [WORK]     (env PEERS_VENV, SELQ_VENV override the venvs)
+set -euo pipefail
+SELQ=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [[ $# -ge 2 ]]; then WORK=$2; else WORK=$(mktemp -d /tmp/selq-quark-seed003.XXXXXX); trap 'rm -rf "$WORK"' EXIT; fi
+PEERS_PY="${PEERS_VENV:-$HOME/.cache/selq/peers-venv}/bin/python"
+TEST_PY="${SELQ_VENV:-$HOME/.cache/selq/venv}/bin/python"
+"$PEERS_PY" -c "import quark" 2>/dev/null || { echo "amd-quark missing: run bench/peers/setup_peers.sh"; exit 77; }
+rm -rf "$WORK/src" "$WORK/quark" "$WORK/selq"
+mkdir -p "$WORK"
+"$SELQ" synth --arch kimi-k3 --scale 64 --layers 3 --experts 4 "$WORK/src" >/dev/null
+t0=$(date +%s%N)
+SELQ_RECIPES_DIR="$HERE/../../recipes" "$SELQ" quantize "$WORK/src" "$WORK/selq" \
+  --recipe kimi-k3-mxfp4-attnfp8 -q 2>"$WORK/selq.err"
+t1=$(date +%s%N)
+# --read-back: Quark's own config parser must accept selq's quantization_config too.
+"$PEERS_PY" "$HERE/seed003_quark.py" "$WORK/src" "$WORK/quark" --read-back "$WORK/selq" >"$WORK/quark.log" 2>&1 \
+  || { tail -30 "$WORK/quark.log"; exit 1; }
+grep -F "QConfig.from_dict reads" "$WORK/quark.log"
+t2=$(date +%s%N)
+echo "selq quantize $(( (t1 - t0) / 1000000 )) ms, quark (its import included) $(( (t2 - t1) / 1000000 )) ms"
+"$TEST_PY" "$HERE/compare.py" "$WORK/src" "$WORK/quark" "$WORK/selq" --json "$WORK/compare.json" --check
