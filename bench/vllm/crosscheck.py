@@ -36,6 +36,7 @@ CASES = {
     "bf16": (None, "compressed-tensors", "score"),
     "w4a16-g64": ({"default": {"scheme": "int4", "options": {"group_size": 64}}}, "compressed-tensors", "score"),
     "w4a16-channel": ({"default": {"scheme": "int4", "options": {"group_size": -1}}}, "compressed-tensors", "score"),
+    "w8a16-int8": ({"default": {"scheme": "int8"}}, "compressed-tensors", "score"),
     "fp8-dynamic-ct": ({"default": {"scheme": "fp8-channel", "options": {"activations": "fp8-per-token"}}},
                        "compressed-tensors", "generate"),
     "fp8-dynamic-quark": ({"default": {"scheme": "fp8-channel", "options": {"activations": "fp8-per-token"}}},
@@ -91,6 +92,9 @@ def vllm_generate(model, ids, n):
 
 
 MISSING_KERNELS = ("cpu_gemm_wna16",)
+# Kernel choices that fail before any weight is loaded, each with the quant type
+# vLLM parsed from selq's config: the right type shows the config was read as meant.
+NO_KERNEL_FOR_TYPE = {"w8a16-int8": "Quant type (uint8b128) not supported by CPUWNA16"}
 
 
 def in_subprocess(mode, model, ids, n, log_path):
@@ -150,6 +154,8 @@ def main():
                 missing = next((k for k in MISSING_KERNELS if k in out), None)
                 row.update(ok=bool(missing) and row["weights_loaded"], error=err,
                            status=f"loaded, no kernel ({missing})" if missing else "failed")
+                if not missing and NO_KERNEL_FOR_TYPE.get(name, "\0") in out:
+                    row.update(ok=True, status=f"parsed, no CPU kernel ({NO_KERNEL_FOR_TYPE[name]})")
             elif mode == "score":
                 ppl, start = res
                 ev = json.loads(selq_run(a.selq, "eval", a.base, *([] if recipe is None else [model]), "--text",
