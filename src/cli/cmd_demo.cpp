@@ -41,6 +41,7 @@ struct DemoArgs {
   std::string recipes_dir;  // empty: the shipped recipes (recipe/shipped.h)
   std::vector<std::string> recipes{"llama-mxfp4", "llama-fp8", "llama-nvfp4", "llama-nvfp4-w4a4", "llama-mix"};
   double planned_bpw{-1};  // 0: no planned mix; below 0: the model's default (DemoModel)
+  int planned_refine{-1};  // below 0: the model's default
   std::string text;
   std::string prompts;
   runtime::EvalOptions opts;
@@ -64,6 +65,7 @@ int run_demo(DemoArgs& a) {
   const runtime::DemoModel& model = runtime::demo_model(a.model);
   if (a.gguf.empty()) a.gguf = runtime::find_demo_gguf(model);
   if (a.planned_bpw < 0) a.planned_bpw = model.planned_bpw;
+  if (a.planned_refine < 0) a.planned_refine = model.planned_refine;
   auto say = [&](const std::string& s) {
     if (!a.quiet) fmt::print(stderr, "selq demo: {}\n", s);
   };
@@ -128,11 +130,18 @@ int run_demo(DemoArgs& a) {
       req.target_bpw = a.planned_bpw;
       req.hardware = planner::Hardware::Blackwell;
       req.recipe_name = name;
+      req.refine = a.planned_refine;
+      req.refine_text = {calib_text.text, calib_text.source, 256};
+      if (req.refine > 0) say(fmt::format("refining it with {} end-to-end measurements on {}", req.refine, calib_text.source));
       auto planned = planner::plan_target(*ck, req);
       const std::string recipe_path = (fs::path(a.workdir) / (name + ".yaml")).string();
       io::write_file_atomic(recipe_path, planned.recipe_yaml);
-      say(fmt::format("planned a {:.3f}-bpw mix for Blackwell formats from data-free sensitivity -> {}",
-                      planned.mix->bits_per_weight, recipe_path));
+      say(fmt::format("planned a {:.3f}-bpw mix for Blackwell formats from data-free sensitivity{} -> {}",
+                      planned.mix->bits_per_weight,
+                      planned.refinement ? fmt::format(", refined (calibration KL {:.4f} -> {:.4f})",
+                                                       planned.refinement->start_loss, planned.refinement->loss)
+                                         : "",
+                      recipe_path));
       auto recipe = recipe::load_recipe(recipe_path);
       auto plan = pipeline::make_plan(*ck, recipe, plan_options);
       pipeline::QuantizeOptions qo;
@@ -211,6 +220,9 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   cmd->add_option("--planned-bpw", a->planned_bpw,
                   "Also plan a mix at this many bits per weight with `selq plan --target-bpw` (0: none; default "
                   "6.0 for SmolLM2, 7.0 for Qwen, whose BF16 head puts 6.0 out of reach)");
+  cmd->add_option("--planned-refine", a->planned_refine,
+                  "Refine the planned mix with this many end-to-end measurements on the calibration text "
+                  "(`selq plan --refine`; default 16 for SmolLM2, 0 for Qwen)");
   cmd->add_option("--recipes-dir", a->recipes_dir, "Directory of the recipe YAML files (default: the shipped ones)");
   cmd->add_option("--recipe", a->recipes, "Recipe names (without .yaml)")->capture_default_str();
   cmd->add_option("--text", a->text,

@@ -49,8 +49,8 @@ std::string find_qwen_gguf() {
 
 const std::vector<DemoModel>& demo_models() {
   static const std::vector<DemoModel> models = {
-      {"smollm2-135m", "smollm2-135m", "SmolLM2-135M-Instruct imported from its Q4_1 GGUF", 6.0},
-      {"qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct imported from its Q4_K_M GGUF", 7.0},
+      {"smollm2-135m", "smollm2-135m", "SmolLM2-135M-Instruct imported from its Q4_1 GGUF", 6.0, 16},
+      {"qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct imported from its Q4_K_M GGUF", 7.0, 0},
   };
   return models;
 }

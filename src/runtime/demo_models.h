@@ -14,6 +14,10 @@ struct DemoModel {
   // Qwen's untied 151936-row head stays BF16 in every candidate mix, so its
   // smallest mix is 6.03 bits per linear weight and SmolLM2's 6.0 is out of reach.
   double planned_bpw{0};
+  // End-to-end measurements that refine the planned mix (plan --refine): a
+  // pass over 256 calibration tokens each, ~1.3 s of CPU on SmolLM2 and ~15 s
+  // on Qwen, which therefore gets none by default.
+  int planned_refine{0};
 };
 
 const std::vector<DemoModel>& demo_models();
