@@ -129,6 +129,8 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                           {"bytes_written", result.bytes_written},
                           {"bits_per_weight", plan.bits_per_weight()},
                           {"warnings", plan.warnings},
+                          {"ranks", dist::ranks().size()},
+                          {"split_by", result.split_by},
                           {"manifest", nlohmann::json::parse(result.manifest)}};
       fmt::print("{}\n", j.dump(2));
     } else if (!args->quiet) {
@@ -136,6 +138,8 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       fmt::print("\nwrote {} in {:.2f}s ({} -> {}, {}/s)\n", args->in_place ? args->plan.source : args->dst, result.seconds,
                  human_bytes(static_cast<double>(result.bytes_read)),
                  human_bytes(static_cast<double>(result.bytes_written)), human_bytes(rate));
+      if (!result.split_by.empty())
+        fmt::print("{} ranks, work split by {}\n", dist::ranks().size(), result.split_by);
       fmt::print("{}", html_note);
     }
     status = 0;

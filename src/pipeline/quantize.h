@@ -46,6 +46,9 @@ struct QuantizeResult {
   std::uint64_t bytes_read{0};
   std::uint64_t bytes_written{0};
   bool already_done{false};  // in place: this recipe was already applied here
+  // Under mpirun: how the work was shared ("shard" or "tensor",
+  // pipeline/distribute.h); empty for one process.
+  std::string split_by;
 };
 
 // File to file. A staging directory left by a killed run with the same plan
