@@ -239,9 +239,9 @@ class SplitByTensor(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.recipe = u.recipe("llama-nvfp4")
         cls.src, cls.ref = {}, {}
-        # 45 MB in one shard; 113 MB in two (70 + 48 MB: the second takes long
-        # enough at one thread per rank for a rank to be killed in it).
-        for shards, layers, cap in ((1, 6, "1GB"), (2, 16, "70MB")):
+        # 45 MB in one shard and in two; 170 MB in 8 (the kill: the shards
+        # after the first commit take long enough for a rank to be killed in one).
+        for shards, layers, cap in ((1, 6, "1GB"), (2, 6, "25MB"), (8, 24, "25MB")):
             src = os.path.join(cls.tmp.name, f"src{shards}")
             u.selq("synth", "--arch", "llama", "--layers", str(layers), "--vocab", "4096", src, "--max-shard-size", cap)
             got = len([f for f in os.listdir(src) if f.endswith(".safetensors")])
@@ -255,6 +255,10 @@ class SplitByTensor(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
+
+    def setUp(self):  # what a failed test left
+        for d in ("out", "out.selq-partial"):
+            shutil.rmtree(os.path.join(self.tmp.name, d), ignore_errors=True)
 
     def assert_reference(self, got, want):
         self.assertEqual(sorted(got), sorted(want), "stray or missing files")
@@ -295,27 +299,29 @@ class SplitByTensor(unittest.TestCase):
     def test_killed_mid_shard_then_rerun_with_other_count(self):
         dst = os.path.join(self.tmp.name, "out")  # the reference's path (the manifest names it)
         staging = dst + ".selq-partial"
-        cmd = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", "3", "--mca", "btl", "self,vader",
-               u.ARGS.selq, "quantize", self.src[2], dst, "--recipe", self.recipe, "--quiet", "--threads", "1"]
+        cmd = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", "2", "--mca", "btl", "self,vader",
+               u.ARGS.selq, "quantize", self.src[8], dst, "--recipe", self.recipe, "--quiet", "--threads", "1"]
         with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as p:
             deadline = time.time() + 60
             while time.time() < deadline and p.poll() is None:
                 if os.path.isdir(staging) and shard_inodes(staging):
                     break
-                time.sleep(0.002)
+                time.sleep(0.001)
             self.assertIsNone(p.poll(), "the run finished before a rank could be killed")
-            os.kill(sorted(children(p.pid))[-1], signal.SIGKILL)  # a rank with a part of the second shard
+            os.kill(sorted(children(p.pid))[-1], signal.SIGKILL)
             p.wait(timeout=60)
             self.assertNotEqual(p.returncode, 0)
         self.assertFalse(os.path.exists(dst), "partial output under DST")
         staged = shard_inodes(staging)
-        self.assertEqual(len(staged), 1, "killed after the first shard's commit, before the second's")
-        r = mpirun(2, "quantize", self.src[2], dst, "--recipe", self.recipe)
-        self.assertIn("wrote", r.stdout)
+        self.assertTrue(0 < len(staged) < 8, staged)
+        in_progress = [f for f in os.listdir(staging) if f.endswith(".safetensors.selq-tmp")]
+        self.assertTrue(in_progress, "no shard was being written when the rank was killed")
+        r = mpirun(3, "quantize", self.src[8], dst, "--recipe", self.recipe)
+        self.assertIn("3 ranks, work split by tensor", r.stdout)
         after = shard_inodes(dst)
         for f, ino in staged.items():
             self.assertEqual(after[f], ino, f"{f} was rewritten, not resumed")
-        self.assert_reference(u.tree_bytes(dst), self.ref[2])
+        self.assert_reference(u.tree_bytes(dst), self.ref[8])
         shutil.rmtree(dst)
 
 
