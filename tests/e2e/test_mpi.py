@@ -280,6 +280,30 @@ class SplitByTensor(unittest.TestCase):
     def test_two_shards_on_3_ranks(self):
         self.quantize(3, 2)
 
+    def test_remote_one_shard_on_2_ranks(self):
+        """Each rank downloads only its tensors of the one shard (nginx)."""
+        import test_remote
+        server = type("Server", (), {})()
+        server.tmp = os.path.join(self.tmp.name, "nginx")
+        os.makedirs(server.tmp, exist_ok=True)
+        server.www = self.tmp.name
+        test_remote.RemoteTest.start_nginx.__func__(server)
+        try:
+            url = f"{server.base}/src1"
+            dst = os.path.join(self.tmp.name, "out")
+            u.selq("quantize", url, dst, "--recipe", self.recipe, "--quiet")
+            want = u.tree_bytes(dst)
+            shutil.rmtree(dst)
+            r = mpirun(2, "quantize", url, dst, "--recipe", self.recipe)
+            self.assertIn("2 ranks, work split by tensor", r.stdout)
+            self.assert_reference(u.tree_bytes(dst), want)
+            shard = "model-00001-of-00001.safetensors"
+            self.assertEqual(want[shard], self.ref[1][shard])  # the local source's shard
+            shutil.rmtree(dst)
+        finally:
+            server.nginx.terminate()
+            server.nginx.wait(10)
+
     def test_failing_rank_names_rank_shard_tensor(self):
         bad = os.path.join(self.tmp.name, "bad1")
         shutil.copytree(self.src[1], bad)
