@@ -21,8 +21,8 @@ std::vector<int> assign_shards(const Plan& plan, int ranks);
 
 // Who writes what. By shard: each shard whole on one rank (its own file,
 // journal and rename). By tensor, when there are fewer shards than ranks or
-// whole shards would give one rank more than its share by more than its
-// largest tensor: each shard's tensors are spread over the ranks, which all
+// spreading tensors would lighten the heaviest rank by more than 1/32 of its
+// share (distribute.cpp): each shard's tensors are spread over the ranks, which all
 // pwrite into the shard's one temporary file; rank 0 commits it
 // (pipeline/shared_shard.h). The unit spread is a tensor, or the members of
 // an NVFP4 fused group within the shard together (split, each rank would
@@ -32,7 +32,8 @@ struct Assignment {
   std::vector<int> shard_rank;   // by shard: its rank; by tensor: 0, the rank that commits it
   std::vector<int> tensor_rank;  // the rank that quantizes each plan tensor
 };
-Assignment assign_work(const Plan& plan, int ranks);
+// `split_by`: "auto" (as above), or "shard" / "tensor" to choose.
+Assignment assign_work(const Plan& plan, int ranks, const std::string& split_by = "auto");
 // By tensor: each shard's units, shard after shard, largest first onto the
 // least-loaded rank counting all earlier shards (dist::assign_largest_first
 // with loads), so the ranks' totals differ by at most one unit.

@@ -96,7 +96,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   // This rank's work (by shard, or by tensor when whole shards would leave
   // it unbalanced), and the amax of the fused groups that span ranks: a max
   // over each rank's own members, exchanged before any member is written.
-  const Assignment work = assign_work(plan, ranks.size());
+  const Assignment work = assign_work(plan, ranks.size(), options.split_by);
   const int rank = ranks.rank();
   // Shards an earlier run committed are adopted, not written (nor
   // downloaded): by the shard's rank, or, split by tensor, by rank 0 alone,

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "dist/assign.h"
 #include "dist/ranks.h"
 #include "io/atomic_file.h"
@@ -135,6 +136,11 @@ TEST(Distribute, ByShardWhileShardsBalance) {
   EXPECT_FALSE(a.by_tensor);
   for (std::size_t s = 0; s < plan.shards.size(); ++s)
     for (const auto i : plan.shards[s].tensors) EXPECT_EQ(a.tensor_rank[i], a.shard_rank[s]);
+  // --split-by chooses: tensor spreads them anyway, shard keeps whole shards
+  // even with fewer shards than ranks.
+  EXPECT_TRUE(pipeline::detail::assign_work(plan, 2, "tensor").by_tensor);
+  EXPECT_FALSE(pipeline::detail::assign_work(sized_plan({{10, 20}}), 3, "shard").by_tensor);
+  EXPECT_THROW(pipeline::detail::assign_work(plan, 2, "row"), Error);
 }
 
 TEST(Distribute, ByTensorWhenWholeShardsWouldBeUneven) {
