@@ -31,6 +31,8 @@ cases() {
   run 1proc "${CPU[@]}" "$SELQ" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
   run mpirun-np1 "${MPIRUN[@]}" -np 1 "${CPU[@]}" "$SELQ" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
   run mpirun-np2 "${MPIRUN[@]}" -np 2 "${CPU[@]}" "$SELQ" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
+  run np2-by-tensor "${MPIRUN[@]}" -np 2 "${CPU[@]}" "$SELQ" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet \
+    --split-by tensor
 }
 cases >/dev/null  # warm-up: page cache, libraries
 for r in $(seq "$REPEATS"); do echo "round $r"; cases; done
