@@ -21,7 +21,7 @@ std::vector<int> assign_shards(const Plan& plan, int ranks);
 
 // Who writes what. By shard: each shard whole on one rank (its own file,
 // journal and rename). By tensor, when there are fewer shards than ranks or
-// spreading tensors would lighten the heaviest rank by more than 1/32 of its
+// spreading tensors would lighten the heaviest rank by more than 1/128 of its
 // share (distribute.cpp): each shard's tensors are spread over the ranks, which all
 // pwrite into the shard's one temporary file; rank 0 commits it
 // (pipeline/shared_shard.h). The unit spread is a tensor, or the members of
