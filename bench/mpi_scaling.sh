@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Throughput of `mpirun -np N selq quantize` against one rank, 1 thread per
 # rank, interleaved in rounds; also the plain one-process run of this build and
-# of a BASELINE binary (no mpirun) in the same rounds. Prints one line per run
+# of a BASELINE binary (alone and as 2 ranks) in the same rounds. Prints one line per run
 # with the load average before it, and each rank's CPU seconds (user+sys,
 # /usr/bin/time) so that a loaded machine's wall times can be read against the
 # work done. Source and output on tmpfs.
@@ -24,10 +24,15 @@ run() {  # label, command...
     "$(awk '{printf "%.2f ", $1 + $2}' "$OUT.cpu")"
 }
 cases() {
-  [[ -n "${BASELINE:-}" ]] && run baseline-1proc "${CPU[@]}" "$BASELINE" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
+  if [[ -n "${BASELINE:-}" ]]; then
+    run baseline-1proc "${CPU[@]}" "$BASELINE" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
+    run baseline-np2 "${MPIRUN[@]}" -np 2 "${CPU[@]}" "$BASELINE" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
+  fi
   run 1proc "${CPU[@]}" "$SELQ" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
   run mpirun-np1 "${MPIRUN[@]}" -np 1 "${CPU[@]}" "$SELQ" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
   run mpirun-np2 "${MPIRUN[@]}" -np 2 "${CPU[@]}" "$SELQ" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet
+  run np2-by-tensor "${MPIRUN[@]}" -np 2 "${CPU[@]}" "$SELQ" quantize "$SRC" "$OUT" --recipe "$RECIPE" -j 1 --quiet \
+    --split-by tensor
 }
 cases >/dev/null  # warm-up: page cache, libraries
 for r in $(seq "$REPEATS"); do echo "round $r"; cases; done

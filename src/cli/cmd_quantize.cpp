@@ -28,6 +28,7 @@ struct QuantizeArgs {
   bool resume{false};
   int threads{0};
   std::string memory_budget{"512MiB"};
+  std::string split_by{"auto"};
 };
 
 void require_resumable(const QuantizeArgs& a) {
@@ -51,6 +52,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "  selq calibrate CKPT -o calib.json && selq quantize CKPT out --recipe llama-fp8-static --calibration calib.json\n"
       "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume\n"
       "  mpirun -np 16 --hostfile hosts selq quantize SRC DST --recipe R -j 8  # shards over 16 ranks (Open MPI)\n"
+      "  mpirun -np 4 selq quantize SRC DST --recipe R --split-by tensor   # every shard spread over 4 ranks\n"
       "  srun -N 8 --ntasks-per-node 2 --mpi=pmix selq quantize SRC DST --recipe R   # the same under Slurm");
   add_plan_args(*cmd, args->plan);
   cmd->add_option("destination", args->dst, "Output checkpoint directory (not with --in-place)");
@@ -65,6 +67,10 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   cmd->add_flag("--json", args->json, "Print a JSON summary (with per-tensor error metrics) on stdout");
   cmd->add_flag("--allow-non-finite", args->allow_non_finite, "Quantize weights containing NaN/Inf instead of failing");
   cmd->add_option("--threads,-j", args->threads, "Worker threads (default: all cores)");
+  cmd->add_option("--split-by", args->split_by,
+                  "Under mpirun, file to file: how the ranks share the work (default auto: by tensor\n"
+                  "when shards are fewer than ranks or whole shards would leave them uneven)")
+      ->check(CLI::IsMember({"auto", "shard", "tensor"}));
   cmd->add_option("--memory-budget", args->memory_budget,
                   "Bound on the run's anonymous memory, whatever the core count (default 512MiB, at\n"
                   "least 64MiB): tensors too large for their share are quantized in row blocks");
@@ -83,6 +89,9 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     qo.overwrite = args->force;
     qo.threads = args->threads;
     qo.allow_non_finite = args->allow_non_finite;
+    qo.split_by = args->split_by;
+    if (args->in_place && args->split_by == "tensor")
+      throw_unsupported("--split-by tensor is file to file only (in place, each rank rewrites whole shards)");
     qo.memory_budget = parse_size(args->memory_budget);
     if (qo.memory_budget < pipeline::kMinMemoryBudget)
       throw_bad_input(fmt::format("--memory-budget {} is below the minimum of 64MiB", args->memory_budget));
@@ -129,6 +138,8 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                           {"bytes_written", result.bytes_written},
                           {"bits_per_weight", plan.bits_per_weight()},
                           {"warnings", plan.warnings},
+                          {"ranks", dist::ranks().size()},
+                          {"split_by", result.split_by},
                           {"manifest", nlohmann::json::parse(result.manifest)}};
       fmt::print("{}\n", j.dump(2));
     } else if (!args->quiet) {
@@ -136,6 +147,8 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       fmt::print("\nwrote {} in {:.2f}s ({} -> {}, {}/s)\n", args->in_place ? args->plan.source : args->dst, result.seconds,
                  human_bytes(static_cast<double>(result.bytes_read)),
                  human_bytes(static_cast<double>(result.bytes_written)), human_bytes(rate));
+      if (!result.split_by.empty())
+        fmt::print("{} ranks, work split by {}\n", dist::ranks().size(), result.split_by);
       fmt::print("{}", html_note);
     }
     status = 0;

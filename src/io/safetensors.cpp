@@ -353,8 +353,8 @@ int reserve_space(int fd, std::uint64_t size) {
 }  // namespace
 
 SafetensorsWriter::SafetensorsWriter(std::string final_path, std::vector<TensorInfo> tensors,
-                                     std::map<std::string, std::string> metadata)
-    : final_path_(std::move(final_path)), temp_path_(temp_path_for(final_path_)) {
+                                     std::map<std::string, std::string> metadata, Open open)
+    : final_path_(std::move(final_path)), temp_path_(temp_path_for(final_path_)), open_(open) {
   Layout l;
   try {
     l = layout(tensors, metadata);
@@ -368,7 +368,8 @@ SafetensorsWriter::SafetensorsWriter(std::string final_path, std::vector<TensorI
     written_[e.info.name] = e.end == e.begin ? std::optional<std::uint64_t>(XXH3_64bits(nullptr, 0)) : std::nullopt;
     entries_[e.info.name] = std::move(e);
   }
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const bool shared = open == Open::Shared;
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | (shared ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd_ < 0) throw_io(fmt::format("cannot create: {}", std::strerror(errno)), {temp_path_, "", {}});
   try {
     const std::uint64_t file_size = data_start_ + total_size_;
@@ -385,18 +386,27 @@ SafetensorsWriter::SafetensorsWriter(std::string final_path, std::vector<TensorI
     head_.assign(8, '\0');
     put_le64(reinterpret_cast<std::uint8_t*>(head_.data()), l.header.size());
     head_ += l.header;
-    pwrite_all(fd_, head_.data(), head_.size(), 0, final_path_);
+    if (!shared) pwrite_all(fd_, head_.data(), head_.size(), 0, final_path_);
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
-    ::unlink(temp_path_.c_str());
+    if (!shared) ::unlink(temp_path_.c_str());
     throw;
   }
 }
 
 SafetensorsWriter::~SafetensorsWriter() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(temp_path_.c_str());
+  if (!committed_ && open_ == Open::Own) ::unlink(temp_path_.c_str());
+}
+
+void SafetensorsWriter::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) return;
+  fsync_fd(fd_, final_path_);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw_io(fmt::format("close failed: {}", std::strerror(errno)), {final_path_, "", {}});
 }
 
 void SafetensorsWriter::write(const std::string& name, std::span<const std::uint8_t> bytes) {
@@ -485,6 +495,7 @@ void SafetensorsWriter::commit() {
   if (!missing.empty())
     throw_bad_input(fmt::format("{} declared tensor(s) never written, first '{}'", missing.size(), missing[0]),
                     {final_path_, missing[0], {}});
+  if (open_ == Open::Shared) pwrite_all(fd_, head_.data(), head_.size(), 0, final_path_);
   fsync_fd(fd_, final_path_);
   const int fd = fd_;
   fd_ = -1;

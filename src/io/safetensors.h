@@ -98,8 +98,14 @@ void release_file_pages(std::span<const std::uint8_t> bytes);
 // Destroying an uncommitted writer removes the temporary file.
 class SafetensorsWriter {
  public:
+  // Own: this writer alone creates the temporary file (truncated, header
+  // written), and removes it unless committed. Shared: one of several
+  // processes writing their tensors into one file (a shard split over ranks,
+  // pipeline/shared_shard.h): the file is opened without truncation, sized,
+  // and never removed; the header is written by the one that commits.
+  enum class Open { Own, Shared };
   SafetensorsWriter(std::string final_path, std::vector<TensorInfo> tensors,
-                    std::map<std::string, std::string> metadata = {});
+                    std::map<std::string, std::string> metadata = {}, Open open = Open::Own);
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
@@ -117,8 +123,12 @@ class SafetensorsWriter {
   // io::file_content_hash of the file this writer produces; every tensor must
   // have been written.
   std::uint64_t content_hash();
-  // fsync + rename to the final path + fsync of the directory.
+  // fsync + rename to the final path + fsync of the directory (Shared: the
+  // header is written first; every tensor must have been finish()ed).
   void commit();
+  // Shared: fsync and close what this writer wrote, leaving the file under
+  // its temporary name for the one that commits.
+  void flush();
   const std::string& temp_path() const { return temp_path_; }
   // Where a writer for `final_path` puts its data until commit().
   static std::string temp_path_for(const std::string& final_path) { return final_path + ".selq-tmp"; }
@@ -129,6 +139,7 @@ class SafetensorsWriter {
   std::string temp_path_;
   int fd_{-1};
   bool committed_{false};
+  Open open_{Open::Own};
   std::uint64_t data_start_{0};
   std::uint64_t total_size_{0};
   std::map<std::string, SafetensorsEntry> entries_;

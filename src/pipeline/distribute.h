@@ -19,8 +19,28 @@ namespace selq::pipeline::detail {
 // output bytes). One rank gets them all.
 std::vector<int> assign_shards(const Plan& plan, int ranks);
 
-// The NVFP4 fused groups with members in shards of different ranks.
-std::vector<std::string> groups_across_ranks(const Plan& plan, const std::vector<int>& shard_rank);
+// Who writes what. By shard: each shard whole on one rank (its own file,
+// journal and rename). By tensor, when there are fewer shards than ranks or
+// spreading tensors would lighten the heaviest rank by more than 1/128 of its
+// share (distribute.cpp): each shard's tensors are spread over the ranks, which all
+// pwrite into the shard's one temporary file; rank 0 commits it
+// (pipeline/shared_shard.h). The unit spread is a tensor, or the members of
+// an NVFP4 fused group within the shard together (split, each rank would
+// read the others' members for the group amax: a second pass over them).
+struct Assignment {
+  bool by_tensor{false};
+  std::vector<int> shard_rank;   // by shard: its rank; by tensor: 0, the rank that commits it
+  std::vector<int> tensor_rank;  // the rank that quantizes each plan tensor
+};
+// `split_by`: "auto" (as above), or "shard" / "tensor" to choose.
+Assignment assign_work(const Plan& plan, int ranks, const std::string& split_by = "auto");
+// By tensor: each shard's units, shard after shard, largest first onto the
+// least-loaded rank counting all earlier shards (dist::assign_largest_first
+// with loads), so the ranks' totals differ by at most one unit.
+std::vector<int> assign_tensors(const Plan& plan, int ranks);
+
+// The NVFP4 fused groups with members on different ranks (by plan tensor).
+std::vector<std::string> groups_across_ranks(const Plan& plan, const std::vector<int>& tensor_rank);
 
 // Each rank's records (by plan index) as text, gathered into rank 0's `records`.
 void gather_records(dist::Ranks& ranks, std::vector<TensorRecord>& records, const std::vector<bool>& mine);

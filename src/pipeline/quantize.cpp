@@ -16,6 +16,7 @@
 #include "pipeline/remote_reader.h"
 #include "pipeline/shard_schedule.h"
 #include "pipeline/shard_writer.h"
+#include "pipeline/shared_shard.h"
 
 namespace fs = std::filesystem;
 
@@ -28,19 +29,18 @@ namespace {
 // as many connections as it has workers (the number `-j` sets), within half
 // of the memory budget (the other half is the pipeline's).
 std::unique_ptr<RemoteReader> start_remote_reader(const io::Checkpoint& src, const Plan& plan,
-                                                  const std::vector<int>& shard_rank, const std::vector<bool>& adopted,
-                                                  int rank, ThreadLimit& limit, const QuantizeOptions& options) {
+                                                  const std::vector<bool>& writes, ThreadLimit& limit,
+                                                  const QuantizeOptions& options) {
   std::vector<std::string> order;
-  for (std::size_t s = 0; s < plan.shards.size(); ++s) {
-    if (shard_rank[s] != rank || adopted[s]) continue;
-    for (const auto i : plan.shards[s].tensors) {
+  for (const auto& shard : plan.shards)
+    for (const auto i : shard.tensors) {
+      if (!writes[i]) continue;
       const PlannedTensor& t = plan.tensors[i];
       if (t.stored)
         order.insert(order.end(), t.stored->tensors.begin(), t.stored->tensors.end());
       else
         order.push_back(t.source);
     }
-  }
   std::size_t connections = 1;
   limit.run([&] { connections = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()); });
   const std::uint64_t budget = options.memory_budget;
@@ -75,6 +75,9 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
       for (const auto& e : fs::directory_iterator(staging))
         if (e.path() != fs::path(own)) fs::remove_all(e.path(), ec);
     }
+    // A killed run's unfinished shards are rewritten whole; split over
+    // ranks, nobody truncates their shared temporary files, so they go now.
+    remove_parts(staging);
   }
   ranks.barrier();  // the staging directory is ready (a failure above aborts every rank)
   if (!lead) open_journal();
@@ -90,37 +93,55 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
     checkpoint_files = std::async(std::launch::async, [&] {
       write_checkpoint_files(src, plan, staging, RunMode::FileToFile);
     });
-  // This rank's shards, and the amax of the fused groups that span ranks: a
-  // max over each rank's own members, exchanged before any member is written.
-  const std::vector<int> shard_rank = assign_shards(plan, ranks.size());
-  std::vector<bool> mine(plan.tensors.size(), false);
+  // This rank's work (by shard, or by tensor when whole shards would leave
+  // it unbalanced), and the amax of the fused groups that span ranks: a max
+  // over each rank's own members, exchanged before any member is written.
+  const Assignment work = assign_work(plan, ranks.size(), options.split_by);
+  const int rank = ranks.rank();
+  // Shards an earlier run committed are adopted, not written (nor
+  // downloaded): by the shard's rank, or, split by tensor, by rank 0 alone,
+  // which tells the others (every rank hashing every committed shard would
+  // read them all N times).
+  std::vector<bool> adopted(plan.shards.size(), false);
+  if (journal->resumed() && (!work.by_tensor || lead))
+    for (std::size_t s = 0; s < plan.shards.size(); ++s)
+      if (work.shard_rank[s] == rank)
+        in_shard(plan.shards[s].name, [&] {
+          adopted[s] = journal->is_committed(plan.shards[s].name, (fs::path(staging) / plan.shards[s].name).string());
+        });
+  if (work.by_tensor) {
+    std::string flags;
+    for (const bool a : adopted) flags += a ? '1' : '0';
+    flags = ranks.broadcast_text(flags);
+    for (std::size_t s = 0; s < plan.shards.size(); ++s) adopted[s] = flags.at(s) == '1';
+  }
+  // `writes`: the tensors this rank quantizes; `reports`: those whose records
+  // it holds for rank 0 (also those of the shards it adopted).
+  std::vector<bool> writes(plan.tensors.size(), false), reports(plan.tensors.size(), false);
   Progress progress;
   for (std::size_t s = 0; s < plan.shards.size(); ++s)
-    if (shard_rank[s] == ranks.rank())
-      for (const auto i : plan.shards[s].tensors) {
-        mine[i] = true;
+    for (const auto i : plan.shards[s].tensors) {
+      writes[i] = !adopted[s] && work.tensor_rank[i] == rank;
+      reports[i] = adopted[s] ? work.shard_rank[s] == rank : writes[i];
+      if (reports[i]) {
         progress.bytes_total += plan.tensors[i].in_bytes();
         ++progress.tensors_total;
       }
-  // Shards an earlier run committed are adopted, not written (nor downloaded).
-  std::vector<bool> adopted(plan.shards.size(), false);
-  for (std::size_t s = 0; s < plan.shards.size(); ++s)
-    if (shard_rank[s] == ranks.rank() && journal->resumed())
-      in_shard(plan.shards[s].name, [&] {
-        adopted[s] = journal->is_committed(plan.shards[s].name, (fs::path(staging) / plan.shards[s].name).string());
-      });
+    }
   std::unique_ptr<RemoteReader> reader;
-  if (src.is_remote()) reader = start_remote_reader(src, plan, shard_rank, adopted, ranks.rank(), limit, options);
+  if (src.is_remote()) reader = start_remote_reader(src, plan, writes, limit, options);
   TensorSource source{[&](const std::string&, const std::string& tensor) {
                         return reader ? reader->fetch(tensor) : src.fetch(tensor);
                       },
                       !src.is_remote(), {}};
   if (reader) source.done = [&](const std::string& tensor) { reader->done(tensor); };
   std::map<std::string, float> exchanged;
-  if (const auto groups = groups_across_ranks(plan, shard_rank); !groups.empty()) {
+  if (const auto groups = groups_across_ranks(plan, work.tensor_rank); !groups.empty()) {
+    // Every member this rank is assigned, adopted or not: the amax is the whole group's.
     std::vector<std::size_t> members;
     for (std::size_t i = 0; i < plan.tensors.size(); ++i)
-      if (mine[i] && std::binary_search(groups.begin(), groups.end(), plan.tensors[i].fused_group)) members.push_back(i);
+      if (work.tensor_rank[i] == rank && std::binary_search(groups.begin(), groups.end(), plan.tensors[i].fused_group))
+        members.push_back(i);
     std::map<std::string, float> local;
     limit.run([&] { local = group_amax_of(source, plan, members); });
     std::vector<float> v;
@@ -131,27 +152,45 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   BufferPool pool;  // output buffers, reused across shards
   GroupAmax group_amax(source, plan, std::move(exchanged));
   std::vector<TensorRecord> records(plan.tensors.size());
+  std::vector<bool> open(plan.shards.size());
+  for (std::size_t s = 0; s < plan.shards.size(); ++s) open[s] = !adopted[s];
+  std::optional<SharedShardCommits> commits;
+  if (work.by_tensor && lead) commits.emplace(plan, work.tensor_rank, staging, *journal, open, records);
   limit.run([&] {
     for (std::size_t s = 0; s < plan.shards.size(); ++s) {
-      if (shard_rank[s] != ranks.rank()) continue;
       const auto& shard = plan.shards[s];
       const std::string path = (fs::path(staging) / shard.name).string();
-      in_shard(shard.name, [&] {
-        if (adopted[s]) {
-          adopt_committed_shard(plan, shard, path, *journal, records, progress, options);
-          return;
-        }
-        write_shard(source, plan, shard, path, options, group_amax, *journal, records, progress, pool);
-      });
+      if (adopted[s]) {
+        if (work.shard_rank[s] == rank)
+          in_shard(shard.name, [&] { adopt_committed_shard(plan, shard, path, *journal, records, progress, options); });
+        continue;
+      }
+      if (!work.by_tensor) {
+        if (work.shard_rank[s] == rank)
+          in_shard(shard.name, [&] {
+            write_shard(source, plan, shard, path, options, group_amax, *journal, records, progress, pool);
+          });
+        continue;
+      }
+      const PlannedShard part = part_of(shard, work.tensor_rank, rank);
+      if (!part.tensors.empty())
+        in_shard(shard.name, [&] {
+          const ShardRecords mine =
+              write_shard_part(source, plan, shard, part, path, options, group_amax, records, progress, pool);
+          if (!lead) write_part_records(staging, shard.name, rank, mine);
+        });
+      if (commits) commits->own_part_done(s);
     }
   });
   const std::jthread unmapping = pool.unmap_in_background();
-  gather_records(ranks, records, mine);
+  if (commits) commits->stop();  // the gather writes the records it fills
+  gather_records(ranks, records, reports);
   if (!lead) {
     ranks.barrier();  // rank 0 has published `dst`
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return result;
   }
+  if (commits) commits->commit_rest();
   checkpoint_files.get();
   result.manifest = write_manifest_and_report(plan, recipe, records, staging, RunMode::FileToFile);
   if (options.before_commit) options.before_commit(staging);
@@ -174,6 +213,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.bytes_read = plan.source_bytes();
   result.bytes_written = plan.output_bytes();
+  if (ranks.size() > 1) result.split_by = work.by_tensor ? "tensor" : "shard";
   return result;
 }
 

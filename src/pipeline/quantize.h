@@ -36,6 +36,9 @@ struct QuantizeOptions {
   // so that files made from the manifest (selq-report.html: report/, which
   // this module cannot depend on) are part of the one atomic commit.
   std::function<void(const std::string& staged_dir)> before_commit;
+  // Under mpirun, file to file: how the ranks share the work ("auto",
+  // "shard" or "tensor"; pipeline/distribute.h). In place is by shard.
+  std::string split_by{"auto"};
 };
 
 constexpr std::uint64_t kMinMemoryBudget = std::uint64_t{64} << 20;
@@ -46,6 +49,9 @@ struct QuantizeResult {
   std::uint64_t bytes_read{0};
   std::uint64_t bytes_written{0};
   bool already_done{false};  // in place: this recipe was already applied here
+  // Under mpirun: how the work was shared ("shard" or "tensor",
+  // pipeline/distribute.h); empty for one process.
+  std::string split_by;
 };
 
 // File to file. A staging directory left by a killed run with the same plan

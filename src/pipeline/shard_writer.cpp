@@ -420,19 +420,20 @@ class ReadAhead {
   std::uint64_t taken_bytes_{0}, requested_bytes_{0};
 };
 
-}  // namespace
-
-// Writes one output shard to `path` (via its temporary name), journals the
-// intent with the new file's hash and the tensor records, then renames it
-// into place. Memory: the pipeline's tokens bound the tensors in flight.
-void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
-                 const QuantizeOptions& options, GroupAmax& group_amax,
-                 Journal& journal, std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool) {
+std::vector<TensorInfo> shard_infos(const Plan& plan, const PlannedShard& shard) {
   std::vector<TensorInfo> infos;
   for (auto i : shard.tensors)
     for (const auto& o : plan.tensors[i].outputs) infos.push_back(o.info);
-  io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
+  return infos;
+}
 
+// Quantizes (or passes through) the tensors of `work` into `writer`, whose
+// layout is their shard's: all of it, or one rank's part of it. Memory: the
+// pipeline's tokens bound the tensors in flight.
+ShardRecords write_tensors(const TensorSource& source, const Plan& plan, const PlannedShard& work,
+                           io::SafetensorsWriter& writer, const QuantizeOptions& options, GroupAmax& group_amax,
+                           std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool) {
+  const PlannedShard& shard = work;
   const auto workers = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
   const ShardSchedule schedule = schedule_shard(plan, shard, source.views_of_files, options.memory_budget, workers);
   std::vector<std::size_t> first_buffers;
@@ -516,11 +517,50 @@ void write_shard(const TensorSource& source, const Plan& plan, const PlannedShar
                              tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel, quantize) &
                              tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::serial_out_of_order, write) &
                              tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, record));
+  return shard_records;
+}
+
+}  // namespace
+
+// Writes one output shard to `path` (via its temporary name), journals the
+// intent with the new file's hash and the tensor records, then renames it
+// into place.
+void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
+                 const QuantizeOptions& options, GroupAmax& group_amax,
+                 Journal& journal, std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool) {
+  io::SafetensorsWriter writer(path, shard_infos(plan, shard), {{"format", "pt"}});
+  const ShardRecords shard_records =
+      write_tensors(source, plan, shard, writer, options, group_amax, records, progress, pool);
   // The intent carries the hash of the file's content, combined from the
   // tensor hashes already taken (no read-back). It may be journaled before
   // the data is durable: commit() fsyncs the file before the rename, and
   // until the rename the final name does not exist, so a crash in between
   // only means the shard is written again.
+  journal.record_intent(shard.name, writer.content_hash(), shard_records);
+  writer.commit();
+}
+
+ShardRecords write_shard_part(const TensorSource& source, const Plan& plan, const PlannedShard& shard,
+                              const PlannedShard& part, const std::string& path, const QuantizeOptions& options,
+                              GroupAmax& group_amax, std::vector<TensorRecord>& records, Progress& progress,
+                              BufferPool& pool) {
+  io::SafetensorsWriter writer(path, shard_infos(plan, shard), {{"format", "pt"}}, io::SafetensorsWriter::Open::Shared);
+  ShardRecords out = write_tensors(source, plan, part, writer, options, group_amax, records, progress, pool);
+  writer.flush();  // durable before rank 0 is told, and journals it
+  return out;
+}
+
+void commit_shared_shard(const Plan& plan, const PlannedShard& shard, const std::string& path, Journal& journal,
+                         const ShardRecords& shard_records) {
+  io::SafetensorsWriter writer(path, shard_infos(plan, shard), {{"format", "pt"}}, io::SafetensorsWriter::Open::Shared);
+  for (const auto& [i, r] : shard_records) {
+    const PlannedTensor& t = plan.tensors.at(i);
+    if (r.output_hashes.size() != t.outputs.size())
+      throw Error(ErrorKind::Internal, fmt::format("{} output hashes reported for {} outputs", r.output_hashes.size(),
+                                                   t.outputs.size()),
+                  {path, t.source});
+    for (std::size_t k = 0; k < t.outputs.size(); ++k) writer.finish(t.outputs[k].info.name, r.output_hashes[k]);
+  }
   journal.record_intent(shard.name, writer.content_hash(), shard_records);
   writer.commit();
 }

@@ -68,6 +68,19 @@ class GroupAmax {
 void write_shard(const TensorSource& source, const Plan& plan, const PlannedShard& shard, const std::string& path,
                  const QuantizeOptions& options, GroupAmax& group_amax,
                  Journal& journal, std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool);
+// A shard split over ranks (pipeline/shared_shard.h). This rank's part:
+// the tensors of `part` (a subset of `shard`) pwritten at their offsets in
+// the shard's one temporary file, which every rank writes, then fsynced;
+// returns their records.
+using ShardRecords = std::vector<std::pair<std::size_t, TensorRecord>>;
+ShardRecords write_shard_part(const TensorSource& source, const Plan& plan, const PlannedShard& shard,
+                              const PlannedShard& part, const std::string& path, const QuantizeOptions& options,
+                              GroupAmax& group_amax, std::vector<TensorRecord>& records, Progress& progress,
+                              BufferPool& pool);
+// Rank 0, once every part is written: the header, the journal intent with
+// the content hash combined from all ranks' records, the rename.
+void commit_shared_shard(const Plan& plan, const PlannedShard& shard, const std::string& path, Journal& journal,
+                         const ShardRecords& shard_records);
 void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const std::string& path,
                            const Journal& journal, std::vector<TensorRecord>& records, Progress& progress,
                            const QuantizeOptions& options);

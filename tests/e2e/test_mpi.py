@@ -116,7 +116,7 @@ class Mpi(unittest.TestCase):
         shutil.rmtree(dst)
 
     def test_killed_rank_then_resume(self):
-        dst = os.path.join(self.tmp.name, "out_kill")
+        dst = os.path.join(self.tmp.name, "out")  # the reference's path (the manifest names it)
         staging = dst + ".selq-partial"
         cmd = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", "3", "--mca", "btl", "self,vader",
                u.ARGS.selq, "quantize", self.src, dst, "--recipe", self.recipe, "--quiet", "--threads", "1"]
@@ -228,6 +228,125 @@ class Mpi(unittest.TestCase):
         a, b = u.read_json(out1), u.read_json(out3)
         del a["seconds"], b["seconds"]
         self.assertEqual(json.dumps(a), json.dumps(b))
+
+
+class SplitByTensor(unittest.TestCase):
+    """Fewer shards than ranks: each shard's tensors are spread over the
+    ranks, which write into its one temporary file; rank 0 commits it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.recipe = u.recipe("llama-nvfp4")
+        cls.src, cls.ref = {}, {}
+        # 45 MB in one shard and in two; 170 MB in 8 (the kill: the shards
+        # after the first commit take long enough for a rank to be killed in one).
+        for shards, layers, cap in ((1, 6, "1GB"), (2, 6, "25MB"), (8, 24, "25MB")):
+            src = os.path.join(cls.tmp.name, f"src{shards}")
+            u.selq("synth", "--arch", "llama", "--layers", str(layers), "--vocab", "4096", src, "--max-shard-size", cap)
+            got = len([f for f in os.listdir(src) if f.endswith(".safetensors")])
+            assert got == shards, f"{src}: {got} shards, wanted {shards}"
+            cls.src[shards] = src
+            dst = os.path.join(cls.tmp.name, "out")
+            u.selq("quantize", src, dst, "--recipe", cls.recipe, "--quiet")
+            cls.ref[shards] = u.tree_bytes(dst)
+            shutil.rmtree(dst)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def setUp(self):  # what a failed test left
+        for d in ("out", "out.selq-partial"):
+            shutil.rmtree(os.path.join(self.tmp.name, d), ignore_errors=True)
+
+    def assert_reference(self, got, want):
+        self.assertEqual(sorted(got), sorted(want), "stray or missing files")
+        for k in want:
+            self.assertEqual(got[k], want[k], k)
+
+    def quantize(self, np, shards):
+        dst = os.path.join(self.tmp.name, "out")
+        r = mpirun(np, "quantize", self.src[shards], dst, "--recipe", self.recipe)
+        self.assertIn(f"{np} ranks, work split by tensor", r.stdout)
+        self.assert_reference(u.tree_bytes(dst), self.ref[shards])
+        shutil.rmtree(dst)
+
+    def test_one_shard_on_2_and_3_ranks(self):
+        for np in (2, 3):
+            with self.subTest(ranks=np):
+                self.quantize(np, 1)
+
+    def test_two_shards_on_3_ranks(self):
+        self.quantize(3, 2)
+
+    def test_remote_one_shard_on_2_ranks(self):
+        """Each rank downloads only its tensors of the one shard (nginx)."""
+        import test_remote
+        server = type("Server", (), {})()
+        server.tmp = os.path.join(self.tmp.name, "nginx")
+        os.makedirs(server.tmp, exist_ok=True)
+        server.www = self.tmp.name
+        test_remote.RemoteTest.start_nginx.__func__(server)
+        try:
+            url = f"{server.base}/src1"
+            dst = os.path.join(self.tmp.name, "out")
+            u.selq("quantize", url, dst, "--recipe", self.recipe, "--quiet")
+            want = u.tree_bytes(dst)
+            shutil.rmtree(dst)
+            r = mpirun(2, "quantize", url, dst, "--recipe", self.recipe)
+            self.assertIn("2 ranks, work split by tensor", r.stdout)
+            self.assert_reference(u.tree_bytes(dst), want)
+            shard = "model-00001-of-00001.safetensors"
+            self.assertEqual(want[shard], self.ref[1][shard])  # the local source's shard
+            shutil.rmtree(dst)
+        finally:
+            server.nginx.terminate()
+            server.nginx.wait(10)
+
+    def test_failing_rank_names_rank_shard_tensor(self):
+        bad = os.path.join(self.tmp.name, "bad1")
+        shutil.copytree(self.src[1], bad)
+        shard = [f for f in os.listdir(bad) if f.endswith(".safetensors")][0]
+        name = "model.layers.5.mlp.down_proj.weight"
+        poison(os.path.join(bad, shard), name)
+        dst = os.path.join(self.tmp.name, "out_bad1")
+        r = mpirun(2, "quantize", bad, dst, "--recipe", self.recipe, "--quiet", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        lines = [l for l in r.stderr.splitlines() if l.startswith("selq: error:")]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertRegex(lines[0], r"^selq: error: rank [01] of 2: shard " + shard + ": .*" + name)
+        self.assertFalse(os.path.exists(dst), "partial output under DST")
+        shutil.rmtree(bad)
+        shutil.rmtree(dst + ".selq-partial", ignore_errors=True)
+
+    def test_killed_mid_shard_then_rerun_with_other_count(self):
+        dst = os.path.join(self.tmp.name, "out")  # the reference's path (the manifest names it)
+        staging = dst + ".selq-partial"
+        cmd = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", "2", "--mca", "btl", "self,vader",
+               u.ARGS.selq, "quantize", self.src[8], dst, "--recipe", self.recipe, "--quiet", "--threads", "1"]
+        with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as p:
+            deadline = time.time() + 60
+            while time.time() < deadline and p.poll() is None:
+                if os.path.isdir(staging) and shard_inodes(staging):
+                    break
+                time.sleep(0.001)
+            self.assertIsNone(p.poll(), "the run finished before a rank could be killed")
+            os.kill(sorted(children(p.pid))[-1], signal.SIGKILL)
+            p.wait(timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+        self.assertFalse(os.path.exists(dst), "partial output under DST")
+        staged = shard_inodes(staging)
+        self.assertTrue(0 < len(staged) < 8, staged)
+        in_progress = [f for f in os.listdir(staging) if f.endswith(".safetensors.selq-tmp")]
+        self.assertTrue(in_progress, "no shard was being written when the rank was killed")
+        r = mpirun(3, "quantize", self.src[8], dst, "--recipe", self.recipe)
+        self.assertIn("3 ranks, work split by tensor", r.stdout)
+        after = shard_inodes(dst)
+        for f, ino in staged.items():
+            self.assertEqual(after[f], ino, f"{f} was rewritten, not resumed")
+        self.assert_reference(u.tree_bytes(dst), self.ref[8])
+        shutil.rmtree(dst)
 
 
 def poison(path, tensor):

@@ -84,6 +84,7 @@ def write_big_sparse_checkpoint(d):
 class BadHandler(http.server.BaseHTTPRequestHandler):
     """Serves ROOT with one fault chosen by the first path component."""
     ROOT = None
+    FAIL_AT = None  # "midtensor": (file under ROOT, byte) where every response covering it stops
 
     def log_message(self, *a):
         pass
@@ -127,6 +128,10 @@ class BadHandler(http.server.BaseHTTPRequestHandler):
         if mode == "truncate":
             self.send_header("Connection", "close")
             body = body[:len(body) // 2]
+            self.close_connection = True
+        if mode == "midtensor" and self.FAIL_AT and self.FAIL_AT[0] == rel and a <= self.FAIL_AT[1] <= b:
+            self.send_header("Connection", "close")  # the server dies mid-body, on every attempt
+            body = body[:self.FAIL_AT[1] - a]
             self.close_connection = True
         self.end_headers()
         self.wfile.write(body)
@@ -325,6 +330,36 @@ http {{
                    check=False, env=env)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertFalse(os.path.exists(dst))
+
+    def test_server_failing_mid_tensor_during_quantize(self):
+        """The server stops in the middle of one tensor's bytes while quantize
+        downloads it: one error line, nothing under DST; once the server is
+        well again the same command completes, byte-identical to the local run."""
+        shard = [f for f in os.listdir(self.ckpt) if f.endswith(".safetensors")][0]
+        rel = f"ckpt/{shard}"
+        with open(os.path.join(self.www, rel), "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+        tensor = "model.layers.1.mlp.down_proj.weight"
+        a, b = header[tensor]["data_offsets"]
+        BadHandler.FAIL_AT = (rel, 8 + n + (a + b) // 2)
+        url = f"{self.bad_base}/midtensor/ckpt"
+        dst = os.path.join(self.tmp, "out-midtensor")
+        r = u.recipe("llama-mix")
+        env = dict(os.environ, SELQ_HTTP_ATTEMPTS="2")
+        try:
+            bad = u.selq("quantize", url, dst, "--recipe", r, "--quiet", check=False, env=env)
+        finally:
+            BadHandler.FAIL_AT = None
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        lines = bad.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, bad.stderr)
+        self.assertRegex(lines[0], "^selq: error: .*" + re.escape(shard) + ".*" + re.escape(tensor) + ".*after 2 attempts")
+        self.assertFalse(os.path.exists(dst), "partial output under DST")
+        u.selq("quantize", url, dst, "--recipe", r, "--quiet", env=env)
+        local_dst = os.path.join(self.tmp, "out-midtensor-local")
+        u.selq("quantize", self.ckpt, local_dst, "--recipe", r, "--quiet")
+        self.assert_same_output(local_dst, dst, self.ckpt, url)
 
 
 if __name__ == "__main__":

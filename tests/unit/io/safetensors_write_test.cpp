@@ -1,4 +1,6 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <xxhash.h>
 #include <sys/mount.h>
 
 #include <algorithm>
@@ -218,6 +220,39 @@ TEST(SafetensorsWrite, TmpfsWithoutASizeLimitIsNotFull) {
   const auto tensors = sample_tensors(5, 11);
   save_safetensors(path, tensors);
   EXPECT_EQ(testing::read_bytes(path), serialize_safetensors(tensors));
+}
+
+// A shard split over ranks (pipeline/shared_shard.h): writers opened Shared
+// on one file, each writing some tensors, then a committer that finishes
+// them all with their hashes: the file is a single writer's, byte for byte,
+// and nothing a Shared writer does removes or truncates the file.
+TEST(SafetensorsWriter, SharedWritersMakeTheOneWritersFile) {
+  testing::TempDir dir;
+  std::vector<TensorBytes> tensors;
+  for (int i = 0; i < 7; ++i) {
+    TensorInfo info{fmt::format("w.{}", i), DType::BF16, {5, 3 + 2 * i}};
+    tensors.push_back({info, testing::random_bytes(info.nbytes(), static_cast<std::uint32_t>(7 + i))});
+  }
+  std::vector<TensorInfo> infos;
+  for (const auto& t : tensors) infos.push_back(t.info);
+  const std::string one = dir.file("one.safetensors"), shared = dir.file("shared.safetensors");
+  save_safetensors(one, tensors, {{"format", "pt"}});
+  using W = SafetensorsWriter;
+  {
+    // Stale bytes from a killed run's temporary file are all overwritten.
+    testing::write_bytes(W::temp_path_for(shared), std::vector<std::uint8_t>(64, 0xAB));
+    W part_a(shared, infos, {{"format", "pt"}}, W::Open::Shared);
+    W part_b(shared, infos, {{"format", "pt"}}, W::Open::Shared);
+    for (std::size_t i = 0; i < tensors.size(); ++i) (i % 2 ? part_a : part_b).write(tensors[i].info.name, tensors[i].bytes);
+    part_a.flush();
+  }  // part_b is destroyed unflushed: the file stays
+  ASSERT_TRUE(std::filesystem::exists(W::temp_path_for(shared)));
+  W committer(shared, infos, {{"format", "pt"}}, W::Open::Shared);
+  EXPECT_THROW(committer.commit(), Error);  // no tensor finished yet
+  for (const auto& t : tensors) committer.finish(t.info.name, XXH3_64bits(t.bytes.data(), t.bytes.size()));
+  committer.commit();
+  EXPECT_FALSE(std::filesystem::exists(W::temp_path_for(shared)));
+  EXPECT_EQ(testing::read_bytes(shared), testing::read_bytes(one));
 }
 
 }  // namespace
