@@ -78,7 +78,7 @@ struct SensitivityOptions {
 };
 
 // Tier 1: every candidate on every unit from one read of each weight
-// (memory: one fused group's source views plus one output buffer set).
+// (quant::measure_weight; memory: one fused group's source views, no outputs).
 SensitivityTable data_free_sensitivity(const io::Checkpoint& checkpoint, const UnitLayout& layout,
                                        const std::vector<Candidate>& candidates, const SensitivityOptions& options = {});
 

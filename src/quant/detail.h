@@ -195,6 +195,11 @@ inline void scale_blocks_and_measure(const float* x, float* dq, const float* blo
 void check_finite(const float* v, std::size_t n, std::uint64_t base, const TensorView& src,
                   const QuantizeOptions& options);
 
+// Rows per parallel task of the row-wise kinds (FP8 per tensor/channel and
+// its E8M0 variant share kFp8ChunkRows): the boundaries of their metric
+// pieces, which measure_weight reproduces. Multiples of these divide 16.
+inline constexpr std::int64_t kMxChunkRows = 16, kNvfp4ChunkRows = 16, kFp8ChunkRows = 8, kIntChunkRows = 16;
+
 // Runs body(first_row, end_row, metrics) over row chunks of `chunk` rows in
 // parallel and merges the per-chunk metrics in chunk order, so results do not
 // depend on the thread count; with `pieces`, appends them there instead.

@@ -66,7 +66,9 @@ void nvfp4_scales_simd(const float* amax, std::size_t nblk, bool ct, bool bf16, 
 
 // E2M1 codes of v = x / d[b] (divide) or x * d[b], with -0.0 turned into
 // +0.0, packed two per byte (low nibble first); dq = value * dqs[b]. Counts
-// |v| >= clip_at as clipped. n % bw == 0, bw in {16, 32}.
+// |v| >= clip_at as clipped. n % bw == 0, bw in {16, 32}. A null `packed`
+// stores no codes and changes nothing else (the same instructions for the
+// values and metrics): measure_weight's path, here and in the kernels below.
 void e2m1_blocks_simd(const float* x, std::size_t n, std::size_t bw, const float* d,
                       const float* dqs, bool divide, float clip_at, std::uint8_t* packed,
                       ErrorMetrics& m);
@@ -94,6 +96,8 @@ void int_groups_simd(const float* x, std::size_t n, std::size_t gw, const float*
                      int offset, std::uint8_t* codes, ErrorMetrics& m);
 
 // ---- row entry points (simd = false runs the scalar path) ----
+// The code outputs (w, codes) may be null: the metrics are the same, nothing
+// is stored (measure_weight).
 
 // Finite rows take the SIMD kernels; the scalar paths also handle NaN/Inf.
 inline bool row_is_finite(const float* x, std::size_t n) {
@@ -112,6 +116,27 @@ struct Nvfp4RowParams {
 };
 void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::uint8_t* w,
                std::uint8_t* s, ErrorMetrics& m, bool simd, const float* block_amax = nullptr);
+// The parameters of the `count` elements from `first` (one matrix: a 2-D
+// weight or one expert): their global scale from options.global_amax, else
+// from their own amax.
+Nvfp4RowParams nvfp4_row_params(const SchemeSpec& spec, const TensorView& src, const QuantizeOptions& options,
+                                std::uint64_t first, std::uint64_t count);
+
+struct Fp8Params {
+  DType t;   // source dtype
+  DType sd;  // stored scale dtype
+  DType mt;  // dtype of the scale arithmetic
+  DType ct;  // dtype of the quotient x / s (torch promotion of t and sd)
+};
+Fp8Params fp8_params(const SchemeSpec& spec, DType t);
+// One row of FP8 per output channel, whose amax is `amax` (the load's bit-
+// pattern amax; recomputed when !finite): codes into w, the row's metrics
+// merged into m as one block. Returns the scale (to store in p.sd).
+float fp8_channel_row(const Fp8Params& p, const float* row, std::size_t n, float amax, bool finite, std::uint8_t* w,
+                      ErrorMetrics& m);
+// The same for FP8 with an E8M0 row scale (fp8_e8m0.cpp); returns the scale byte.
+std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t n, float amax, bool finite,
+                          std::uint8_t* w, ErrorMetrics& m);
 
 // n elements with one scale s; `ct` is the dtype of the quotient x / s.
 // Adds clipped elements (not blocks) and the error sums to m.
@@ -130,5 +155,8 @@ struct IntRowParams {
 // int_groups_simd). Non-finite rows must take simd = false.
 void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_t* codes,
              float* s, float* zp, ErrorMetrics& m, bool simd);
+// The parameters of an IntChannel/IntGroup scheme for a source of dtype t
+// whose rows have `in` elements.
+IntRowParams int_row_params(const SchemeSpec& spec, DType t, std::int64_t in);
 
 }  // namespace selq::quant::detail

@@ -14,13 +14,6 @@
 namespace selq::quant::detail {
 
 namespace {
-struct Fp8Params {
-  DType t;   // source dtype
-  DType sd;  // stored scale dtype
-  DType mt;  // dtype of the scale arithmetic
-  DType ct;  // dtype of the quotient x / s (torch promotion of t and sd)
-};
-
 inline float fp8_scale(const Fp8Params& p, float amax) {
   float s = round_to(p.sd, round_to(p.mt, amax / 448.0f));
   if (s == 0.0f) s = dtype_eps(p.sd);
@@ -33,23 +26,25 @@ inline void fp8_run_scalar(DType ct, const float* x, std::size_t n, float s, std
                            ErrorMetrics& m) {
   float v[256], dq[256];
   std::uint16_t h[256];
+  std::uint8_t own[256];  // the codes decoded from, when the caller stores none (w null)
   std::uint64_t clipped = 0;
   for (std::size_t i0 = 0; i0 < n; i0 += 256) {
     const std::size_t k = std::min<std::size_t>(256, n - i0);
+    std::uint8_t* const wk = w ? w + i0 : own;
     scale_f32_bulk(x + i0, v, k, s);
     if (ct == DType::BF16) {
       // round the quotient to bf16 first, as torch's bf16 division does
       f32_to_bf16_bulk(v, h, k);
-      bf16_to_e4m3_sat_bulk(h, w + i0, k);
+      bf16_to_e4m3_sat_bulk(h, wk, k);
       bf16_to_f32_bulk(h, v, k);
     } else if (ct == DType::F16) {
       for (std::size_t i = 0; i < k; ++i) v[i] = round_to(DType::F16, v[i]);
-      f32_to_e4m3_sat_bulk(v, w + i0, k);
+      f32_to_e4m3_sat_bulk(v, wk, k);
     } else {
-      f32_to_e4m3_sat_bulk(v, w + i0, k);
+      f32_to_e4m3_sat_bulk(v, wk, k);
     }
     for (std::size_t i = 0; i < k; ++i) clipped += std::fabs(v[i]) > 464.0f;
-    e4m3_to_f32_bulk(w + i0, dq, k);
+    e4m3_to_f32_bulk(wk, dq, k);
     for (std::size_t i = 0; i < k; ++i) dq[i] *= s;
     block_metrics(x + i0, dq, k, m);
   }
@@ -65,6 +60,24 @@ inline void fp8_run(const Fp8Params& p, const float* x, std::size_t n, float s, 
   m.clipped_blocks += m.clipped_elements != before;
 }
 }  // namespace
+
+Fp8Params fp8_params(const SchemeSpec& spec, DType t) {
+  return {t, spec.scale_dtype, spec.scale_dtype == t ? t : DType::F32, promote(t, spec.scale_dtype)};
+}
+
+float fp8_channel_row(const Fp8Params& p, const float* row, std::size_t n, float amax, bool finite, std::uint8_t* w,
+                      ErrorMetrics& m) {
+  if (!finite) {  // the load's bit-pattern amax holds the NaN; the scale ignores NaN, keeps Inf
+    amax = 0.0f;
+    for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(row[i]));
+  }
+  const float s = fp8_scale(p, amax);
+  ErrorMetrics rm;
+  fp8_run(p, row, n, s, w, rm, finite);
+  rm.blocks = 1;
+  m.merge(rm);
+  return s;
+}
 
 void fp8_row(DType ct, const float* x, std::size_t n, float s, std::uint8_t* w, ErrorMetrics& m,
              bool simd) {
@@ -82,8 +95,7 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
   const Geometry& g = job.g;
   const std::int64_t in = g.in, out = g.out;
   const DType t = job.src->info->dtype;
-  Fp8Params p{t, spec.scale_dtype, spec.scale_dtype == t ? t : DType::F32,
-              promote(t, spec.scale_dtype)};
+  const Fp8Params p = fp8_params(spec, t);
   const std::uint8_t* src = job.src->bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
   std::uint8_t* wout = job.outs[0].data() + base0;
@@ -97,7 +109,7 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
       ts = fp8_scale(p, given ? *given : span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(out * in)));
       store_float(p.sd, sout, static_cast<std::uint64_t>(job.e), ts);
     }
-    for_row_chunks(out, 8, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+    for_row_chunks(out, kFp8ChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
       std::vector<float> buf(static_cast<std::size_t>(in));
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
@@ -107,19 +119,15 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
         const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
         const bool finite = all_finite(&amax, 1);
         if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
-        float s = ts;
         if (!tensor) {
-          if (!finite) {
-            amax = 0.0f;
-            for (std::size_t i = 0; i < buf.size(); ++i) amax = std::max(amax, std::fabs(row[i]));
-          }
-          s = fp8_scale(p, amax);
+          const float s = fp8_channel_row(p, row, buf.size(), amax, finite, wout + r * in, m);
           store_float(p.sd, sout, static_cast<std::uint64_t>(job.e * out + r), s);
+          continue;
         }
         ErrorMetrics rm;
-        fp8_run(p, row, buf.size(), s, wout + r * in, rm, finite);
-        if (tensor) rm.clipped_blocks = 0;  // counted once below
-        rm.blocks = tensor ? 0 : 1;
+        fp8_run(p, row, buf.size(), ts, wout + r * in, rm, finite);
+        rm.clipped_blocks = 0;  // counted once below
+        rm.blocks = 0;
         m.merge(rm);
       }
     });

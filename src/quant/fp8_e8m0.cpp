@@ -18,6 +18,17 @@ float e8m0_value(std::uint8_t b) {
 }
 }  // namespace
 
+std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t n, float amax, bool finite,
+                          std::uint8_t* w, ErrorMetrics& m) {
+  const std::uint8_t sb = row_scale_byte(spec, amax);
+  ErrorMetrics rm;
+  fp8_row(DType::F32, row, n, e8m0_value(sb), w, rm, finite);
+  rm.clipped_blocks = rm.clipped_elements != 0;
+  rm.blocks = 1;
+  m.merge(rm);
+  return sb;
+}
+
 void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& metrics) {
   const SchemeSpec& spec = *job.spec;
   const std::int64_t in = job.g.in, out = job.g.out;
@@ -26,7 +37,7 @@ void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
   std::uint8_t* wout = job.outs[0].data() + base0;
   std::uint8_t* sout = job.outs[1].data() + job.e * out;
-  for_row_chunks(out, 8, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+  for_row_chunks(out, kFp8ChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
@@ -34,12 +45,7 @@ void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& metrics) {
       const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
       const bool finite = all_finite(&amax, 1);
       if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);  // throws unless allowed
-      sout[r] = row_scale_byte(spec, amax);
-      ErrorMetrics rm;
-      fp8_row(DType::F32, row, buf.size(), e8m0_value(sout[r]), wout + r * in, rm, finite);
-      rm.clipped_blocks = rm.clipped_elements != 0;
-      rm.blocks = 1;
-      m.merge(rm);
+      sout[r] = fp8_e8m0_row(spec, row, buf.size(), amax, finite, wout + r * in, m);
     }
   });
 }

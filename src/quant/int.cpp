@@ -79,7 +79,9 @@ void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_
              float* scales, float* zps, ErrorMetrics& m, bool simd) {
   const float qmin = -std::ldexp(1.0f, p.bits - 1), qmax = std::ldexp(1.0f, p.bits - 1) - 1.0f;
   const std::int64_t ngroups = in / p.gw;
-  std::vector<float> mn(static_cast<std::size_t>(ngroups)), mx(mn.size());
+  thread_local std::vector<float> mn, mx;  // a heap allocation per row showed in profiles
+  mn.resize(static_cast<std::size_t>(ngroups));
+  mx.resize(mn.size());
   // F16 quotients need f16 rounding, which only the scalar path has.
   simd = simd && p.ct != DType::F16;
   if (simd)
@@ -116,13 +118,23 @@ void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_
       const float qc = std::clamp(q, qmin, qmax);
       clipped += q != qc;
       dq[static_cast<std::size_t>(i)] = (qc - zp) * s;
-      codes[gi * p.gw + i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(qc) + p.offset);
+      if (codes) codes[gi * p.gw + i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(qc) + p.offset);
     }
     block_metrics(xg, dq.data(), static_cast<std::size_t>(p.gw), m);
     m.blocks += 1;
     m.clipped_elements += clipped;
     m.clipped_blocks += clipped != 0;
   }
+}
+
+IntRowParams int_row_params(const SchemeSpec& spec, DType t, std::int64_t in) {
+  return {spec.bits,
+          spec.symmetric,
+          spec.scale_dtype,
+          spec.scale_dtype == t ? t : DType::F32,
+          promote(t, spec.scale_dtype),
+          spec.kind == SchemeKind::IntChannel ? in : spec.group_size,
+          spec.int_pack_int32 ? 1 << (spec.bits - 1) : 0};
 }
 
 void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
@@ -132,14 +144,8 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
   const DType t = job.src->info->dtype;
   const int b = spec.bits;
   const bool packed = spec.int_pack_int32;
-  const std::int64_t gw = spec.kind == SchemeKind::IntChannel ? in : spec.group_size;
-  const IntRowParams p{b,
-                       spec.symmetric,
-                       spec.scale_dtype,
-                       spec.scale_dtype == t ? t : DType::F32,
-                       promote(t, spec.scale_dtype),
-                       gw,
-                       packed ? 1 << (b - 1) : 0};
+  const IntRowParams p = int_row_params(spec, t, in);
+  const std::int64_t gw = p.gw;
   const std::int64_t ngroups = in / gw;
   const std::int64_t words_per_row = ceil_div(in * b, 32);
   const std::int64_t zp_words = ceil_div(out * b, 32);
@@ -167,7 +173,7 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
 
   // Chunks of 16 rows keep packed zero-point words (8 or 4 rows each) owned
   // by a single task.
-  for_row_chunks(out, 16, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+  for_row_chunks(out, kIntChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in));
     std::vector<float> scales(static_cast<std::size_t>(ngroups)), zps(scales.size());
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(in));

@@ -380,7 +380,9 @@ void Nvfp4Scales(const float* amax, std::size_t nblk, bool ct, bool bf16, float 
   std::memcpy(eff + i, fe, rest * 4);
 }
 
-template <bool kDivide>
+// kStore false: the same arithmetic and metrics, codes not stored (packed
+// may be null; measure_weight).
+template <bool kDivide, bool kStore>
 HWY_INLINE void E2m1BlocksT(const float* x, std::size_t n, std::size_t bw, const float* d,
                             const float* dqs, float clip_at, std::uint8_t* packed, ErrorMetrics& m) {
   const DF df;
@@ -425,7 +427,7 @@ HWY_INLINE void E2m1BlocksT(const float* x, std::size_t n, std::size_t bw, const
       const std::size_t per = 32 / bw;  // blocks per 32 elements
       for (; b + per <= b1; b += per) {
         const float* p = x + b * bw;
-        VI c[4];
+        [[maybe_unused]] VI c[4];
         for (std::size_t k = 0; k < per; ++k) {
           const VF dv = hn::Set(df, d[b + k]), sv = hn::Set(df, dqs[b + k]);
           VI block_clipped = hn::Zero(di);
@@ -433,7 +435,7 @@ HWY_INLINE void E2m1BlocksT(const float* x, std::size_t n, std::size_t bw, const
             c[k * (bw / N) + j] = quantize(p + k * bw + j * N, dv, sv, acc, block_clipped);
           close_block(block_clipped);
         }
-        StorePacked32(c[0], c[1], c[2], c[3], packed + b * bw / 2);
+        if constexpr (kStore) StorePacked32(c[0], c[1], c[2], c[3], packed + b * bw / 2);
       }
     }
 #endif
@@ -442,13 +444,15 @@ HWY_INLINE void E2m1BlocksT(const float* x, std::size_t n, std::size_t bw, const
       const VF dv = hn::Set(df, d[b]), sv = hn::Set(df, dqs[b]);
       VI block_clipped = hn::Zero(di);
 #if HWY_TARGET != HWY_SCALAR
-      for (std::size_t j = 0; j < bw; j += N)
-        StorePackedNibbles(quantize(p + j, dv, sv, acc, block_clipped), packed + (b * bw + j) / 2);
+      for (std::size_t j = 0; j < bw; j += N) {
+        [[maybe_unused]] const VI code = quantize(p + j, dv, sv, acc, block_clipped);
+        if constexpr (kStore) StorePackedNibbles(code, packed + (b * bw + j) / 2);
+      }
 #else  // one code per vector
       for (std::size_t j = 0; j < bw; j += 2) {
-        const auto lo = hn::GetLane(quantize(p + j, dv, sv, acc, block_clipped));
-        const auto hi = hn::GetLane(quantize(p + j + 1, dv, sv, acc, block_clipped));
-        packed[(b * bw + j) / 2] = static_cast<std::uint8_t>(lo | hi << 4);
+        [[maybe_unused]] const auto lo = hn::GetLane(quantize(p + j, dv, sv, acc, block_clipped));
+        [[maybe_unused]] const auto hi = hn::GetLane(quantize(p + j + 1, dv, sv, acc, block_clipped));
+        if constexpr (kStore) packed[(b * bw + j) / 2] = static_cast<std::uint8_t>(lo | hi << 4);
       }
 #endif
       close_block(block_clipped);
@@ -462,13 +466,19 @@ HWY_INLINE void E2m1BlocksT(const float* x, std::size_t n, std::size_t bw, const
 
 void E2m1Blocks(const float* x, std::size_t n, std::size_t bw, const float* d, const float* dqs,
                 bool divide, float clip_at, std::uint8_t* packed, ErrorMetrics& m) {
-  if (divide)
-    E2m1BlocksT<true>(x, n, bw, d, dqs, clip_at, packed, m);
-  else
-    E2m1BlocksT<false>(x, n, bw, d, dqs, clip_at, packed, m);
+  if (packed == nullptr) {
+    if (divide)
+      E2m1BlocksT<true, false>(x, n, bw, d, dqs, clip_at, packed, m);
+    else
+      E2m1BlocksT<false, false>(x, n, bw, d, dqs, clip_at, packed, m);
+  } else if (divide) {
+    E2m1BlocksT<true, true>(x, n, bw, d, dqs, clip_at, packed, m);
+  } else {
+    E2m1BlocksT<false, true>(x, n, bw, d, dqs, clip_at, packed, m);
+  }
 }
 
-template <bool kDivide, bool kBf16>
+template <bool kDivide, bool kBf16, bool kStore>  // kStore: as E2m1BlocksT
 HWY_INLINE void E4m3BlocksT(const float* x, std::size_t n, std::size_t bw, const float* d,
                             const float* dqs, float clip_at, std::uint8_t* codes, ErrorMetrics& m) {
   const DF df;
@@ -485,10 +495,10 @@ HWY_INLINE void E4m3BlocksT(const float* x, std::size_t n, std::size_t bw, const
     VF v = kDivide ? hn::Div(xv, dv) : hn::Mul(xv, dv);
     if (kBf16) v = RoundBf16(v);
     VF val;
-    const VI code = E4m3(v, val);
+    [[maybe_unused]] const VI code = E4m3(v, val);
     AccAdd(acc, xv, hn::Mul(val, sv));
     clipped = hn::Sub(clipped, hn::VecFromMask(di, hn::RebindMask(di, hn::Ge(hn::Abs(v), clip))));
-    hn::StoreU(hn::DemoteTo(d8, code), d8, q);
+    if constexpr (kStore) hn::StoreU(hn::DemoteTo(d8, code), d8, q);
     if ((since_flush += N) >= kFlushEvery) {
       AccFlush(acc, m);
       AccZero(acc);
@@ -500,13 +510,13 @@ HWY_INLINE void E4m3BlocksT(const float* x, std::size_t n, std::size_t bw, const
     const VF dv = hn::Set(df, d[b]);
     const VF sv = hn::Set(df, dqs[b]);
     std::size_t c = c0;
-    for (; c + N <= c1; c += N) step(x + c, codes + c, dv, sv);
+    for (; c + N <= c1; c += N) step(x + c, kStore ? codes + c : nullptr, dv, sv);
     if (c < c1) {  // zero padding adds nothing to the sums and clips nothing
       HWY_ALIGN float in_buf[kMaxLanes] = {};
       HWY_ALIGN std::uint8_t out_buf[kMaxLanes];
       std::memcpy(in_buf, x + c, (c1 - c) * 4);
       step(in_buf, out_buf, dv, sv);
-      std::memcpy(codes + c, out_buf, c1 - c);
+      if constexpr (kStore) std::memcpy(codes + c, out_buf, c1 - c);
     }
     CloseBlock(clipped, m);
   }
@@ -516,17 +526,23 @@ HWY_INLINE void E4m3BlocksT(const float* x, std::size_t n, std::size_t bw, const
 
 void E4m3Blocks(const float* x, std::size_t n, std::size_t bw, const float* d, const float* dqs,
                 bool divide, bool round_bf16, float clip_at, std::uint8_t* codes, ErrorMetrics& m) {
-  if (divide) {
-    if (round_bf16)
-      E4m3BlocksT<true, true>(x, n, bw, d, dqs, clip_at, codes, m);
-    else
-      E4m3BlocksT<true, false>(x, n, bw, d, dqs, clip_at, codes, m);
-  } else {
-    if (round_bf16)
-      E4m3BlocksT<false, true>(x, n, bw, d, dqs, clip_at, codes, m);
-    else
-      E4m3BlocksT<false, false>(x, n, bw, d, dqs, clip_at, codes, m);
-  }
+  const auto run = [&]<bool kStore>() {
+    if (divide) {
+      if (round_bf16)
+        E4m3BlocksT<true, true, kStore>(x, n, bw, d, dqs, clip_at, codes, m);
+      else
+        E4m3BlocksT<true, false, kStore>(x, n, bw, d, dqs, clip_at, codes, m);
+    } else {
+      if (round_bf16)
+        E4m3BlocksT<false, true, kStore>(x, n, bw, d, dqs, clip_at, codes, m);
+      else
+        E4m3BlocksT<false, false, kStore>(x, n, bw, d, dqs, clip_at, codes, m);
+    }
+  };
+  if (codes == nullptr)
+    run.template operator()<false>();
+  else
+    run.template operator()<true>();
 }
 
 // ---------------------------------------------------------------- int
@@ -556,7 +572,7 @@ void BlockMinMax(const float* x, std::size_t n, std::size_t gw, float* mn, float
   }
 }
 
-template <bool kAsym, bool kBf16>
+template <bool kAsym, bool kBf16, bool kStore>  // kStore: as E2m1BlocksT
 HWY_INLINE void IntGroupsT(const float* x, std::size_t n, std::size_t gw, const float* s,
                            const float* zp, float qmin, float qmax, int offset,
                            std::uint8_t* codes, ErrorMetrics& m) {
@@ -583,14 +599,16 @@ HWY_INLINE void IntGroupsT(const float* x, std::size_t n, std::size_t gw, const 
     const VF qc = hn::Min(hn::Max(q, lo), hi);
     clipped = hn::Sub(clipped, hn::VecFromMask(di, hn::RebindMask(di, hn::Ne(q, qc))));
     AccAdd(acc, xv, hn::Mul(hn::Sub(qc, zv), sv));
-    const VI code = hn::Add(hn::ConvertTo(di, qc), off);
-    // Truncation to the low byte: codes are in [0, 255] (offset binary) or
-    // [-128, 127] (signed int8); each demotes exactly with its own signedness.
-    if (offset > 0)
-      hn::StoreU(hn::DemoteTo(D8(), code), D8(), out);
-    else
-      hn::StoreU(hn::DemoteTo(hn::Rebind<std::int8_t, DI>(), code), hn::Rebind<std::int8_t, DI>(),
-                 reinterpret_cast<std::int8_t*>(out));
+    if constexpr (kStore) {
+      const VI code = hn::Add(hn::ConvertTo(di, qc), off);
+      // Truncation to the low byte: codes are in [0, 255] (offset binary) or
+      // [-128, 127] (signed int8); each demotes exactly with its own signedness.
+      if (offset > 0)
+        hn::StoreU(hn::DemoteTo(D8(), code), D8(), out);
+      else
+        hn::StoreU(hn::DemoteTo(hn::Rebind<std::int8_t, DI>(), code), hn::Rebind<std::int8_t, DI>(),
+                   reinterpret_cast<std::int8_t*>(out));
+    }
     if ((since_flush += N) >= kFlushEvery) {
       AccFlush(acc, m);
       AccZero(acc);
@@ -602,13 +620,13 @@ HWY_INLINE void IntGroupsT(const float* x, std::size_t n, std::size_t gw, const 
     const VF sv = hn::Set(df, s[g]);
     const VF zv = hn::Set(df, kAsym ? zp[g] : 0.0f);
     std::size_t c = c0;
-    for (; c + N <= c1; c += N) step(x + c, codes + c, sv, zv);
+    for (; c + N <= c1; c += N) step(x + c, kStore ? codes + c : nullptr, sv, zv);
     if (c < c1) {  // zeros quantize to the zero point: no error, no clipping
       HWY_ALIGN float in_buf[kMaxLanes] = {};
       HWY_ALIGN std::uint8_t out_buf[kMaxLanes];
       std::memcpy(in_buf, x + c, (c1 - c) * 4);
       step(in_buf, out_buf, sv, zv);
-      std::memcpy(codes + c, out_buf, c1 - c);
+      if constexpr (kStore) std::memcpy(codes + c, out_buf, c1 - c);
     }
     m.blocks += 1;
     CloseBlock(clipped, m);
@@ -620,17 +638,23 @@ HWY_INLINE void IntGroupsT(const float* x, std::size_t n, std::size_t gw, const 
 void IntGroups(const float* x, std::size_t n, std::size_t gw, const float* s, const float* zp,
                bool asym, bool round_bf16, float qmin, float qmax, int offset, std::uint8_t* codes,
                ErrorMetrics& m) {
-  if (asym) {
-    if (round_bf16)
-      IntGroupsT<true, true>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
-    else
-      IntGroupsT<true, false>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
-  } else {
-    if (round_bf16)
-      IntGroupsT<false, true>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
-    else
-      IntGroupsT<false, false>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
-  }
+  const auto run = [&]<bool kStore>() {
+    if (asym) {
+      if (round_bf16)
+        IntGroupsT<true, true, kStore>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
+      else
+        IntGroupsT<true, false, kStore>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
+    } else {
+      if (round_bf16)
+        IntGroupsT<false, true, kStore>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
+      else
+        IntGroupsT<false, false, kStore>(x, n, gw, s, zp, qmin, qmax, offset, codes, m);
+    }
+  };
+  if (codes == nullptr)
+    run.template operator()<false>();
+  else
+    run.template operator()<true>();
 }
 
 }  // namespace HWY_NAMESPACE

@@ -81,6 +81,11 @@ void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_
   }
   std::vector<float> v(static_cast<std::size_t>(in)), dq(v.size());
   std::vector<float> scales(static_cast<std::size_t>(nblk));
+  std::vector<std::uint8_t> codes;  // decoded from, when the caller stores none
+  if (!w) {
+    codes.resize(static_cast<std::size_t>(f.fp4 ? in / 2 : in));
+    w = codes.data();
+  }
   for (std::int64_t b = 0; b < nblk; ++b) {
     const float* xb = x + b * 32;
     const std::uint8_t sb = mx_scale_byte(amax_f32(xb, 32), spec.scale_rule, f);
@@ -122,7 +127,7 @@ void quantize_mx(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::uint8_t* src = job.src->bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * g.out * in);
 
-  for_row_chunks(g.out, 16, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+  for_row_chunks(g.out, kMxChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in)), amax(static_cast<std::size_t>(nblk));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);

@@ -79,6 +79,11 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
   }
   std::vector<float> effs(static_cast<std::size_t>(nblk));
   std::vector<float> v(static_cast<std::size_t>(in)), dq(v.size());
+  std::vector<std::uint8_t> codes;  // decoded from, when the caller stores none
+  if (!w) {
+    codes.resize(static_cast<std::size_t>(in / 2));
+    w = codes.data();
+  }
   for (std::int64_t b = 0; b < nblk; ++b) {
     const float* xb = x + b * 16;
     const std::uint8_t sb = block_scale_byte(p, amax_f32(xb, 16));
@@ -99,6 +104,13 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
   scale_blocks_and_measure(x, dq.data(), effs.data(), in, 16, m);
 }
 
+Nvfp4RowParams nvfp4_row_params(const SchemeSpec& spec, const TensorView& src, const QuantizeOptions& options,
+                                std::uint64_t first, std::uint64_t count) {
+  const DType t = src.info->dtype;
+  const float amax = options.global_amax ? *options.global_amax : span_amax_fast(src, first, count);
+  return {spec.nvfp == NvfpConvention::CompressedTensors, t, nvfp4_global_scale(spec.nvfp, t, amax)};
+}
+
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
   const SchemeSpec& spec = *job.spec;
   const Geometry& g = job.g;
@@ -107,17 +119,13 @@ void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::uint8_t* src = job.src->bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * g.out * in);
 
-  const float amax = job.options->global_amax
-                         ? *job.options->global_amax
-                         : span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(g.out * in));
-  NvParams p{spec.nvfp == NvfpConvention::CompressedTensors, sdt, 0.0f};
-  p.global = nvfp4_global_scale(spec.nvfp, sdt, amax);
+  const NvParams p = nvfp4_row_params(spec, *job.src, *job.options, base0, static_cast<std::uint64_t>(g.out * in));
   std::memcpy(job.outs[2].data() + 4 * job.e, &p.global, 4);
 
   std::uint8_t* wout = job.outs[0].data() + static_cast<std::uint64_t>(job.e * g.out * (in / 2));
   std::uint8_t* sout = job.outs[1].data() + static_cast<std::uint64_t>(job.e * g.out * nblk);
 
-  for_row_chunks(g.out, 16, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+  for_row_chunks(g.out, kNvfp4ChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in)), amax(static_cast<std::size_t>(nblk));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);

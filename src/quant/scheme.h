@@ -154,6 +154,14 @@ void quantize_weight(const SchemeSpec& spec, const TensorView& src,
                      std::span<std::span<std::uint8_t>> outs, ErrorMetrics& metrics,
                      const QuantizeOptions& options = {});
 
+// The metrics quantize_weight(specs[i], src, ..., options[i]) reports, for
+// every i, from one read of `src` and without storing any output: the same
+// row kernels, their codes not stored (quant/measure.cpp; tested equal for
+// every writable scheme). options[i].pieces must be null. Throws as
+// quantize_weight does (Unsupported shape, non-finite weights).
+void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src, std::span<const QuantizeOptions> options,
+                    std::span<ErrorMetrics> metrics);
+
 // Reconstructs F32 weights from the scheme's output tensors.
 std::vector<float> dequantize_weight(const SchemeSpec& spec, const Shape& shape,
                                      std::span<const std::span<const std::uint8_t>> outs);
