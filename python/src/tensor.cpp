@@ -72,7 +72,7 @@ nb::tuple quantize_tensor(const InArray& data, const std::string& dtype, const S
   for (const auto& o : outs) bufs.emplace_back(dtype_nbytes(o.dtype, shape_numel(o.shape)));
   for (auto& b : bufs) spans.emplace_back(b);
   quant::ErrorMetrics metrics;
-  quant::QuantizeOptions opt;
+  quant::TensorQuantizeOptions opt;
   opt.global_amax = global_amax;
   opt.reject_non_finite = !allow_non_finite;
   {

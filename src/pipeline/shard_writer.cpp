@@ -275,7 +275,7 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
     f.buffers.push_back(pool.acquire(size));
     outs.push_back(f.buffers.back().bytes());
   }
-  quant::QuantizeOptions qo;
+  quant::TensorQuantizeOptions qo;
   qo.reject_non_finite = !options.allow_non_finite;
   qo.global_amax = global_amax;
   // A static activation scale is the last output; it comes from the
@@ -353,7 +353,7 @@ void produce_block(const PlannedTensor& t, const QuantizeOptions& options, Buffe
     }
     f.parts.push_back({t.outputs.size() - 1, 0, f.buffers.back().bytes()});
   }
-  quant::QuantizeOptions qo;
+  quant::TensorQuantizeOptions qo;
   qo.reject_non_finite = !options.allow_non_finite;
   qo.global_amax = s.amax;
   qo.pieces = &f.pieces;

@@ -222,7 +222,7 @@ std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& d
           spans.push_back(bufs[j]);
         }
         const std::string module = src.info.name.substr(0, src.info.name.size() - 7);
-        quant::QuantizeOptions qo;
+        quant::TensorQuantizeOptions qo;
         if (auto g = group_amax.find(recipe::fused_shard_key(module)); g != group_amax.end()) qo.global_amax = g->second;
         quant::ErrorMetrics metrics;
         quant::quantize_weight(ct_nvfp4(), view, spans, metrics, qo);

@@ -93,7 +93,7 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
     }
   std::vector<std::uint8_t> storage;
   for (std::size_t i = 0; i < unit.members.size(); ++i) {
-    quant::QuantizeOptions qopt;
+    quant::TensorQuantizeOptions qopt;
     if (fused_amax) qopt.global_amax = group_amax[group[i]];
     quant::ErrorMetrics em;
     const auto outs = quantize_to_buffer(spec, view_of(i), storage, em, qopt);

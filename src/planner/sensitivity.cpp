@@ -222,7 +222,7 @@ void score_group(const io::Checkpoint& ckpt, const std::vector<const UnitMember*
   std::vector<io::FetchedTensor> fetched;
   for (const auto* m : members) fetched.push_back(ckpt.fetch(m->weight.name));
   std::optional<float> group_amax;
-  std::vector<quant::QuantizeOptions> qopts(formats.size());
+  std::vector<quant::TensorQuantizeOptions> qopts(formats.size());
   for (std::size_t f = 0; f < formats.size(); ++f) {
     if (!quant::scheme_traits(formats[f].kind).fused_group_amax) continue;
     if (!group_amax) {

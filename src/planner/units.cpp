@@ -59,7 +59,7 @@ UnitLayout decision_units(const io::Checkpoint& ckpt, exporter::Dialect dialect)
 std::vector<std::span<std::uint8_t>> quantize_to_buffer(const quant::SchemeSpec& spec, const TensorView& src,
                                                        std::vector<std::uint8_t>& storage,
                                                        quant::ErrorMetrics& metrics,
-                                                       const quant::QuantizeOptions& options) {
+                                                       const quant::TensorQuantizeOptions& options) {
   const auto specs = quant::scheme_outputs(spec, src.info->shape);
   std::uint64_t need = 0;
   for (const auto& o : specs) need += dtype_nbytes(o.dtype, shape_numel(o.shape));

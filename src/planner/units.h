@@ -53,7 +53,7 @@ std::optional<std::uint64_t> unit_cost(const UnitLayout& layout, const DecisionU
 std::vector<std::span<std::uint8_t>> quantize_to_buffer(const quant::SchemeSpec& spec, const TensorView& src,
                                                        std::vector<std::uint8_t>& storage,
                                                        quant::ErrorMetrics& metrics,
-                                                       const quant::QuantizeOptions& options = {});
+                                                       const quant::TensorQuantizeOptions& options = {});
 
 // The candidate's SchemeSpec as the layout's dialect writes it.
 quant::SchemeSpec dialect_spec(const UnitLayout& layout, const Candidate& candidate);

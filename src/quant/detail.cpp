@@ -125,7 +125,7 @@ float span_amax_fast(const TensorView& src, std::uint64_t first, std::uint64_t c
 }
 
 void check_finite(const float* v, std::size_t n, std::uint64_t base, const TensorView& src,
-                  const QuantizeOptions& options) {
+                  const TensorQuantizeOptions& options) {
   if (!options.reject_non_finite) return;
   // A branch-free exponent test first (vectorizes): the common all-finite
   // row costs one cheap pass.

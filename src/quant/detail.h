@@ -193,7 +193,7 @@ inline void scale_blocks_and_measure(const float* x, float* dq, const float* blo
 // Throws BadInput naming the tensor and the flat element index of the first
 // non-finite value in [v, v+n) (whose first element has flat index `base`).
 void check_finite(const float* v, std::size_t n, std::uint64_t base, const TensorView& src,
-                  const QuantizeOptions& options);
+                  const TensorQuantizeOptions& options);
 
 // Rows per parallel task of the row-wise kinds (FP8 per tensor/channel and
 // its E8M0 variant share kFp8ChunkRows): the boundaries of their metric
@@ -213,11 +213,11 @@ void for_row_chunks(std::int64_t rows, std::int64_t chunk, ErrorMetrics& total, 
 struct MatrixJob {
   const SchemeSpec* spec;
   const TensorView* src;
-  const QuantizeOptions* options;
+  const TensorQuantizeOptions* options;
   Geometry g;
   std::int64_t e;  // expert index
   std::span<std::span<std::uint8_t>> outs;
-  std::vector<ErrorMetrics>* pieces;  // a 2-D block's metric pieces (QuantizeOptions::pieces)
+  std::vector<ErrorMetrics>* pieces;  // a 2-D block's metric pieces (TensorQuantizeOptions::pieces)
 };
 void quantize_mx(const MatrixJob& job, ErrorMetrics& m);
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& m);

@@ -119,7 +119,7 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
 // The parameters of the `count` elements from `first` (one matrix: a 2-D
 // weight or one expert): their global scale from options.global_amax, else
 // from their own amax.
-Nvfp4RowParams nvfp4_row_params(const SchemeSpec& spec, const TensorView& src, const QuantizeOptions& options,
+Nvfp4RowParams nvfp4_row_params(const SchemeSpec& spec, const TensorView& src, const TensorQuantizeOptions& options,
                                 std::uint64_t first, std::uint64_t count);
 
 struct Fp8Params {

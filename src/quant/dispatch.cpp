@@ -57,7 +57,7 @@ void check_outs_sizes(const std::vector<OutTensorSpec>& specs, std::size_t n,
 
 void quantize_weight(const SchemeSpec& spec, const TensorView& src,
                      std::span<std::span<std::uint8_t>> outs, ErrorMetrics& metrics,
-                     const QuantizeOptions& options) {
+                     const TensorQuantizeOptions& options) {
   if (src.info == nullptr) throw Error(ErrorKind::Internal, "quantize_weight: TensorView without info");
   const TensorInfo& info = *src.info;
   if (!dtype_is_float_source(info.dtype) || info.dtype == DType::F64)

@@ -52,7 +52,7 @@ std::int64_t chunk_rows(SchemeKind kind) {
 // One scheme on one matrix (a 2-D weight or one expert).
 struct RowScheme {
   const SchemeSpec* spec{nullptr};
-  const QuantizeOptions* options{nullptr};
+  const TensorQuantizeOptions* options{nullptr};
   std::int64_t chunk{kFp8ChunkRows};
   Nvfp4RowParams nvfp4{};
   Fp8Params fp8{};
@@ -165,7 +165,8 @@ void check_source(const TensorView& src) {
 }
 
 // A kind without a row kernel: quantize_weight into a scratch buffer.
-ErrorMetrics measure_by_quantizing(const SchemeSpec& spec, const TensorView& src, const QuantizeOptions& options) {
+ErrorMetrics measure_by_quantizing(const SchemeSpec& spec, const TensorView& src,
+                                   const TensorQuantizeOptions& options) {
   std::vector<std::vector<std::uint8_t>> storage;
   std::vector<std::span<std::uint8_t>> outs;
   for (const auto& o : scheme_outputs(spec, src.info->shape))
@@ -177,7 +178,8 @@ ErrorMetrics measure_by_quantizing(const SchemeSpec& spec, const TensorView& src
 
 }  // namespace
 
-void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src, std::span<const QuantizeOptions> options,
+void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src,
+                    std::span<const TensorQuantizeOptions> options,
                     std::span<ErrorMetrics> metrics) {
   if (options.size() != specs.size() || metrics.size() != specs.size())
     throw Error(ErrorKind::Internal, "measure_weight: one option set and one metrics per scheme");

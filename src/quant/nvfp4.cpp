@@ -104,7 +104,7 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
   scale_blocks_and_measure(x, dq.data(), effs.data(), in, 16, m);
 }
 
-Nvfp4RowParams nvfp4_row_params(const SchemeSpec& spec, const TensorView& src, const QuantizeOptions& options,
+Nvfp4RowParams nvfp4_row_params(const SchemeSpec& spec, const TensorView& src, const TensorQuantizeOptions& options,
                                 std::uint64_t first, std::uint64_t count) {
   const DType t = src.info->dtype;
   const float amax = options.global_amax ? *options.global_amax : span_amax_fast(src, first, count);

@@ -9,7 +9,7 @@ namespace selq::quant {
 
 namespace {
 // A per-tensor scale of a 2-D weight: every block computes the same value
-// (from QuantizeOptions::global_amax).
+// (from TensorQuantizeOptions::global_amax).
 bool is_whole(const SchemeSpec& spec, const OutTensorSpec& o, bool three_d) {
   if (three_d) return false;  // one per expert, like the rows
   return o.role == OutRole::GlobalScale || (spec.kind == SchemeKind::FP8Tensor && o.role == OutRole::Scale);

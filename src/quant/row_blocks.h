@@ -18,7 +18,7 @@ struct RowBlocking {
   // Block boundaries are multiples of this (a multiple of every kernel's row
   // chunk, so the metric pieces are the same); 0: the tensor cannot be split.
   std::int64_t align{0};
-  // The block quantizer needs QuantizeOptions::global_amax = tensor_amax of
+  // The block quantizer needs TensorQuantizeOptions::global_amax = tensor_amax of
   // the whole tensor (or the fused group's amax): one scale covers all rows.
   bool needs_tensor_amax{false};
 };
@@ -41,7 +41,7 @@ struct BlockOutput {
 std::vector<BlockOutput> block_outputs(const SchemeSpec& spec, const Shape& shape, std::int64_t u0, std::int64_t u1);
 
 // The tensor's metrics from the pieces its blocks returned (through
-// QuantizeOptions::pieces), in block order.
+// TensorQuantizeOptions::pieces), in block order.
 ErrorMetrics merge_pieces(const SchemeSpec& spec, const Shape& shape, std::span<const ErrorMetrics> pieces);
 
 }  // namespace selq::quant

@@ -131,7 +131,8 @@ struct ErrorMetrics {
   double cosine() const;
 };
 
-struct QuantizeOptions {
+// How one tensor is quantized (a whole run's options: pipeline::QuantizeOptions).
+struct TensorQuantizeOptions {
   // NVFP4 and FP8 per-tensor: amax to use for the per-tensor scale instead of
   // this tensor's own (fused q/k/v, gate/up, w1/w3 share one NVFP4 global
   // scale; a block of a tensor quantized in row blocks, quant/row_blocks.h).
@@ -152,14 +153,15 @@ struct QuantizeOptions {
 // `metrics`. Deterministic and independent of threading.
 void quantize_weight(const SchemeSpec& spec, const TensorView& src,
                      std::span<std::span<std::uint8_t>> outs, ErrorMetrics& metrics,
-                     const QuantizeOptions& options = {});
+                     const TensorQuantizeOptions& options = {});
 
 // The metrics quantize_weight(specs[i], src, ..., options[i]) reports, for
 // every i, from one read of `src` and without storing any output: the same
 // row kernels, their codes not stored (quant/measure.cpp; tested equal for
 // every writable scheme). options[i].pieces must be null. Throws as
 // quantize_weight does (Unsupported shape, non-finite weights).
-void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src, std::span<const QuantizeOptions> options,
+void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src,
+                    std::span<const TensorQuantizeOptions> options,
                     std::span<ErrorMetrics> metrics);
 
 // Reconstructs F32 weights from the scheme's output tensors.

@@ -51,7 +51,7 @@ struct SchemeTraits {
   // nullptr when any `in` is quantized.
   const char* in_multiple_why;
   // A scale over the whole 2-D tensor (its amax is needed before any row
-  // block is quantized: quant/row_blocks.h, QuantizeOptions::global_amax).
+  // block is quantized: quant/row_blocks.h, TensorQuantizeOptions::global_amax).
   bool whole_tensor_amax;
   // Fused q/k/v, gate/up, w1/w3 share one amax (the NVFP4 global scale).
   bool fused_group_amax;

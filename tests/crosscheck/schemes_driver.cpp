@@ -76,7 +76,7 @@ int run_weight(std::map<std::string, std::string>& a) {
   spec.scale_keepdim = a["keepdim"] != "0";
   spec.nvfp = a["nvfp"] == "modelopt" ? NvfpConvention::ModelOpt : NvfpConvention::CompressedTensors;
   spec.int_pack_int32 = a["pack"] == "1";
-  QuantizeOptions opt;
+  TensorQuantizeOptions opt;
   if (a.count("global_amax")) opt.global_amax = std::stof(a["global_amax"]);
   if (a["allow_nonfinite"] == "1") opt.reject_non_finite = false;
 

@@ -39,7 +39,7 @@ std::vector<std::uint8_t> random_weights(DType dtype, std::size_t n, std::size_t
   return b;
 }
 
-ErrorMetrics quantized(const SchemeSpec& spec, const TensorView& src, const QuantizeOptions& qo) {
+ErrorMetrics quantized(const SchemeSpec& spec, const TensorView& src, const TensorQuantizeOptions& qo) {
   std::vector<std::vector<std::uint8_t>> storage;
   std::vector<std::span<std::uint8_t>> outs;
   for (const auto& o : scheme_outputs(spec, src.info->shape))
@@ -90,9 +90,9 @@ std::vector<SchemeSpec> schemes_for(const Shape& shape) {
 }
 
 // All of `specs` measured at once against each quantized on its own.
-void check_all(const std::vector<SchemeSpec>& specs, const TensorView& src, const QuantizeOptions& qo) {
+void check_all(const std::vector<SchemeSpec>& specs, const TensorView& src, const TensorQuantizeOptions& qo) {
   ASSERT_FALSE(specs.empty());
-  const std::vector<QuantizeOptions> opts(specs.size(), qo);
+  const std::vector<TensorQuantizeOptions> opts(specs.size(), qo);
   std::vector<ErrorMetrics> measured(specs.size());
   measure_weight(specs, src, opts, measured);
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -123,7 +123,7 @@ TEST(MeasureWeight, FusedGroupAmaxIsUsed) {
   const Shape shape{64, 256};
   const auto data = random_weights(DType::BF16, shape_numel(shape), 256, 3);
   const TensorInfo info{"w", DType::BF16, shape};
-  QuantizeOptions qo;
+  TensorQuantizeOptions qo;
   qo.global_amax = 7.0f;  // a fused group's, larger than this member's own
   SchemeSpec ct, mo, fp8t;
   ct.kind = mo.kind = SchemeKind::NVFP4;
@@ -131,8 +131,8 @@ TEST(MeasureWeight, FusedGroupAmaxIsUsed) {
   fp8t.kind = SchemeKind::FP8Tensor;
   check_all({ct, mo, fp8t}, TensorView{&info, data}, qo);
   std::vector<ErrorMetrics> own(1), given(1);
-  measure_weight(std::vector<SchemeSpec>{ct}, TensorView{&info, data}, std::vector<QuantizeOptions>{{}}, own);
-  measure_weight(std::vector<SchemeSpec>{ct}, TensorView{&info, data}, std::vector<QuantizeOptions>{qo}, given);
+  measure_weight(std::vector<SchemeSpec>{ct}, TensorView{&info, data}, std::vector<TensorQuantizeOptions>{{}}, own);
+  measure_weight(std::vector<SchemeSpec>{ct}, TensorView{&info, data}, std::vector<TensorQuantizeOptions>{qo}, given);
   EXPECT_NE(own[0].sum_sq_err, given[0].sum_sq_err);
 }
 
@@ -144,7 +144,7 @@ TEST(MeasureWeight, NonFiniteRowsTakeTheScalarPathsToo) {
   std::memcpy(&data[2 * (20 * 256 + 200)], &inf, 2);
   const TensorInfo info{"w", DType::BF16, shape};
   const TensorView view{&info, data};
-  QuantizeOptions allow;
+  TensorQuantizeOptions allow;
   allow.reject_non_finite = false;
   check_all(schemes_for(shape), view, allow);
 
@@ -162,7 +162,7 @@ TEST(MeasureWeight, NonFiniteRowsTakeTheScalarPathsToo) {
   };
   std::vector<ErrorMetrics> m(1);
   const std::string measured = message(
-      [&] { measure_weight(std::vector<SchemeSpec>{fp8}, view, std::vector<QuantizeOptions>{{}}, m); });
+      [&] { measure_weight(std::vector<SchemeSpec>{fp8}, view, std::vector<TensorQuantizeOptions>{{}}, m); });
   EXPECT_NE(measured.find("element 785"), std::string::npos) << measured;
   EXPECT_EQ(measured, message([&] { quantized(fp8, view, {}); }));
 }

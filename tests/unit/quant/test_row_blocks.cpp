@@ -39,7 +39,8 @@ std::vector<std::vector<std::uint8_t>> buffers(const SchemeSpec& spec, const Sha
   return b;
 }
 
-Result whole(const SchemeSpec& spec, const Shape& shape, const std::vector<std::uint8_t>& data, QuantizeOptions qo = {}) {
+Result whole(const SchemeSpec& spec, const Shape& shape, const std::vector<std::uint8_t>& data,
+             TensorQuantizeOptions qo = {}) {
   const TensorInfo info{"w", DType::BF16, shape};
   Result r{buffers(spec, shape), {}};
   std::vector<std::span<std::uint8_t>> spans(r.outs.begin(), r.outs.end());
@@ -49,7 +50,7 @@ Result whole(const SchemeSpec& spec, const Shape& shape, const std::vector<std::
 
 // Blocks of `n` units, assembled at the offsets block_outputs gives.
 Result blocked(const SchemeSpec& spec, const Shape& shape, const std::vector<std::uint8_t>& data, std::int64_t n,
-               QuantizeOptions qo = {}) {
+               TensorQuantizeOptions qo = {}) {
   const TensorInfo info{"w", DType::BF16, shape};
   const RowBlocking b = row_blocking(spec, shape);
   if (b.needs_tensor_amax && !qo.global_amax) qo.global_amax = tensor_amax(TensorView{&info, data});
@@ -63,7 +64,7 @@ Result blocked(const SchemeSpec& spec, const Shape& shape, const std::vector<std
     std::vector<std::vector<std::uint8_t>> outs;
     for (const auto& o : ranges) outs.emplace_back(o.size);
     std::vector<std::span<std::uint8_t>> spans(outs.begin(), outs.end());
-    QuantizeOptions bq = qo;
+    TensorQuantizeOptions bq = qo;
     bq.pieces = &pieces;
     bq.first_element = static_cast<std::uint64_t>(u0) * (shape_numel(shape) / static_cast<std::uint64_t>(b.units));
     ErrorMetrics unused;
@@ -140,7 +141,7 @@ TEST(RowBlocks, FusedGroupAmaxGoesToEveryBlock) {
   spec.kind = SchemeKind::NVFP4;
   const Shape shape{256, 128};
   const auto data = bf16_gaussian(shape_numel(shape), 3);
-  QuantizeOptions qo;
+  TensorQuantizeOptions qo;
   qo.global_amax = 5.0f;  // a fused group's, larger than this member's
   const Result w = whole(spec, shape, data, qo);
   const Result r = blocked(spec, shape, data, 128, qo);

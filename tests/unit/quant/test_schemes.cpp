@@ -47,7 +47,7 @@ std::vector<std::uint8_t> to_bytes(const std::vector<float>& v, DType dt) {
 }
 
 Quantized run(const SchemeSpec& spec, const Shape& shape, const std::vector<std::uint8_t>& data,
-              DType dt, const QuantizeOptions& opt = {}, const std::string& name = "w") {
+              DType dt, const TensorQuantizeOptions& opt = {}, const std::string& name = "w") {
   TensorInfo info{name, dt, shape};
   Quantized q;
   for (const auto& s : scheme_outputs(spec, shape))
@@ -321,7 +321,7 @@ TEST(EdgeCases, NonFiniteWeightsNameTensorAndIndex) {
       EXPECT_NE(e.message().find("145"), std::string::npos) << e.message();
     }
   }
-  QuantizeOptions allow;
+  TensorQuantizeOptions allow;
   allow.reject_non_finite = false;
   EXPECT_NO_THROW(run(mk(SchemeKind::FP8Channel), Shape{4, 64}, bytes, DType::F32, allow));
 }
