@@ -4,8 +4,8 @@ one base model: for each case, `selq quantize` writes the checkpoint, vLLM
 loads it (in a process of its own) and scores a text's tokens (prompt
 log-probs), and `selq eval` scores the same tokens with selq's reference
 runtime; the two perplexities must agree within --tolerance (relative). FP8
-dynamic (no vLLM CPU kernel: ~1000x slower) is loaded and greedy-generates a
-few tokens only. Where this CPU lacks the kernel (W4A16 needs
+dynamic (no vLLM CPU kernel without AMX-FP8: ~1000x slower) is loaded and
+greedy-generates one token, which must be the same in every dialect. Where this CPU lacks the kernel (W4A16 needs
 `cpu_gemm_wna16`, AVX-512 builds only), the case passes as "loaded, no
 kernel" when vLLM parsed the config and loaded every weight before failing
 on that kernel, and fails on any other error (a selq-side mistake).
@@ -91,6 +91,13 @@ def vllm_generate(model, ids, n):
     return list(out.outputs[0].token_ids), start
 
 
+# FP8 dynamic cases: prompt tokens and tokens generated. Without AMX-FP8,
+# vLLM's CPU fallback (torch._scaled_mm, float32 output) pads every call to 17
+# rows and takes ~0.45 s for one of SmolLM2's GEMMs there on an AVX-512 Xeon
+# (PyPI torch 2.13): ~70 s a forward, whatever the prompt, so one token only.
+# The three dialects hold the same weights: their tokens must be equal.
+GENERATE_PROMPT, GENERATE_TOKENS = 16, 1
+
 MISSING_KERNELS = ("cpu_gemm_wna16",)
 # Kernel choices that fail before any weight is loaded, each with the quant type
 # vLLM parsed from selq's config: the right type shows the config was read as meant.
@@ -141,13 +148,14 @@ def main():
     text_path = os.path.join(a.work, "text.txt")
     with open(text_path, "w", encoding="utf-8") as f:
         f.write(tok.decode(ids))
-    results, ok = [], True
+    results, ok, fp8_tokens = [], True, {}
     for name in a.cases.split(","):
         recipe, dialect, mode = CASES[name]
         row = {"case": name, "dialect": dialect}
         try:
             model = a.base if recipe is None else quantize(a.selq, a.base, a.work, name, recipe, dialect)
-            res, out, err = in_subprocess(mode, model, ids if mode == "score" else ids[:16], 4,
+            res, out, err = in_subprocess(mode, model, ids if mode == "score" else ids[:GENERATE_PROMPT],
+                                          GENERATE_TOKENS,
                                           os.path.join(a.work, name + ".vllm.log"))
             row["weights_loaded"] = "Loading weights took" in out
             if res is None:
@@ -168,7 +176,9 @@ def main():
                 row["status"] = "loaded, scored"
             else:
                 toks, start = res
-                row.update(tokens=toks, start_s=start, ok=len(toks) == 4, status="loaded, generated")
+                same = fp8_tokens.setdefault("tokens", toks) == toks  # the first FP8 dialect's
+                row.update(tokens=toks, start_s=start, ok=len(toks) == GENERATE_TOKENS and same,
+                           status="loaded, generated" + ("" if same else ", tokens differ from the first dialect's"))
         except Exception as e:  # noqa: BLE001 - recorded per case
             row.update(ok=False, error=f"{type(e).__name__}: {str(e)[:300]}")
         ok = ok and row["ok"]

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The real vLLM (CPU build) loads selq's outputs of the real SmolLM2 and scores
-# or generates with them (bench/vllm/crosscheck.py: BF16 perplexity within 2%
-# of selq's runtime; INT4 W4A16 scored where the CPU has vLLM's kernel, else
-# "loaded, no kernel"; INT8 W8A16 parsed as uint8b128, for which vLLM's CPU
-# backend has no kernel; FP8 dynamic in all three dialects loads and generates).
+# or generates with them (bench/vllm/crosscheck.py, 256 tokens: BF16 perplexity
+# within 2% of selq's runtime; INT4 W4A16, group 64 and per channel, scored where
+# the CPU has vLLM's kernel (AVX-512), else "loaded, no kernel"; INT8 W8A16 parsed
+# as uint8b128, for which vLLM's CPU backend has no kernel; FP8 dynamic in all
+# three dialects loads and generates the same token).
 # Skips (77) locally without the vLLM venv, fails under CI=true.
 # usage: vllm.sh SELQ TEST_PYTHON SOURCE_DIR
 set -euo pipefail
@@ -17,6 +18,6 @@ GGUF=$("$PY" -c "import sys; sys.path.insert(0, '$SRC/tests/crosscheck'); import
 WORK=$(mktemp -d /tmp/selq-vllm-e2e.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 "$SELQ" import-gguf "$GGUF" "$WORK/bf16" >/dev/null
-"$VLLM_PY" "$SRC/bench/vllm/crosscheck.py" --selq "$SELQ" --base "$WORK/bf16" --work "$WORK" --tokens 64 \
-  --cases bf16,w4a16-g64,w8a16-int8,fp8-dynamic-ct,fp8-dynamic-quark,fp8-dynamic-modelopt 2>"$WORK/vllm.err" | tee "$WORK/out.jsonl" \
+"$VLLM_PY" "$SRC/bench/vllm/crosscheck.py" --selq "$SELQ" --base "$WORK/bf16" --work "$WORK" --tokens 256 \
+  --cases bf16,w4a16-g64,w4a16-channel,w8a16-int8,fp8-dynamic-ct,fp8-dynamic-quark,fp8-dynamic-modelopt 2>"$WORK/vllm.err" | tee "$WORK/out.jsonl" \
   || { tail -40 "$WORK/vllm.err"; exit 1; }
