@@ -47,15 +47,7 @@ if [ ! -f "$SENS" ]; then
   /usr/bin/time -f "sensitivity: %e s, %M KB max RSS" "$SELQ" sensitivity "$SRC" --tier measured --hardware "$HARDWARE" \
     --tokens "$CAL_TOKENS" --probes "$PROBES" --probe-every "$PROBE_EVERY" -o "$SENS" -q
 fi
-MODELS=()
-quantize() {  # name recipe
-  local dst="$OUT/models/$1"
-  if [ ! -f "$dst/config.json" ]; then
-    rm -rf "$dst"
-    "$SELQ" quantize "$SRC" "$dst" --recipe "$2" -q >/dev/null
-  fi
-  MODELS+=("$dst")
-}
+. bench/planner/quantize_once.sh
 for r in llama-fp8 llama-nvfp4 llama-mxfp4 llama-mix; do quantize "uniform-$r" "$r"; done
 for tier in $TIERS; do
   for b in $BUDGETS; do

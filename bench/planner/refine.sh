@@ -33,20 +33,16 @@ done
 SENS="$FRONT/sens.json"
 [ -f "$SENS" ] || { echo "no $SENS: run bench/planner/front.sh first" >&2; exit 1; }
 mkdir -p "$OUT/recipes" "$OUT/models"
-MODELS=()
-quantize() {  # name recipe
-  local dst="$OUT/models/$1"
-  if [ ! -f "$dst/config.json" ]; then
-    rm -rf "$dst"
-    "$SELQ" quantize "$SRC" "$dst" --recipe "$2" -q >/dev/null
-  fi
-  MODELS+=("$dst")
-}
+. bench/planner/quantize_once.sh
 for tier in $TIERS; do
   for b in $BUDGETS; do
-    "$SELQ" plan "$SRC" --sensitivity "$SENS" --tier "$tier" --hardware "$HARDWARE" --target-bpw "$b" \
-      --emit-recipe "$OUT/recipes/$tier-$b.yaml" --json > "$OUT/recipes/$tier-$b.plan.json"
-    quantize "$tier-$b" "$OUT/recipes/$tier-$b.yaml"
+    if [ -f "$FRONT/models/$tier-$b/config.json" ]; then
+      MODELS+=("$FRONT/models/$tier-$b")  # the front's unrefined mix (same table, budget and default hardware)
+    else
+      "$SELQ" plan "$SRC" --sensitivity "$SENS" --tier "$tier" --hardware "$HARDWARE" --target-bpw "$b" \
+        --emit-recipe "$OUT/recipes/$tier-$b.yaml" --json > "$OUT/recipes/$tier-$b.plan.json"
+      quantize "$tier-$b" "$OUT/recipes/$tier-$b.yaml"
+    fi
     /usr/bin/time -f "refine $tier $b: %e s wall, %U s user" "$SELQ" plan "$SRC" --sensitivity "$SENS" --tier "$tier" \
       --hardware "$HARDWARE" --target-bpw "$b" --refine "$EVALUATIONS" --refine-tokens "$REFINE_TOKENS" -q \
       --emit-recipe "$OUT/recipes/$tier-$b-refined.yaml" --json > "$OUT/recipes/$tier-$b-refined.plan.json"

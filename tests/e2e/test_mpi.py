@@ -2,6 +2,7 @@
 single-process run (file to file and in place; the sensitivity table too); a
 rank that fails or is killed leaves nothing under DST, names itself, and a
 rerun with another rank count resumes what was committed."""
+import contextlib
 import json
 import os
 import shutil
@@ -41,6 +42,22 @@ def children(pid):
             except OSError:
                 pass
     return out
+
+
+@contextlib.contextmanager
+def nginx_serving(www, tmp):
+    """test_remote's nginx serving the directory `www` (its files in `tmp`); yields the base URL."""
+    import test_remote
+    server = type("Server", (), {})()
+    server.tmp = tmp
+    os.makedirs(tmp, exist_ok=True)
+    server.www = www
+    test_remote.RemoteTest.start_nginx.__func__(server)
+    try:
+        yield server.base
+    finally:
+        server.nginx.terminate()
+        server.nginx.wait(10)
 
 
 class Mpi(unittest.TestCase):
@@ -195,14 +212,8 @@ class Mpi(unittest.TestCase):
 
     def test_remote_source(self):
         """Each rank fetches its own shards' ranges from an https-style base URL (nginx)."""
-        import test_remote  # its nginx, serving this test's directory
-        server = type("Server", (), {})()
-        server.tmp = os.path.join(self.tmp.name, "nginx")
-        os.makedirs(server.tmp)
-        server.www = self.tmp.name
-        test_remote.RemoteTest.start_nginx.__func__(server)
-        try:
-            url = f"{server.base}/src"
+        with nginx_serving(self.tmp.name, os.path.join(self.tmp.name, "nginx")) as base:
+            url = f"{base}/src"
             dst = os.path.join(self.tmp.name, "out_remote")
             u.selq("quantize", url, dst, "--recipe", self.recipe, "--quiet")
             want = u.tree_bytes(dst)
@@ -214,9 +225,6 @@ class Mpi(unittest.TestCase):
             for f in shards:  # and the shards are those of the local source
                 self.assertEqual(want[f], self.reference[f], f)
             shutil.rmtree(dst)
-        finally:
-            server.nginx.terminate()
-            server.nginx.wait(10)
 
     def test_sensitivity(self):
         out1 = os.path.join(self.tmp.name, "s1.json")
@@ -282,14 +290,8 @@ class SplitByTensor(unittest.TestCase):
 
     def test_remote_one_shard_on_2_ranks(self):
         """Each rank downloads only its tensors of the one shard (nginx)."""
-        import test_remote
-        server = type("Server", (), {})()
-        server.tmp = os.path.join(self.tmp.name, "nginx")
-        os.makedirs(server.tmp, exist_ok=True)
-        server.www = self.tmp.name
-        test_remote.RemoteTest.start_nginx.__func__(server)
-        try:
-            url = f"{server.base}/src1"
+        with nginx_serving(self.tmp.name, os.path.join(self.tmp.name, "nginx")) as base:
+            url = f"{base}/src1"
             dst = os.path.join(self.tmp.name, "out")
             u.selq("quantize", url, dst, "--recipe", self.recipe, "--quiet")
             want = u.tree_bytes(dst)
@@ -300,9 +302,6 @@ class SplitByTensor(unittest.TestCase):
             shard = "model-00001-of-00001.safetensors"
             self.assertEqual(want[shard], self.ref[1][shard])  # the local source's shard
             shutil.rmtree(dst)
-        finally:
-            server.nginx.terminate()
-            server.nginx.wait(10)
 
     def test_failing_rank_names_rank_shard_tensor(self):
         bad = os.path.join(self.tmp.name, "bad1")
