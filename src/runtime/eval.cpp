@@ -182,9 +182,11 @@ std::string EvalReport::table() const {
          "separates the two):\n";
     for (const auto& p : paired) {
       const auto& d = p.diff;
-      s += fmt::format("  {} - {}: KL mean {}, top-1 {} pts, acc gr {}\n", model_name(quantized[p.b]),
+      const bool acc = quantized[p.a].steps > 0;
+      s += fmt::format("  {} - {}: KL mean {}, top-1 {} pts, acc gr {}, acc T=1 {}\n", model_name(quantized[p.b]),
                        model_name(quantized[p.a]), with_interval(d.kl_mean, 4), with_interval(d.same_top, 1, 100),
-                       quantized[p.a].steps ? with_interval(d.accepted_greedy, 2) : std::string("-"));
+                       acc ? with_interval(d.accepted_greedy, 2) : std::string("-"),
+                       acc ? with_interval(d.accepted_expected, 2) : std::string("-"));
     }
   }
   return s;
@@ -208,16 +210,6 @@ std::uint64_t stored_bytes(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".safetensors") n += e.file_size();
   return n;
-}
-
-double linear_bits(const LlamaModel& m) {
-  double bits = 0, params = 0;
-  for (const auto& L : m.layers())
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      bits += l->stored_bits;
-      params += static_cast<double>(l->out * l->in);
-    }
-  return params > 0 ? bits / params : 0;
 }
 
 std::int32_t argmax(const float* v, std::int64_t n) {
@@ -417,7 +409,7 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
   rep.base.path = base_path;
   rep.base.dialect = base->dialect();
   rep.base.stored_bytes = stored_bytes(base_path);
-  rep.base.linear_bits_per_weight = linear_bits(*base);
+  rep.base.linear_bits_per_weight = base->linear_bits_per_weight();
   const BaseLogProbs base_lp = base_logprobs(*base, base_path, toks, targets, w, o, rep, [&] {
     ++done_units;
     progress("base");
@@ -442,7 +434,7 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
       throw_bad_input(fmt::format("{} has vocabulary {}, base {} has {}", qpath, m->config().vocab, base_path, V));
     mq.dialect = m->dialect();
     mq.stored_bytes = stored_bytes(qpath);
-    mq.linear_bits_per_weight = linear_bits(*m);
+    mq.linear_bits_per_weight = m->linear_bits_per_weight();
     const std::string label = fs::path(qpath).filename().string();
     // Scored window by window: memory holds the base's rows and one window of this model's.
     double qnll = 0;

@@ -37,7 +37,7 @@ struct ModelQuality {
   std::string path;
   std::string dialect;             // "" for an unquantized checkpoint
   std::uint64_t stored_bytes{0};   // safetensors bytes on disk
-  double linear_bits_per_weight{0};  // stored bits of the decoder linears / their parameters
+  double linear_bits_per_weight{0};  // LlamaModel::linear_bits_per_weight (= selq plan's)
   std::int64_t tokens{0};          // predicted positions
   double nll{0};                   // mean negative log-likelihood (nats)
   double perplexity{0};

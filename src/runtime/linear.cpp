@@ -13,6 +13,7 @@
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
 #include "quant/scheme_traits.h"
+#include "recipe/recipe.h"
 
 namespace selq::runtime {
 
@@ -103,11 +104,13 @@ struct LinearLoader::Impl {
   std::optional<exporter::Dialect> dialect;
   std::unique_ptr<exporter::EngineResolver> resolver;
   std::map<std::string, SchemeSpec> by_json;  // memo of scheme_from_config_json
+  std::map<std::string, std::uint64_t> module_bytes;  // stored bytes each module owns
 };
 
 LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules)
     : impl_(std::make_unique<Impl>()) {
   impl_->ckpt = &ckpt;
+  for (const auto& t : ckpt.tensors()) impl_->module_bytes[recipe::owning_module(t.info.name)] += t.info.nbytes();
   const auto& cfg = ckpt.config();
   if (cfg.is_object() && cfg.contains("quantization_config") && !cfg["quantization_config"].is_null()) {
     const auto& qc = cfg["quantization_config"];
@@ -123,6 +126,11 @@ LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> 
 }
 
 LinearLoader::~LinearLoader() = default;
+
+double LinearLoader::stored_bits(const std::string& module) const {
+  auto it = impl_->module_bytes.find(module);
+  return it == impl_->module_bytes.end() ? 0.0 : 8.0 * static_cast<double>(it->second);
+}
 
 Linear LinearLoader::load(const std::string& module) const {
   const io::Checkpoint& ck = *impl_->ckpt;
@@ -145,7 +153,7 @@ Linear LinearLoader::load(const std::string& module) const {
     l.in = s[1];
     l.weight = load_matrix(v, l.out, l.in);
     l.scheme = dtype_name(v.info->dtype);
-    l.stored_bits = 8.0 * static_cast<double>(v.bytes.size());
+    l.stored_bits = stored_bits(module);
     return l;
   }
   const exporter::Dialect d = *impl_->dialect;
@@ -176,7 +184,6 @@ Linear LinearLoader::load(const std::string& module) const {
   auto outs_spec = quant::scheme_outputs(spec, shape);
   std::vector<TensorView> views;
   std::vector<std::span<const std::uint8_t>> outs;
-  double bits = 0;
   for (const auto& o : outs_spec) {
     std::string name = tensor_for(o.role);
     const auto* t = ck.find(name);
@@ -187,7 +194,6 @@ Linear LinearLoader::load(const std::string& module) const {
                                   dtype_name(o.dtype), shape_to_string(o.shape)));
     views.push_back(ck.view(name));
     outs.push_back(views.back().bytes);
-    bits += 8.0 * static_cast<double>(views.back().bytes.size());
   }
   l.out = shape[0];
   l.in = shape[1];
@@ -198,7 +204,7 @@ Linear LinearLoader::load(const std::string& module) const {
   l.act = spec.act;
   l.act_rule = spec.scale_rule;
   l.scheme = spec.name();
-  l.stored_bits = bits;
+  l.stored_bits = stored_bits(module);
   if (spec.act == ActMode::FP8StaticTensor) {
     auto name = module + ".input_scale";
     if (!ck.find(name)) throw_bad_input(fmt::format("{}: static FP8 activations need {}", ck.dir(), name));

@@ -28,7 +28,7 @@ class Linear {
   float act_static_scale{0.0f};       // qdq_activation_row's static_scale
   ScaleRule act_rule{ScaleRule::Even};
   std::string scheme;                 // "bf16" or the scheme's name
-  double stored_bits{0};              // bits of the stored tensors (weight + scales)
+  double stored_bits{0};              // LinearLoader::stored_bits(module)
 
   // y[t, :] = W * qdq(x[t, :]) (+ bias) for t < rows, on all TBB threads.
   // `x` is not modified.
@@ -45,6 +45,10 @@ class LinearLoader {
   LinearLoader& operator=(const LinearLoader&) = delete;
 
   Linear load(const std::string& module) const;
+  // Bits of every tensor the checkpoint stores for `module`'s weight (the
+  // weight, its scales, global and input scales; not the bias), as
+  // pipeline::Plan::linear_totals counts them (recipe::owning_module).
+  double stored_bits(const std::string& module) const;
   // "compressed-tensors", "quark", "modelopt" or "" (unquantized checkpoint).
   const std::string& dialect() const { return dialect_; }
 

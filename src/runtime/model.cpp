@@ -88,11 +88,6 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   const LlamaConfig& c = m->cfg_;
   m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden);
   m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
-  if (ck->find("lm_head.weight")) {
-    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden);
-  } else if (!c.tie_embeddings) {
-    throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
-  }
   static const char* kLinears[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                                    "self_attn.o_proj", "mlp.gate_proj",   "mlp.up_proj",
                                    "mlp.down_proj"};
@@ -101,6 +96,12 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
     for (const char* n : kLinears) modules.push_back(fmt::format("model.layers.{}.{}", i, n));
   LinearLoader loader(*ck, modules);
   m->dialect_ = loader.dialect();
+  if (ck->find("lm_head.weight")) {
+    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden);
+    m->head_stored_bits_ = loader.stored_bits("lm_head");
+  } else if (!c.tie_embeddings) {
+    throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
+  }
   const std::int64_t qd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim;
   auto check = [&](const Linear& l, std::int64_t out, std::int64_t in) {
     if (l.out != out || l.in != in)
@@ -152,6 +153,16 @@ std::uint64_t LlamaModel::parameters() const {
     for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) n += l->weight.size();
   }
   return n;
+}
+
+double LlamaModel::linear_bits_per_weight() const {
+  double bits = head_stored_bits_, elements = head_stored_bits_ > 0 ? static_cast<double>(head_.size()) : 0.0;
+  for (const auto& L : layers_)
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      bits += l->stored_bits;
+      elements += static_cast<double>(l->out * l->in);
+    }
+  return elements > 0 ? bits / elements : 0.0;
 }
 
 std::uint64_t LlamaModel::weight_bytes() const {

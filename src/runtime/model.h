@@ -64,6 +64,11 @@ class LlamaModel {
   std::uint64_t parameters() const;
   // Bytes of those weights as held (BF16 or F32 each): what one decode token reads.
   std::uint64_t weight_bytes() const;
+  // Stored bits per linear weight element over the seven projections of
+  // every layer and an untied head, scales included (LinearLoader::stored_bits):
+  // pipeline::Plan::bits_per_weight's definition, so `selq eval` and
+  // `selq plan` agree on any checkpoint.
+  double linear_bits_per_weight() const;
 
  private:
   void linear(const Linear& l, const float* x, std::int64_t rows, float* y);
@@ -73,6 +78,7 @@ class LlamaModel {
   LlamaConfig cfg_;
   Matrix embed_;                // [vocab, hidden]
   Matrix head_;                 // [vocab, hidden], empty when tied
+  double head_stored_bits_{0};  // 0 when tied
   std::vector<float> final_norm_;
   std::vector<LlamaLayer> layers_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [capacity, kv_heads*head_dim]

@@ -51,6 +51,7 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 TEST_P(QuantLoad, LinearsResolveAndDequantize) {
   const Case& c = GetParam();
   testing::TinyLlama cfg;
+  cfg.qkv_bias = true;  // Qwen2-like: biases and an untied head
   const std::string src = tmpdir(std::string(c.name) + "_src"), dst = tmpdir(std::string(c.name) + "_dst");
   auto w = testing::write_tiny_llama(src, cfg, true);
   auto recipe = recipe::parse_recipe(c.yaml, std::string(c.name) + ".yaml");
@@ -64,6 +65,10 @@ TEST_P(QuantLoad, LinearsResolveAndDequantize) {
   auto q = LlamaModel::load(dst);
   auto qck = io::Checkpoint::open(dst);
   EXPECT_FALSE(q->dialect().empty());
+  // `selq eval` and `selq plan` count bits per linear weight alike.
+  EXPECT_NEAR(q->linear_bits_per_weight(), plan.bits_per_weight(), 1e-12);
+  EXPECT_LT(q->linear_bits_per_weight(), 15.0);
+  EXPECT_EQ(base->linear_bits_per_weight(), 16.0);  // biases are not weights (recipe::owning_module)
   for (std::size_t li = 0; li < q->layers().size(); ++li) {
     const auto& L = q->layers()[li];
     for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {

@@ -20,6 +20,7 @@ struct TinyLlama {
   int vocab = 64, hidden = 64, heads = 4, kv_heads = 2, head_dim = 16, inter = 128, layers = 2;
   float theta = 10000.0f, eps = 1e-5f;
   bool tied = false;
+  bool qkv_bias = false;  // Qwen2's q/k/v biases
 };
 
 inline std::vector<float> random_vec(std::mt19937& rng, std::size_t n, float scale, float mean = 0) {
@@ -52,6 +53,11 @@ inline std::map<std::string, std::vector<float>> write_tiny_llama(const std::str
     add(p + "self_attn.q_proj.weight", {qd, c.hidden}, 0.2f);
     add(p + "self_attn.k_proj.weight", {kvd, c.hidden}, 0.2f);
     add(p + "self_attn.v_proj.weight", {kvd, c.hidden}, 0.2f);
+    if (c.qkv_bias) {
+      add(p + "self_attn.q_proj.bias", {qd}, 0.1f);
+      add(p + "self_attn.k_proj.bias", {kvd}, 0.1f);
+      add(p + "self_attn.v_proj.bias", {kvd}, 0.1f);
+    }
     add(p + "self_attn.o_proj.weight", {c.hidden, qd}, 0.1f);
     add(p + "mlp.gate_proj.weight", {c.inter, c.hidden}, 0.2f);
     add(p + "mlp.up_proj.weight", {c.inter, c.hidden}, 0.2f);
