@@ -91,7 +91,7 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
   cmd->add_option("--hardware", t->hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
       ->capture_default_str();
   cmd->add_option("--objective", t->objective,
-                  "kl (mean KL) or acceptance (mean total variation; measured tier)")->capture_default_str();
+                  "kl (mean KL) or acceptance (mean total variation: needs a measured table or --refine)")->capture_default_str();
   cmd->add_option("--tier", t->tier, "Score tier to plan with (default: the table's best)");
   cmd->add_option("--candidates", t->candidates, "Candidate formats (default: the table's)")->delimiter(',');
   cmd->add_option("--arch", t->arch, "Template family written into the planned recipe (kimi-k3, deepseek-v3, ...)");

@@ -11,7 +11,52 @@ namespace selq::planner {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The cheapest option, the lowest score among equals: where a unit's hull starts.
+std::size_t cheapest_option(const std::vector<Option>& opts) {
+  std::size_t c = 0;
+  for (std::size_t o = 1; o < opts.size(); ++o)
+    if (opts[o].cost < opts[c].cost || (opts[o].cost == opts[c].cost && opts[o].score < opts[c].score)) c = o;
+  return c;
 }
+
+// Each unit's lower convex hull from its cheapest option, as steps sorted by
+// score gained per byte (the order in which the LP relaxation buys them).
+// Within a unit the slopes rise along the hull, so its steps stay in order.
+std::vector<HullStep> hull_steps(const std::vector<std::vector<Option>>& units) {
+  std::vector<HullStep> steps;
+  std::vector<std::size_t> order, hull;
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const auto& opts = units[u];
+    order.resize(opts.size());
+    for (std::size_t o = 0; o < opts.size(); ++o) order[o] = o;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return opts[a].cost != opts[b].cost ? opts[a].cost < opts[b].cost
+                                          : (opts[a].score != opts[b].score ? opts[a].score < opts[b].score : a < b);
+    });
+    hull.clear();
+    for (std::size_t o : order) {
+      if (!hull.empty() && opts[o].score >= opts[hull.back()].score) continue;  // dominated
+      // Pop the last point while it lies on or above the chord from its predecessor to o.
+      while (hull.size() >= 2) {
+        const Option& a = opts[hull[hull.size() - 2]];
+        const Option& b = opts[hull.back()];
+        const double cross = (b.score - a.score) * static_cast<double>(opts[o].cost - a.cost) -
+                             (opts[o].score - a.score) * static_cast<double>(b.cost - a.cost);
+        if (cross < 0) break;
+        hull.pop_back();
+      }
+      hull.push_back(o);
+    }
+    for (std::size_t i = 1; i < hull.size(); ++i)
+      steps.push_back({u, hull[i - 1], hull[i], opts[hull[i]].cost - opts[hull[i - 1]].cost,
+                       opts[hull[i]].score - opts[hull[i - 1]].score});
+  }
+  auto slope = [](const HullStep& s) { return s.score / static_cast<double>(std::max<std::uint64_t>(s.cost, 1)); };
+  std::stable_sort(steps.begin(), steps.end(), [&](const HullStep& a, const HullStep& b) { return slope(a) < slope(b); });
+  return steps;
+}
+}  // namespace
 
 KnapsackSolver::KnapsackSolver(std::vector<std::vector<Option>> units, std::uint64_t max_budget,
                                std::size_t max_buckets)
@@ -21,9 +66,7 @@ KnapsackSolver::KnapsackSolver(std::vector<std::vector<Option>> units, std::uint
     const auto& opts = units_[u];
     if (opts.empty()) throw_bad_input(fmt::format("planner: unit {} has no candidate format", u));
     if (opts.size() > 255) throw_bad_input("planner: more than 255 candidates for one unit");
-    std::size_t c = 0;
-    for (std::size_t o = 1; o < opts.size(); ++o)
-      if (opts[o].cost < opts[c].cost || (opts[o].cost == opts[c].cost && opts[o].score < opts[c].score)) c = o;
+    const std::size_t c = cheapest_option(opts);
     cheapest_.push_back(c);
     min_total_ += opts[c].cost;
     total_options += opts.size();
@@ -69,6 +112,26 @@ KnapsackSolver::KnapsackSolver(std::vector<std::vector<Option>> units, std::uint
     best.swap(next);
   }
   best_ = std::move(best);
+  hull_steps_ = hull_steps(units_);
+}
+
+Solution KnapsackSolver::hull_greedy(std::uint64_t budget) const {
+  Solution s;
+  s.pick = cheapest_;
+  s.cost = min_total_;
+  std::vector<bool> blocked(units_.size(), false);
+  for (const auto& st : hull_steps_) {
+    if (blocked[st.unit] || s.pick[st.unit] != st.from) continue;
+    if (s.cost + st.cost > budget) {
+      blocked[st.unit] = true;  // its later steps assume this one
+      continue;
+    }
+    s.pick[st.unit] = st.to;
+    s.cost += st.cost;
+  }
+  for (std::size_t u = 0; u < units_.size(); ++u) s.score += units_[u][s.pick[u]].score;
+  repair(s, budget);
+  return s;
 }
 
 std::optional<Solution> KnapsackSolver::solve(std::uint64_t budget) const {
@@ -88,6 +151,10 @@ std::optional<Solution> KnapsackSolver::solve(std::uint64_t budget) const {
     s.score += units_[u][s.pick[u]].score;
   }
   repair(s, budget);
+  if (bucket_ > 1) {
+    Solution h = hull_greedy(budget);
+    if (h.score < s.score) return h;
+  }
   return s;
 }
 
@@ -133,6 +200,24 @@ void KnapsackSolver::repair(Solution& s, std::uint64_t budget) const {
     s.cost += units_[u][s.pick[u]].cost;
     s.score += units_[u][s.pick[u]].score;
   }
+}
+
+double relaxed_lower_bound(const std::vector<std::vector<Option>>& units, std::uint64_t budget) {
+  std::uint64_t cost = 0;
+  double score = 0;
+  for (const auto& opts : units) {
+    const std::size_t c = cheapest_option(opts);
+    cost += opts[c].cost;
+    score += opts[c].score;
+  }
+  if (cost > budget) return kInf;
+  for (const auto& st : hull_steps(units)) {
+    const std::uint64_t left = budget - cost;
+    if (st.cost > left) return score + st.score * static_cast<double>(left) / static_cast<double>(st.cost);
+    cost += st.cost;
+    score += st.score;
+  }
+  return score;
 }
 
 std::optional<Solution> brute_force(const std::vector<std::vector<Option>>& units, std::uint64_t budget) {

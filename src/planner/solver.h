@@ -4,6 +4,9 @@
 // dynamic programming over cost buckets above each unit's cheapest option
 // (exact when a bucket is one byte, i.e. when the budget's slack fits the
 // bucket count), then repaired with the exact costs the bucket rounding gave up.
+// With many units the buckets are coarse, so each solve also takes the greedy
+// over the units' convex hulls (the LP relaxation rounded down, then repaired)
+// and keeps the better: never worse than the LP bound by more than one hull step.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -19,6 +22,13 @@ struct Solution {
   std::vector<std::size_t> pick;  // option index per unit
   std::uint64_t cost{0};
   double score{0};
+};
+
+// One step along a unit's lower convex hull of (cost, score) points.
+struct HullStep {
+  std::size_t unit, from, to;  // option indices
+  std::uint64_t cost;          // extra bytes
+  double score;                // score change (< 0)
 };
 
 class KnapsackSolver {
@@ -47,8 +57,16 @@ class KnapsackSolver {
   std::vector<std::uint32_t> rounded_extra_;  // per unit and option: ceil((cost - cheapest) / bucket)
   std::vector<std::size_t> first_option_;    // offset of unit u's options in rounded_extra_
 
+  std::vector<HullStep> hull_steps_;  // best score gain per byte first
+
   void repair(Solution& s, std::uint64_t budget) const;
+  Solution hull_greedy(std::uint64_t budget) const;
 };
+
+// The optimum of the linear-programming relaxation (a unit may take a mix of
+// two neighbours on its lower convex hull): no solution within `budget` scores
+// lower. +infinity when even the cheapest options exceed the budget.
+double relaxed_lower_bound(const std::vector<std::vector<Option>>& units, std::uint64_t budget);
 
 // Exhaustive search, for tests on small instances.
 std::optional<Solution> brute_force(const std::vector<std::vector<Option>>& units, std::uint64_t budget);

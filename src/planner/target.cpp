@@ -65,6 +65,13 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
   r.layout = decision_units(ckpt, req.dialect);
   r.tier = req.tier.value_or(r.table.tier);
   r.acceptance = req.acceptance;
+  // Only measured scores and refinement see total variation; the other tiers
+  // would plan for their own error measure under the acceptance label.
+  if (req.acceptance && r.tier != Tier::Measured && req.refine <= 0)
+    throw_bad_input(fmt::format("--objective acceptance needs total-variation scores: the {} tier has none; use a "
+                                "measured table (selq sensitivity --tier measured) or refine the mix end to end "
+                                "(--refine N)",
+                                tier_name(r.tier)));
   r.candidates = select_candidates(req.candidates.empty() ? r.table.candidates : req.candidates, req.hardware,
                                    req.dialect);
   MixOptions mo{r.tier, req.acceptance, forbidden_candidates(ckpt, r.layout, r.candidates, req.serving)};
@@ -82,7 +89,10 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
         fmt::format("Planned by selq for {} at <= {} bits per linear weight (got {:.4f}).", ckpt.dir(),
                     *req.target_bpw, r.mix->bits_per_weight),
         fmt::format("Sensitivity: {} ({} tier); objective: {}; hardware: {}.", req.sensitivity_path,
-                    tier_name(r.tier), req.acceptance ? "total variation (acceptance)" : "KL",
+                    tier_name(r.tier),
+                    !req.acceptance             ? "KL"
+                    : r.tier == Tier::Measured ? "total variation (acceptance)"
+                                               : "the tier's score, refined on total variation (acceptance)",
                     hardware_name(req.hardware)),
     };
     if (r.refinement)

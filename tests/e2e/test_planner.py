@@ -59,6 +59,9 @@ def main():
         acc = json.loads(run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "6",
                              "--objective", "acceptance", "--json").stdout)
         assert acc["mix"]["bits_per_weight"] <= 6.0, acc["mix"]
+        bad = run(a.selq, "plan", src, "--sensitivity", sens, "--tier", "data-free", "--target-bpw", "6",
+                  "--objective", "acceptance", check=False)
+        assert bad.returncode == 2 and "the data-free tier has none" in bad.stderr, bad.stderr
         # Refinement: a few end-to-end measurements on calibration text, within the budget, never worse.
         refined_yaml = t / "refined.yaml"
         ref = json.loads(run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "6", "--refine", "4",

@@ -1,4 +1,6 @@
-// The knapsack solver against exhaustive search on small random instances.
+// The knapsack solver against exhaustive search on small random instances, and
+// against the LP relaxation's bound on large ones.
+#include <cmath>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -90,6 +92,64 @@ TEST(KnapsackSolver, InfeasibleBudgetAndMonotoneFront) {
     prev = s->score;
   }
   EXPECT_DOUBLE_EQ(solver.solve(55)->score, 0.1);
+}
+
+TEST(KnapsackSolver, RelaxedBoundIsBelowTheOptimum) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    auto inst = random_instance(rng, 1 + trial % 6, 5, 60);
+    for (std::uint64_t budget = 0; budget <= 300; budget += 13) {
+      auto exact = brute_force(inst, budget);
+      const double bound = relaxed_lower_bound(inst, budget);
+      if (!exact) {
+        EXPECT_TRUE(std::isinf(bound));
+        continue;
+      }
+      EXPECT_LE(bound, exact->score + 1e-9) << "trial " << trial << " budget " << budget;
+    }
+  }
+  // Two units whose hulls are known: the bound mixes one step fractionally.
+  std::vector<std::vector<Option>> inst = {{{10, 1.0}, {20, 0.5}, {30, 0.45}}, {{10, 2.0}, {40, 0.0}}};
+  // From (20 bytes, score 3.0) the steps by gain per byte: unit 1's (30 bytes, -2.0), unit 0's first
+  // (10 bytes, -0.5), unit 0's second (10 bytes, -0.05).
+  EXPECT_DOUBLE_EQ(relaxed_lower_bound(inst, 35), 3.0 - 2.0 * 15 / 30);
+  EXPECT_DOUBLE_EQ(relaxed_lower_bound(inst, 55), 1.0 - 0.5 * 5 / 10);
+  EXPECT_DOUBLE_EQ(relaxed_lower_bound(inst, 70), 0.45);
+  EXPECT_TRUE(std::isinf(relaxed_lower_bound(inst, 19)));
+}
+
+// With 70,000 units the buckets are coarse; the solution must still be within
+// one hull step of the LP relaxation's bound, at every budget across the range.
+TEST(KnapsackSolver, LargeInstanceIsWithinOneHullStepOfTheRelaxation) {
+  std::mt19937 rng(5);
+  auto inst = random_instance(rng, 70000, 6, 100000);
+  std::uint64_t lo = 0, hi = 0;
+  double max_step = 0;  // the largest score drop of one unit between two options
+  for (const auto& u : inst) {
+    std::uint64_t mn = UINT64_MAX, mx = 0;
+    double smin = 1e9, smax = -1e9;
+    for (const auto& o : u) {
+      mn = std::min(mn, o.cost);
+      mx = std::max(mx, o.cost);
+      smin = std::min(smin, o.score);
+      smax = std::max(smax, o.score);
+    }
+    lo += mn;
+    hi += mx;
+    max_step = std::max(max_step, smax - smin);
+  }
+  KnapsackSolver solver(inst, hi);
+  EXPECT_GT(solver.bucket_bytes(), 1000u);  // far from exact DP
+  for (int k = 1; k < 10; ++k) {
+    const std::uint64_t budget = lo + (hi - lo) * static_cast<std::uint64_t>(k) / 10;
+    auto s = solver.solve(budget);
+    ASSERT_TRUE(s);
+    EXPECT_LE(s->cost, budget);
+    EXPECT_EQ(s->cost, total_cost(inst, *s));
+    const double bound = relaxed_lower_bound(inst, budget);
+    EXPECT_GE(s->score, bound - 1e-6) << "budget " << budget;
+    EXPECT_LE(s->score - bound, max_step) << "budget " << budget << ": " << s->score << " vs bound " << bound;
+  }
 }
 
 TEST(KnapsackSolver, LargeInstanceIsFeasible) {
