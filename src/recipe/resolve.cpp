@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "quant/scheme_traits.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"
 
@@ -100,17 +101,8 @@ struct RuleStats {
 
 std::string describe_scheme(const quant::SchemeSpec& s) {
   std::string out = s.name();  // the one label (manifest, journal, verify)
-  switch (s.act) {
-    case ActMode::None: out += " (weight-only)"; break;
-    case ActMode::FP8PerToken: out += " + fp8-per-token activations"; break;
-    case ActMode::FP8PerTokenGroup128: out += " + fp8-per-token-group128 activations"; break;
-    case ActMode::FP8StaticTensor: out += " + fp8-static activations"; break;
-    case ActMode::FP8DynamicTensor: out += " + fp8-dynamic-tensor activations"; break;
-    case ActMode::MXFP4Dynamic: out += " + mxfp4-dynamic activations"; break;
-    case ActMode::MXFP8Dynamic: out += " + mxfp8-dynamic activations"; break;
-    case ActMode::NVFP4: out += " + nvfp4 activations"; break;
-  }
-  return out;
+  if (s.act == ActMode::None) return out + " (weight-only)";
+  return out + " + " + quant::act_mode_name(s.act) + " activations";
 }
 
 Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& tensors,
