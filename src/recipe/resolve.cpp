@@ -44,7 +44,7 @@ CompiledPattern compile(const Pattern& p, const std::string& arch) {
     try {
       c.re = std::regex(t.substr(3));
     } catch (const std::regex_error& e) {
-      throw_bad_input(fmt::format("invalid regular expression '{}': {}", t.substr(3), e.what()), detail::at(where_text(p.where)));
+      throw_bad_input(fmt::format("invalid regular expression '{}': {}", t.substr(3), e.what()), ErrorWhere(where_text(p.where)));
     }
     c.names_explicitly = true;
   } else if (!t.empty() && t[0] == '@') {
@@ -57,7 +57,7 @@ CompiledPattern compile(const Pattern& p, const std::string& arch) {
         for (const auto& def : *table)
           if (t.substr(1) == def.name) c.tdef = &def;
       if (!c.tdef)
-        throw_bad_input(fmt::format("unknown template '{}' for arch '{}'", t, arch), detail::at(where_text(p.where)));
+        throw_bad_input(fmt::format("unknown template '{}' for arch '{}'", t, arch), ErrorWhere(where_text(p.where)));
     }
   } else {
     c.kind = CompiledPattern::Kind::Glob;
@@ -341,7 +341,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
                     "into one layer, so all its members need the same scheme",
                     key, f.tensor, outcome_text(f), origin_text(it->second), d.tensor, outcome_text(d),
                     origin_text(i)),
-        detail::at(where_of(i), d.tensor));
+        ErrorWhere(where_of(i), d.tensor));
   }
 
   // With an FP8 KV cache and FP8 prefill queries, MLA's kv_b_proj and o_proj
@@ -361,7 +361,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
                       "attention already hands {} FP8 activations; a scheme that quantizes its activations is "
                       "not allowed there (use activations: none, exclude it, or change 'serving')",
                       describe_scheme(*d.scheme), origin_text(i), n.rest(1)),
-          detail::at(where_of(i), d.tensor));
+          ErrorWhere(where_of(i), d.tensor));
     }
   }
 
