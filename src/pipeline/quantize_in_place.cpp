@@ -236,20 +236,10 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     if (!text.empty()) {
       known_amax = amax_from_text(text);
     } else {
-      std::vector<std::size_t> members;
       std::set<std::string> groups;
-      for (std::size_t i = 0; i < plan.tensors.size(); ++i)
-        if (!plan.tensors[i].fused_group.empty()) {
-          groups.insert(plan.tensors[i].fused_group);
-          if (mine[i]) members.push_back(i);
-        }
-      std::map<std::string, float> local;
-      limit.run([&] { local = group_amax_of(source, plan, members); });
-      std::vector<float> v;
-      for (const auto& g : groups) v.push_back(local.count(g) ? local[g] : 0.0f);
-      ranks.max_floats(v);
-      std::size_t k = 0;
-      for (const auto& g : groups) known_amax[g] = v[k++];
+      for (const auto& t : plan.tensors)
+        if (!t.fused_group.empty()) groups.insert(t.fused_group);
+      known_amax = exchange_group_amax(ranks, limit, source, plan, {groups.begin(), groups.end()}, mine);
       if (lead) journal->set_group_amax(known_amax);
       ranks.barrier();  // journaled before any shard is rewritten
     }
