@@ -1,8 +1,8 @@
 // Dispatch from the Dialect enum to the per-dialect tables, and what the
-// dialects share: scheme grouping, the fused/expert consistency rule, expert
-// name compression, and the post-build self-check against the engine
-// resolvers (a config that some engine would resolve differently from the
-// decisions is never written).
+// dialects share: Quark's and ModelOpt's common adapt, scheme grouping, the
+// fused/expert consistency rule, expert name compression, and the post-build
+// self-check against the engine resolvers (a config that some engine would
+// resolve differently from the decisions is never written).
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
@@ -74,8 +74,8 @@ SchemeSpec adapt_scheme_for_dialect(Dialect d, SchemeSpec spec, DType model_dtyp
   if (!dtype_is_float_source(model_dtype) || model_dtype == DType::F64) model_dtype = DType::BF16;
   switch (d) {
     case Dialect::CompressedTensors: return detail::ct_adapt(spec, model_dtype);
-    case Dialect::Quark: return detail::quark_adapt(spec, model_dtype);
-    case Dialect::ModelOpt: return detail::modelopt_adapt(spec, model_dtype);
+    case Dialect::Quark:
+    case Dialect::ModelOpt: return detail::f32_scale_adapt(spec);
   }
   return spec;
 }
@@ -130,6 +130,24 @@ ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in) {
 }
 
 namespace detail {
+
+SchemeSpec f32_scale_adapt(SchemeSpec s) {
+  switch (s.kind) {
+    case SchemeKind::FP8Channel:
+      s.scale_dtype = DType::F32;
+      s.scale_keepdim = false;
+      break;
+    case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
+    case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
+    case SchemeKind::MXFP4:
+    case SchemeKind::MXFP8:
+    case SchemeKind::FP8Block:
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup:
+    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
+  }
+  return s;
+}
 
 void unsupported(Dialect d, const SchemeSpec& spec, const std::string& why) {
   throw_unsupported(fmt::format("the {} dialect cannot express {}: {}", dialect_name(d),

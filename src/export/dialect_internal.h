@@ -33,6 +33,10 @@ std::vector<std::string> float_modules(const ConfigInput& in);
 std::vector<std::string> compress_expert_names(const std::vector<std::string>& names,
                                                const std::vector<std::string>& all_modules);
 
+// Quark and ModelOpt store a scheme alike: F32 per-channel and per-tensor
+// scales without the kept dim, NVFP4 in ModelOpt's convention. Their adapt.
+quant::SchemeSpec f32_scale_adapt(quant::SchemeSpec s);
+
 void ct_check(const quant::SchemeSpec& s);
 quant::SchemeSpec ct_adapt(quant::SchemeSpec s, DType model_dtype);
 std::string ct_suffix(const quant::SchemeSpec& s, quant::OutRole role);
@@ -41,13 +45,11 @@ nlohmann::json ct_comparable(const nlohmann::json& scheme);
 ConfigOutput ct_build(const ConfigInput& in);
 
 void quark_check(const quant::SchemeSpec& s);
-quant::SchemeSpec quark_adapt(quant::SchemeSpec s, DType model_dtype);
 std::string quark_suffix(const quant::SchemeSpec& s, quant::OutRole role);
 nlohmann::json quark_scheme_json(const quant::SchemeSpec& s);
 ConfigOutput quark_build(const ConfigInput& in);
 
 void modelopt_check(const quant::SchemeSpec& s);
-quant::SchemeSpec modelopt_adapt(quant::SchemeSpec s, DType model_dtype);
 std::string modelopt_suffix(const quant::SchemeSpec& s, quant::OutRole role);
 nlohmann::json modelopt_scheme_json(const quant::SchemeSpec& s);
 ConfigOutput modelopt_build(const ConfigInput& in);

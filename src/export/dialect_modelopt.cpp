@@ -91,24 +91,6 @@ void modelopt_check(const SchemeSpec& s) {
   }
 }
 
-SchemeSpec modelopt_adapt(SchemeSpec s, DType) {
-  switch (s.kind) {
-    case SchemeKind::FP8Channel:
-      s.scale_dtype = DType::F32;
-      s.scale_keepdim = false;
-      break;
-    case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
-    case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8:
-    case SchemeKind::FP8Block:
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
-  }
-  return s;
-}
-
 std::string modelopt_suffix(const SchemeSpec&, OutRole role) {
   switch (role) {
     case OutRole::Weight: return "weight";

@@ -210,24 +210,6 @@ void quark_check(const SchemeSpec& s) {
   }
 }
 
-SchemeSpec quark_adapt(SchemeSpec s, DType) {
-  switch (s.kind) {
-    case SchemeKind::FP8Channel:
-      s.scale_dtype = DType::F32;
-      s.scale_keepdim = false;
-      break;
-    case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
-    case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8:
-    case SchemeKind::FP8Block:
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
-  }
-  return s;
-}
-
 std::string quark_suffix(const SchemeSpec&, OutRole role) {
   switch (role) {
     case OutRole::Weight: return "weight";

@@ -9,6 +9,7 @@
 
 #include "dist/assign.h"
 #include "pipeline/journal.h"
+#include "pipeline/shard_writer.h"
 
 namespace fs = std::filesystem;
 
@@ -98,6 +99,22 @@ std::vector<std::string> groups_across_ranks(const Plan& plan, const std::vector
   std::vector<std::string> out;
   for (const auto& [g, r] : ranks_of)
     if (r.size() > 1) out.push_back(g);
+  return out;
+}
+
+std::map<std::string, float> exchange_group_amax(dist::Ranks& ranks, ThreadLimit& limit, const TensorSource& source,
+                                                 const Plan& plan, const std::vector<std::string>& groups,
+                                                 const std::vector<bool>& mine) {
+  std::vector<std::size_t> members;
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+    if (mine[i] && std::binary_search(groups.begin(), groups.end(), plan.tensors[i].fused_group)) members.push_back(i);
+  std::map<std::string, float> local;
+  limit.run([&] { local = group_amax_of(source, plan, members); });
+  std::vector<float> v;
+  for (const auto& g : groups) v.push_back(local.count(g) ? local[g] : 0.0f);
+  ranks.max_floats(v);
+  std::map<std::string, float> out;
+  for (std::size_t k = 0; k < groups.size(); ++k) out[groups[k]] = v[k];
   return out;
 }
 

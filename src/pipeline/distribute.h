@@ -42,6 +42,15 @@ std::vector<int> assign_tensors(const Plan& plan, int ranks);
 // The NVFP4 fused groups with members on different ranks (by plan tensor).
 std::vector<std::string> groups_across_ranks(const Plan& plan, const std::vector<int>& tensor_rank);
 
+struct TensorSource;  // pipeline/shard_writer.h
+struct ThreadLimit;
+// The amax of each fused group in `groups` (sorted) over its members on every
+// rank: each rank reads its own members (`mine`, by plan tensor) and the
+// ranks reduce with a max, so all get the same values.
+std::map<std::string, float> exchange_group_amax(dist::Ranks& ranks, ThreadLimit& limit, const TensorSource& source,
+                                                 const Plan& plan, const std::vector<std::string>& groups,
+                                                 const std::vector<bool>& mine);
+
 // Each rank's records (by plan index) as text, gathered into rank 0's `records`.
 void gather_records(dist::Ranks& ranks, std::vector<TensorRecord>& records, const std::vector<bool>& mine);
 

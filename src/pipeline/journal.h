@@ -21,7 +21,7 @@ namespace selq::pipeline {
 class Journal {
  public:
   // Loads `path` if it exists and its fingerprint matches; otherwise starts empty.
-  // `matched` tells whether an existing journal was reused.
+  // resumed() tells whether an existing journal was reused.
   Journal(std::string path, std::string plan_fingerprint);
   // Also takes in the shards (and group amax) of the other ranks' journals
   // in `others` that have this fingerprint: a rerun with another rank count

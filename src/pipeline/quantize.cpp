@@ -138,16 +138,9 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   std::map<std::string, float> exchanged;
   if (const auto groups = groups_across_ranks(plan, work.tensor_rank); !groups.empty()) {
     // Every member this rank is assigned, adopted or not: the amax is the whole group's.
-    std::vector<std::size_t> members;
-    for (std::size_t i = 0; i < plan.tensors.size(); ++i)
-      if (work.tensor_rank[i] == rank && std::binary_search(groups.begin(), groups.end(), plan.tensors[i].fused_group))
-        members.push_back(i);
-    std::map<std::string, float> local;
-    limit.run([&] { local = group_amax_of(source, plan, members); });
-    std::vector<float> v;
-    for (const auto& g : groups) v.push_back(local.count(g) ? local[g] : 0.0f);
-    ranks.max_floats(v);
-    for (std::size_t k = 0; k < groups.size(); ++k) exchanged[groups[k]] = v[k];
+    std::vector<bool> assigned(plan.tensors.size());
+    for (std::size_t i = 0; i < plan.tensors.size(); ++i) assigned[i] = work.tensor_rank[i] == rank;
+    exchanged = exchange_group_amax(ranks, limit, source, plan, groups, assigned);
   }
   BufferPool pool;  // output buffers, reused across shards
   GroupAmax group_amax(source, plan, std::move(exchanged));

@@ -5,7 +5,9 @@
 // of the original shards (same size, no data blocks) plus the original
 // config.json and index in `.selq-inplace/orig/`; every run plans from those.
 // Tensor data is read from the live shards, which are original until the
-// rename that commits their replacement.
+// rename that commits their replacement. What a run adopts, rewrites or
+// refuses is decided in pipeline/in_place_decisions.h; this file gathers the
+// facts and does the work.
 #include <bit>
 #include <chrono>
 #include <optional>
@@ -16,13 +18,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "pipeline/distribute.h"
+#include "pipeline/in_place_decisions.h"
 #include "pipeline/journal.h"
 #include "pipeline/manifest.h"
 #include "pipeline/quantize.h"
@@ -90,10 +91,24 @@ std::optional<std::string> finished_run_manifest(const std::string& dir, const r
   const fs::path p = fs::path(dir) / kManifestName;
   if (!fs::exists(p)) return std::nullopt;
   std::string text = io::read_file(p.string());
-  nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (m.is_discarded() || !m.value("in_place", false) || !m.contains("recipe")) return std::nullopt;
-  if (m["recipe"].value("text", "") != recipe.text || m.value("selq_version", "") != SELQ_VERSION) return std::nullopt;
+  if (!is_finished_in_place_run(text, recipe)) return std::nullopt;
   return text;
+}
+
+// How one of this rank's shards is found: its journaled rewrite, or the
+// original (then opened into `live`), or neither.
+LiveShard find_live_shard(const PlannedShard& shard, const std::string& path, const Journal& journal,
+                          const io::Checkpoint& original, const std::string& orig_dir,
+                          std::map<std::string, std::unique_ptr<io::SafetensorsFile>>& live) {
+  if (journal.resumed() && journal.is_committed(shard.name, path)) return LiveShard::Committed;
+  auto file = io::SafetensorsFile::open(path);
+  const auto& orig_file = original.shard_file(shard.name);
+  if (file->file_size() != orig_file.file_size() || file->data_start() != orig_file.data_start() ||
+      read_prefix(path, file->data_start()) !=
+          read_prefix((fs::path(orig_dir) / shard.name).string(), orig_file.data_start()))
+    return LiveShard::Neither;
+  live[shard.name] = std::move(file);
+  return LiveShard::Original;
 }
 
 // The journaled fused-group amax as text (raw float bits, exact), for the ranks.
@@ -146,13 +161,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   }
   const auto original = io::Checkpoint::open(orig_dir);
   Plan plan = make_plan(*original, recipe, plan_options);
-  // A re-quantized module's inputs may span shards that are rewritten at
-  // different times; only file-to-file runs support it for now.
-  for (const auto& t : plan.tensors)
-    if (t.stored)
-      throw_unsupported("re-quantizing pre-quantized modules (requantize: true) is supported file-to-file only, "
-                        "not --in-place",
-                        {dir, t.source});
+  refuse_in_place_requantize(plan, dir);
   plan.source = dir;
   if (plan_out) *plan_out = plan;
 
@@ -165,21 +174,11 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   };
   if (lead) {
     open_journal();
-    if (journal->has_existing_with_other_fingerprint() && !journal->resumed())
-      throw_bad_input(
-          "an interrupted in-place run with a different recipe or selq version is in progress here; "
-          "re-run it with its original recipe to finish it",
-          {journal_file(work.string(), kInPlaceJournalBase, 0)});
-    // Check the space for the shards rewritten at once before anything is written.
-    const std::uint64_t need =
-        plan.largest_output_shard_bytes() * static_cast<std::uint64_t>(std::min<std::size_t>(
-                                                static_cast<std::size_t>(ranks.size()), plan.shards.size()));
-    const std::uint64_t have = free_bytes(dir);
-    if (have < need + (16u << 20))
-      throw_io(fmt::format("not enough free space for an in-place run: one rewritten shard needs up to {} bytes, "
-                           "{} are free",
-                           need, have),
-               {dir});
+    // Before anything is written: no other recipe's run in progress, room for the rewrites.
+    check_in_place_start(plan,
+                         {journal->resumed(), journal->has_existing_with_other_fingerprint(),
+                          journal_file(work.string(), kInPlaceJournalBase, 0), free_bytes(dir), ranks.size()},
+                         dir);
   }
   ranks.barrier();
   if (!lead) open_journal();
@@ -200,29 +199,27 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   std::vector<TensorRecord> records(plan.tensors.size());
   std::vector<bool> mine(plan.tensors.size(), false);
 
-  // Which of this rank's shards are left, and open them (checking they are the originals).
+  // Which of this rank's shards are left: the originals are opened, the
+  // committed rewrites adopted.
+  std::vector<LiveShard> found(plan.shards.size(), LiveShard::OtherRank);
+  for (std::size_t s = 0; s < plan.shards.size(); ++s)
+    if (shard_rank[s] == ranks.rank())
+      found[s] = find_live_shard(plan.shards[s], (fs::path(dir) / plan.shards[s].name).string(), *journal,
+                                 *original, orig_dir, live);
+  const std::vector<ShardAction> actions = in_place_shard_actions(plan, found, dir);
   std::vector<const PlannedShard*> todo;
   for (std::size_t s = 0; s < plan.shards.size(); ++s) {
-    if (shard_rank[s] != ranks.rank()) continue;
+    if (actions[s] == ShardAction::None) continue;
     const auto& shard = plan.shards[s];
     for (const auto i : shard.tensors) {
       mine[i] = true;
       progress.bytes_total += plan.tensors[i].in_bytes();
       ++progress.tensors_total;
     }
-    const std::string path = (fs::path(dir) / shard.name).string();
-    if (journal->resumed() && journal->is_committed(shard.name, path)) {
-      adopt_committed_shard(plan, shard, path, *journal, records, progress, options);
-      continue;
-    }
-    auto file = io::SafetensorsFile::open(path);
-    const auto& orig_file = original->shard_file(shard.name);
-    if (file->file_size() != orig_file.file_size() || file->data_start() != orig_file.data_start() ||
-        read_prefix(path, file->data_start()) !=
-            read_prefix((fs::path(orig_dir) / shard.name).string(), orig_file.data_start()))
-      throw_bad_input("shard is neither the original nor the journaled rewrite; refusing to continue", {path});
-    live[shard.name] = std::move(file);
-    todo.push_back(&shard);
+    if (actions[s] == ShardAction::Adopt)
+      adopt_committed_shard(plan, shard, (fs::path(dir) / shard.name).string(), *journal, records, progress, options);
+    else
+      todo.push_back(&shard);
   }
   // Fused-group amax is fixed by the first run, while every shard is original:
   // distributed, each rank's members' max, reduced, journaled by rank 0
@@ -236,20 +233,10 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     if (!text.empty()) {
       known_amax = amax_from_text(text);
     } else {
-      std::vector<std::size_t> members;
       std::set<std::string> groups;
-      for (std::size_t i = 0; i < plan.tensors.size(); ++i)
-        if (!plan.tensors[i].fused_group.empty()) {
-          groups.insert(plan.tensors[i].fused_group);
-          if (mine[i]) members.push_back(i);
-        }
-      std::map<std::string, float> local;
-      limit.run([&] { local = group_amax_of(source, plan, members); });
-      std::vector<float> v;
-      for (const auto& g : groups) v.push_back(local.count(g) ? local[g] : 0.0f);
-      ranks.max_floats(v);
-      std::size_t k = 0;
-      for (const auto& g : groups) known_amax[g] = v[k++];
+      for (const auto& t : plan.tensors)
+        if (!t.fused_group.empty()) groups.insert(t.fused_group);
+      known_amax = exchange_group_amax(ranks, limit, source, plan, {groups.begin(), groups.end()}, mine);
       if (lead) journal->set_group_amax(known_amax);
       ranks.barrier();  // journaled before any shard is rewritten
     }

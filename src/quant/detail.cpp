@@ -39,25 +39,9 @@ void store_float(DType t, std::uint8_t* base, std::uint64_t idx, float v) {
   }
 }
 
-float load_float(DType t, const std::uint8_t* base, std::uint64_t idx) {
-  switch (t) {
-    case DType::BF16: {
-      std::uint16_t b;
-      std::memcpy(&b, base + 2 * idx, 2);
-      return bf16_to_f32(b);
-    }
-    case DType::F16: {
-      std::uint16_t h;
-      std::memcpy(&h, base + 2 * idx, 2);
-      return f16_to_f32(h);
-    }
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, base + 4 * idx, 4);
-      return f;
-    }
-    default: throw_unsupported(fmt::format("scale dtype {} is not F32, BF16 or F16", dtype_name(t)));
-  }
+void require_scale_dtype(DType t) {
+  if (t != DType::BF16 && t != DType::F16 && t != DType::F32)
+    throw_unsupported(fmt::format("scale dtype {} is not F32, BF16 or F16", dtype_name(t)));
 }
 
 void load_row(DType t, const std::uint8_t* data, std::uint64_t first, std::uint64_t count,

@@ -100,7 +100,9 @@ inline float round_to_fast(DType t, float v) {
 float span_amax(const TensorView& src, std::uint64_t first, std::uint64_t count);
 
 void store_float(DType t, std::uint8_t* base, std::uint64_t idx, float v);
-float load_float(DType t, const std::uint8_t* base, std::uint64_t idx);
+// Scales are read back with load_float_element (core/tensor.h), which also
+// takes F64; dequantize checks once that the scale dtype is one selq writes.
+void require_scale_dtype(DType t);
 
 // Converts `count` source elements starting at element `first` to F32. Fast
 // paths for F32/BF16/F16.

@@ -199,6 +199,7 @@ void dequantize_fp8(const SchemeSpec& spec, const Geometry& g,
                     std::span<const std::span<const std::uint8_t>> outs, float* dst) {
   const std::int64_t in = g.in, out = g.out;
   const DType sd = spec.scale_dtype;
+  require_scale_dtype(sd);
   const std::int64_t br = spec.block_rows, bc = spec.block_cols;
   const std::int64_t nbr = ceil_div(out, br), nbc = ceil_div(in, bc);
   for (std::int64_t e = 0; e < g.experts; ++e)
@@ -211,7 +212,7 @@ void dequantize_fp8(const SchemeSpec& spec, const Geometry& g,
           default: si = static_cast<std::uint64_t>((e * nbr + r / br) * nbc + c / bc); break;
         }
         const std::int64_t i = (e * out + r) * in + c;
-        dst[i] = e4m3_value(outs[0][static_cast<std::size_t>(i)]) * load_float(sd, outs[1].data(), si);
+        dst[i] = e4m3_value(outs[0][static_cast<std::size_t>(i)]) * load_float_element(sd, outs[1].data(), si);
       }
 }
 

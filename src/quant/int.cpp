@@ -219,12 +219,13 @@ void dequantize_int(const SchemeSpec& spec, const Geometry& g,
   const std::int64_t ngroups = in / gw;
   const std::int64_t words_per_row = ceil_div(in * b, 32), zp_words = ceil_div(out * b, 32);
   const int off = 1 << (b - 1);
+  require_scale_dtype(spec.scale_dtype);
   for (std::int64_t e = 0; e < g.experts; ++e)
     for (std::int64_t r = 0; r < out; ++r)
       for (std::int64_t c = 0; c < in; ++c) {
         const std::int64_t gi = c / gw;
         const std::uint64_t sidx = static_cast<std::uint64_t>((e * out + r) * ngroups + gi);
-        const float s = load_float(spec.scale_dtype, outs[1].data(), sidx);
+        const float s = load_float_element(spec.scale_dtype, outs[1].data(), sidx);
         float zp = 0.0f;
         if (!spec.symmetric) {
           if (spec.int_pack_int32)

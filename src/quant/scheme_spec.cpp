@@ -35,14 +35,11 @@ Geometry geometry_for(const SchemeSpec& spec, const Shape& shape, const std::str
     throw_unsupported(fmt::format("cannot quantize empty tensor {} with {}",
                                   shape_to_string(shape), spec.name()),
                       where);
-  if ((spec.kind == SchemeKind::IntChannel || spec.kind == SchemeKind::IntGroup) &&
-      spec.bits != 4 && spec.bits != 8)
-    throw_unsupported(fmt::format("int schemes support 4 or 8 bits, not {}", spec.bits), where);
-  if (spec.kind == SchemeKind::IntGroup && spec.group_size <= 0)
-    throw_unsupported(fmt::format("{}: group_size must be positive", spec.name()), where);
-  if (spec.kind == SchemeKind::FP8Block && (spec.block_rows <= 0 || spec.block_cols <= 0))
-    throw_unsupported("fp8 block scheme needs positive block_rows/block_cols", where);
-  const char* why = scheme_traits(spec.kind).in_multiple_why;
+  const SchemeTraits& row = scheme_traits(spec.kind);
+  if (row.param_problem != nullptr) {
+    if (std::string problem = row.param_problem(spec); !problem.empty()) throw_unsupported(problem, where);
+  }
+  const char* why = row.in_multiple_why;
   if (why != nullptr) {
     const int gw = group_width(spec, g.in);
     if (g.in % gw != 0)

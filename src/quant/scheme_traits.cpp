@@ -58,12 +58,28 @@ void outputs_int(const SchemeSpec& s, const Geometry& g, V& v) {
 
 double budget_int(const SchemeSpec& s) { return s.bits == 4 ? 0.25 : 0.02; }
 
+std::string int_bits_problem(const SchemeSpec& s) {
+  if (s.bits != 4 && s.bits != 8) return fmt::format("int schemes support 4 or 8 bits, not {}", s.bits);
+  return {};
+}
+
+std::string int_group_problem(const SchemeSpec& s) {
+  if (auto why = int_bits_problem(s); !why.empty()) return why;
+  if (s.group_size <= 0) return fmt::format("{}: group_size must be positive", s.name());
+  return {};
+}
+
+std::string fp8_block_problem(const SchemeSpec& s) {
+  if (s.block_rows <= 0 || s.block_cols <= 0) return "fp8 block scheme needs positive block_rows/block_cols";
+  return {};
+}
+
 constexpr unsigned kIntOptions = kOptScaleDtype | kOptScaleKeepdim | kOptGroupSize | kOptSymmetric | kOptPackInt32;
 
 constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
     {SchemeKind::MXFP4, {{"mxfp4", 8}, {}}, kOptScaleRule, kAllActsButNvfp4,
      [](const SchemeSpec& s) { return std::string("mxfp4") + rule_suffix(s.scale_rule); },
-     [](const SchemeSpec&, std::int64_t) { return 32; },
+     [](const SchemeSpec&, std::int64_t) { return 32; }, nullptr,
      "OCP MX blocks are 32 input channels; compressed-tensors mxfp4/mxfp8 and Quark "
      "OCP_MX both require in_features % 32 == 0 (they do not pad)",
      false, false,
@@ -74,7 +90,7 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      detail::quantize_mx, detail::dequantize_mx, [](const SchemeSpec&) { return 0.25; }},
     {SchemeKind::MXFP8, {{"mxfp8", 8}, {}}, kOptScaleRule, kAllActsButNvfp4,
      [](const SchemeSpec& s) { return std::string("mxfp8") + rule_suffix(s.scale_rule); },
-     [](const SchemeSpec&, std::int64_t) { return 32; },
+     [](const SchemeSpec&, std::int64_t) { return 32; }, nullptr,
      "OCP MX blocks are 32 input channels; compressed-tensors mxfp4/mxfp8 and Quark "
      "OCP_MX both require in_features % 32 == 0 (they do not pad)",
      false, false,
@@ -85,7 +101,7 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      detail::quantize_mx, detail::dequantize_mx, budget_fp8},
     {SchemeKind::NVFP4, {{"nvfp4", 8}, {}}, 0, kNvfp4Acts,
      [](const SchemeSpec& s) { return std::string(s.nvfp == NvfpConvention::ModelOpt ? "nvfp4-modelopt" : "nvfp4"); },
-     [](const SchemeSpec&, std::int64_t) { return 16; },
+     [](const SchemeSpec&, std::int64_t) { return 16; }, nullptr,
      "NVFP4 blocks are 16 input channels; compressed-tensors nvfp4-pack-quantized "
      "requires in_features % 16 == 0 (ModelOpt pads, but vLLM/TRT-LLM kernels expect "
      "unpadded multiples of 16)",
@@ -97,14 +113,14 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      },
      detail::quantize_nvfp4, detail::dequantize_nvfp4, [](const SchemeSpec&) { return 0.20; }},
     {SchemeKind::FP8Tensor, {{"fp8-tensor", 8}, {}}, kOptScaleDtype, kAllActsButNvfp4,
-     [](const SchemeSpec&) { return std::string("fp8-tensor"); }, whole_row, nullptr, true, false,
+     [](const SchemeSpec&) { return std::string("fp8-tensor"); }, whole_row, nullptr, nullptr, true, false,
      [](const SchemeSpec& s, const Geometry& g, V& v) {
        v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
        v.push_back({OutRole::Scale, s.scale_dtype, s.scale_keepdim ? Shape{1} : Shape{}});
      },
      detail::quantize_fp8, detail::dequantize_fp8, budget_fp8},
     {SchemeKind::FP8Channel, {{"fp8-channel", 8}, {}}, kOptScaleDtype | kOptScaleKeepdim, kAllActsButNvfp4,
-     [](const SchemeSpec&) { return std::string("fp8-channel"); }, whole_row, nullptr, false, false,
+     [](const SchemeSpec&) { return std::string("fp8-channel"); }, whole_row, nullptr, nullptr, false, false,
      [](const SchemeSpec& s, const Geometry& g, V& v) {
        v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
        v.push_back({OutRole::Scale, s.scale_dtype, per_row(s, g)});
@@ -115,7 +131,7 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
        if (s.block_rows == s.block_cols) return fmt::format("fp8-block{}", s.block_rows);
        return fmt::format("fp8-block{}x{}", s.block_rows, s.block_cols);
      },
-     [](const SchemeSpec& s, std::int64_t) { return s.block_cols; }, nullptr, false, false,
+     [](const SchemeSpec& s, std::int64_t) { return s.block_cols; }, fp8_block_problem, nullptr, false, false,
      [](const SchemeSpec& s, const Geometry& g, V& v) {
        v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
        v.push_back({OutRole::Scale, s.scale_dtype, {ceil_div(g.out, s.block_rows), ceil_div(g.in, s.block_cols)}});
@@ -123,15 +139,16 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      detail::quantize_fp8, detail::dequantize_fp8, budget_fp8},
     {SchemeKind::IntChannel, {{"int4", 4}, {"int8", 8}}, kIntOptions, kAllActsButNvfp4,
      [](const SchemeSpec& s) { return fmt::format("int{}-channel{}", s.bits, s.symmetric ? "" : "-asym"); },
-     whole_row, nullptr, false, false, outputs_int, detail::quantize_int, detail::dequantize_int, budget_int},
+     whole_row, int_bits_problem, nullptr, false, false, outputs_int, detail::quantize_int, detail::dequantize_int,
+     budget_int},
     {SchemeKind::IntGroup, {{}, {}}, kIntOptions, kAllActsButNvfp4,
      [](const SchemeSpec& s) { return fmt::format("int{}-g{}{}", s.bits, s.group_size, s.symmetric ? "" : "-asym"); },
-     [](const SchemeSpec& s, std::int64_t) { return s.group_size; },
+     [](const SchemeSpec& s, std::int64_t) { return s.group_size; }, int_group_problem,
      "compressed-tensors group strategy requires in_features % group_size == 0", false, false, outputs_int,
      detail::quantize_int, detail::dequantize_int, budget_int},
     {SchemeKind::FP8ChannelE8M0, {{"fp8-channel-e8m0", 8}, {}}, kOptScaleRule | kOptScaleKeepdim, kAllActsButNvfp4,
      [](const SchemeSpec& s) { return std::string("fp8-channel-e8m0") + rule_suffix(s.scale_rule); }, whole_row,
-     nullptr, false, false,
+     nullptr, nullptr, false, false,
      [](const SchemeSpec& s, const Geometry& g, V& v) {
        v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
        v.push_back({OutRole::Scale, DType::U8, per_row(s, g)});

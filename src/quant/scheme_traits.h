@@ -47,6 +47,9 @@ struct SchemeTraits {
   std::string (*label)(const SchemeSpec&);
   // Scale-group width along `in` (the whole row when the scale is per row).
   int (*group_width)(const SchemeSpec&, std::int64_t in);
+  // Why the spec's own parameters (bits, group or block size) cannot be
+  // quantized, or empty; nullptr when the kind has none to check.
+  std::string (*param_problem)(const SchemeSpec&);
   // Why `in` must be a multiple of group_width (what each dialect expects), or
   // nullptr when any `in` is quantized.
   const char* in_multiple_why;

@@ -10,17 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
-
 namespace selq::recipe::detail {
-
-// ErrorWhere without the -Wmissing-field-initializers noise of brace init.
-inline ErrorWhere at(std::string file, std::string tensor = {}) {
-  ErrorWhere w;
-  w.file = std::move(file);
-  w.tensor = std::move(tensor);
-  return w;
-}
 
 // fnmatch semantics: `*` any run of characters (dots included), `?` one
 // character, `[abc]`, `[a-z]`, `[!abc]` classes; the whole name must match.

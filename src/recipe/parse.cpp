@@ -38,7 +38,7 @@ std::string loc_prefix(const SourceLocation& l) {
 }
 
 [[noreturn]] void fail(const Ctx& c, const YAML::Node& n, const std::string& msg) {
-  throw_bad_input(msg, detail::at(loc_prefix(loc(c, n))));
+  throw_bad_input(msg, ErrorWhere(loc_prefix(loc(c, n))));
 }
 
 std::string scalar(const Ctx& c, const YAML::Node& n, const std::string& what) {
@@ -232,9 +232,9 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw_bad_input(fmt::format("invalid YAML: {}", e.msg),
-                    detail::at(fmt::format("{}:{}:{}", path_for_errors, e.mark.line + 1, e.mark.column + 1)));
+                    ErrorWhere(fmt::format("{}:{}:{}", path_for_errors, e.mark.line + 1, e.mark.column + 1)));
   }
-  if (!root.IsMap()) throw_bad_input("a recipe must be a YAML mapping", detail::at(path_for_errors));
+  if (!root.IsMap()) throw_bad_input("a recipe must be a YAML mapping", ErrorWhere(path_for_errors));
 
   Recipe r;
   r.path = path_for_errors;
@@ -309,7 +309,7 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
           if (!v.IsNull()) r.default_scheme = parse_scheme_node(c, v);
         }
       });
-  if (!have_name) throw_bad_input("the recipe needs a non-empty 'name'", detail::at(path_for_errors));
+  if (!have_name) throw_bad_input("the recipe needs a non-empty 'name'", ErrorWhere(path_for_errors));
   if (r.dialect.empty()) r.dialect = "compressed-tensors";
   return r;
 }
@@ -317,10 +317,10 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
 Recipe load_recipe(const std::string& name_or_path) {
   const std::string path = resolve_recipe_path(name_or_path);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw_io("cannot open recipe", detail::at(path));
+  if (!in) throw_io("cannot open recipe", ErrorWhere(path));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) throw_io("cannot read recipe", detail::at(path));
+  if (in.bad()) throw_io("cannot read recipe", ErrorWhere(path));
   return parse_recipe(ss.str(), path);
 }
 

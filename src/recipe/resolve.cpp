@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "quant/scheme_traits.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"
 
@@ -43,7 +44,7 @@ CompiledPattern compile(const Pattern& p, const std::string& arch) {
     try {
       c.re = std::regex(t.substr(3));
     } catch (const std::regex_error& e) {
-      throw_bad_input(fmt::format("invalid regular expression '{}': {}", t.substr(3), e.what()), detail::at(where_text(p.where)));
+      throw_bad_input(fmt::format("invalid regular expression '{}': {}", t.substr(3), e.what()), ErrorWhere(where_text(p.where)));
     }
     c.names_explicitly = true;
   } else if (!t.empty() && t[0] == '@') {
@@ -56,7 +57,7 @@ CompiledPattern compile(const Pattern& p, const std::string& arch) {
         for (const auto& def : *table)
           if (t.substr(1) == def.name) c.tdef = &def;
       if (!c.tdef)
-        throw_bad_input(fmt::format("unknown template '{}' for arch '{}'", t, arch), detail::at(where_text(p.where)));
+        throw_bad_input(fmt::format("unknown template '{}' for arch '{}'", t, arch), ErrorWhere(where_text(p.where)));
     }
   } else {
     c.kind = CompiledPattern::Kind::Glob;
@@ -100,17 +101,8 @@ struct RuleStats {
 
 std::string describe_scheme(const quant::SchemeSpec& s) {
   std::string out = s.name();  // the one label (manifest, journal, verify)
-  switch (s.act) {
-    case ActMode::None: out += " (weight-only)"; break;
-    case ActMode::FP8PerToken: out += " + fp8-per-token activations"; break;
-    case ActMode::FP8PerTokenGroup128: out += " + fp8-per-token-group128 activations"; break;
-    case ActMode::FP8StaticTensor: out += " + fp8-static activations"; break;
-    case ActMode::FP8DynamicTensor: out += " + fp8-dynamic-tensor activations"; break;
-    case ActMode::MXFP4Dynamic: out += " + mxfp4-dynamic activations"; break;
-    case ActMode::MXFP8Dynamic: out += " + mxfp8-dynamic activations"; break;
-    case ActMode::NVFP4: out += " + nvfp4 activations"; break;
-  }
-  return out;
+  if (s.act == ActMode::None) return out + " (weight-only)";
+  return out + " + " + quant::act_mode_name(s.act) + " activations";
 }
 
 Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& tensors,
@@ -349,7 +341,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
                     "into one layer, so all its members need the same scheme",
                     key, f.tensor, outcome_text(f), origin_text(it->second), d.tensor, outcome_text(d),
                     origin_text(i)),
-        detail::at(where_of(i), d.tensor));
+        ErrorWhere(where_of(i), d.tensor));
   }
 
   // With an FP8 KV cache and FP8 prefill queries, MLA's kv_b_proj and o_proj
@@ -369,7 +361,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
                       "attention already hands {} FP8 activations; a scheme that quantizes its activations is "
                       "not allowed there (use activations: none, exclude it, or change 'serving')",
                       describe_scheme(*d.scheme), origin_text(i), n.rest(1)),
-          detail::at(where_of(i), d.tensor));
+          ErrorWhere(where_of(i), d.tensor));
     }
   }
 
