@@ -141,22 +141,25 @@ std::string model_name(const ModelQuality& m) {
 std::string EvalReport::table() const {
   std::string s = fmt::format("text: {} (bytes 0-{}, {} tokens, context {}); prompts: {} (k={})\n", text_source,
                               text_bytes, text_tokens, options.context, prompts_source.empty() ? "none" : prompts_source, options.draft_k);
-  s += fmt::format("{:<34} {:>9} {:>6} {:>8} {:>24} {:>27} {:>8} {:>20} {:>18} {:>18}\n", "model", "size",
+  s += fmt::format("{:<34} {:>9} {:>6} {:>26} {:>24} {:>27} {:>21} {:>20} {:>18} {:>18}\n", "model", "size",
                    "bits/w", "ppl", "ppl/base", "KL mean", "KL p99", "top-1 %", "acc gr", "acc T=1");
   if (!base_cache_file.empty())
     s += fmt::format("base log-probabilities: {} {}\n", base_cache_hit ? "read from" : "cached in", base_cache_file);
   auto row = [&](const ModelQuality& m, bool is_base) {
     auto size = fmt::format("{:.1f} MB", static_cast<double>(m.stored_bytes) / 1e6);
     if (is_base) {
-      s += fmt::format("{:<34} {:>9} {:>6.2f} {:>8.3f} {:>24} {:>27} {:>8} {:>20} {:>18} {:>18}\n",
-                       model_name(m) + " (base)", size, m.linear_bits_per_weight, m.perplexity, "-", "-", "-", "-",
-                       "-", "-");
+      // The base's interval comes from its windows as any quantized model's pass scored them.
+      const std::string ppl = quantized.empty() ? fmt::format("{:.3f}", m.perplexity)
+                                                : with_interval(quantized.front().text_ci.ppl_base, 3);
+      s += fmt::format("{:<34} {:>9} {:>6.2f} {:>26} {:>24} {:>27} {:>21} {:>20} {:>18} {:>18}\n",
+                       model_name(m) + " (base)", size, m.linear_bits_per_weight, ppl, "-", "-", "-", "-", "-", "-");
       return;
     }
     auto acc = [&](const Interval& v) { return m.steps ? with_interval(v, 2) : std::string("-"); };
-    s += fmt::format("{:<34} {:>9} {:>6.2f} {:>8.3f} {:>24} {:>27} {:>8.4f} {:>20} {:>18} {:>18}\n", model_name(m),
-                     size, m.linear_bits_per_weight, m.perplexity, with_interval(m.text_ci.ppl_ratio, 4),
-                     with_interval(m.text_ci.kl_mean, 4), m.kl_p99, with_interval(m.text_ci.same_top, 1, 100),
+    s += fmt::format("{:<34} {:>9} {:>6.2f} {:>26} {:>24} {:>27} {:>21} {:>20} {:>18} {:>18}\n", model_name(m),
+                     size, m.linear_bits_per_weight, with_interval(m.text_ci.ppl, 3), with_interval(m.text_ci.ppl_ratio, 4),
+                     with_interval(m.text_ci.kl_mean, 4), with_interval(m.text_ci.kl_p99, 3),
+                     with_interval(m.text_ci.same_top, 1, 100),
                      acc(m.acceptance_ci.greedy), acc(m.acceptance_ci.expected));
   };
   row(base, true);
@@ -464,6 +467,7 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
     mq.top1 = mq.stats.same_top;
     mq.window_sums = window_sums(scores, window_sizes);
     mq.text_ci = text_intervals(mq.window_sums, rep.bootstrap);
+    mq.text_ci.kl_p99 = kl_percentile_interval(scores, window_sizes, 0.99, rep.bootstrap);
     SpecStats st;
     for (const auto& p : ptoks) {
       SpecStats one;

@@ -87,6 +87,8 @@ const auto kWin = [](const WindowSums& w) { return static_cast<double>(w.count);
 const auto kKl = [](const WindowSums& w) { return w.kl; };
 const auto kTop = [](const WindowSums& w) { return w.same_top; };
 const auto kLnRatio = [](const WindowSums& w) { return w.nll - w.nll_base; };
+const auto kNll = [](const WindowSums& w) { return w.nll; };
+const auto kNllBase = [](const WindowSums& w) { return w.nll_base; };
 const auto kSteps = [](const PromptSums& p) { return static_cast<double>(p.steps); };
 const auto kGreedy = [](const PromptSums& p) { return p.greedy; };
 const auto kExpected = [](const PromptSums& p) { return p.expected; };
@@ -227,7 +229,24 @@ TextIntervals text_intervals(const std::vector<WindowSums>& w, const BootstrapOp
   t.kl_mean = bootstrap(n, o, kText, [&](const auto& idx) { return ratio_of(w, idx, kKl, kWin); });
   t.ppl_ratio = bootstrap(n, o, kText, [&](const auto& idx) { return exp_or_nan(ratio_of(w, idx, kLnRatio, kWin)); });
   t.same_top = bootstrap(n, o, kText, [&](const auto& idx) { return ratio_of(w, idx, kTop, kWin); });
+  t.ppl = bootstrap(n, o, kText, [&](const auto& idx) { return exp_or_nan(ratio_of(w, idx, kNll, kWin)); });
+  t.ppl_base = bootstrap(n, o, kText, [&](const auto& idx) { return exp_or_nan(ratio_of(w, idx, kNllBase, kWin)); });
   return t;
+}
+
+Interval kl_percentile_interval(const std::vector<PositionScore>& scores, const std::vector<std::int64_t>& window_sizes,
+                                double fraction, const BootstrapOptions& o) {
+  std::vector<std::size_t> start{0};
+  for (auto n : window_sizes) start.push_back(start.back() + static_cast<std::size_t>(n));
+  if (start.back() != scores.size()) throw Error(ErrorKind::Internal, "window sizes do not cover the scored positions");
+  std::vector<double> kl;
+  return bootstrap(window_sizes.size(), o, kText, [&](const auto& idx) {
+    kl.clear();
+    for (auto i : idx)
+      for (std::size_t p = start[i]; p < start[i + 1]; ++p) kl.push_back(scores[p].kl);
+    std::sort(kl.begin(), kl.end());
+    return interpolated_percentile(kl, fraction);
+  });
 }
 
 AcceptanceIntervals acceptance_intervals(const std::vector<PromptSums>& p, const BootstrapOptions& o) {
@@ -264,7 +283,8 @@ PairedDifference paired_difference(const std::vector<WindowSums>& a, const std::
 }
 
 json TextIntervals::to_json() const {
-  return {{"kl_mean", kl_mean.to_json()}, {"ppl_ratio", ppl_ratio.to_json()}, {"same_top_p", same_top.to_json()}};
+  return {{"kl_mean", kl_mean.to_json()}, {"ppl_ratio", ppl_ratio.to_json()}, {"same_top_p", same_top.to_json()},
+          {"ppl", ppl.to_json()},         {"ppl_base", ppl_base.to_json()},   {"kl_p99", kl_p99.to_json()}};
 }
 
 json AcceptanceIntervals::to_json() const {

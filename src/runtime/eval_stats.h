@@ -87,12 +87,19 @@ double interpolated_percentile(const std::vector<double>& sorted, double fractio
 std::vector<WindowSums> window_sums(const std::vector<PositionScore>& scores,
                                     const std::vector<std::int64_t>& window_sizes);
 
-// 95% intervals over windows. ppl_ratio is exp(mean nll - mean nll_base).
+// 95% intervals over windows. ppl is exp(mean nll), ppl_base the base's on
+// the same windows, ppl_ratio exp(mean nll - mean nll_base); kl_p99 is set by
+// kl_percentile_interval (it needs every position, not window sums).
 struct TextIntervals {
-  Interval kl_mean, ppl_ratio, same_top;
+  Interval kl_mean, ppl_ratio, same_top, ppl, ppl_base, kl_p99;
   nlohmann::json to_json() const;
 };
 TextIntervals text_intervals(const std::vector<WindowSums>& windows, const BootstrapOptions& o = {});
+
+// The KL percentile over all positions (llama.cpp's interpolation) and its
+// interval over the same resamples of whole windows as text_intervals.
+Interval kl_percentile_interval(const std::vector<PositionScore>& scores, const std::vector<std::int64_t>& window_sizes,
+                                double fraction, const BootstrapOptions& o = {});
 
 struct AcceptanceIntervals {
   Interval greedy, expected;  // accepted tokens per verification step

@@ -2,6 +2,7 @@
 // properties of the bootstrap intervals and paired differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -85,6 +86,46 @@ TEST(EvalStats, IntervalsContainTheEstimateAndNarrowWithMoreWindows) {
   const auto again = text_intervals(random_windows(8, 0.1, 1));
   EXPECT_EQ(again.kl_mean.lo, few.kl_mean.lo);
   EXPECT_EQ(again.kl_mean.hi, few.kl_mean.hi);
+}
+
+TEST(EvalStats, PerplexityIntervalsAreTheExpOfTheMeanNll) {
+  const auto w = random_windows(16, 0.1, 3);
+  double nll = 0, nll_base = 0, n = 0;
+  for (const auto& x : w) {
+    nll += x.nll;
+    nll_base += x.nll_base;
+    n += static_cast<double>(x.count);
+  }
+  const auto t = text_intervals(w);
+  EXPECT_DOUBLE_EQ(t.ppl.value, std::exp(nll / n));
+  EXPECT_DOUBLE_EQ(t.ppl_base.value, std::exp(2.0));
+  EXPECT_LT(t.ppl.lo, t.ppl.value);
+  EXPECT_GT(t.ppl.hi, t.ppl.value);
+  EXPECT_NEAR(t.ppl_base.lo, std::exp(2.0), 1e-12);  // every window's base nll is 2 per position
+  EXPECT_NEAR(t.ppl_base.hi, std::exp(2.0), 1e-12);
+}
+
+TEST(EvalStats, KlPercentileIntervalResamplesWholeWindows) {
+  std::mt19937_64 rng(9);
+  std::exponential_distribution<double> e(10.0);
+  std::vector<PositionScore> scores(32 * 40);
+  std::vector<double> kl;
+  for (auto& p : scores) kl.push_back(p.kl = e(rng));
+  const std::vector<std::int64_t> sizes(32, 40);
+  std::sort(kl.begin(), kl.end());
+  const auto p99 = kl_percentile_interval(scores, sizes, 0.99);
+  EXPECT_DOUBLE_EQ(p99.value, interpolated_percentile(kl, 0.99));
+  EXPECT_LT(p99.lo, p99.value);
+  EXPECT_GT(p99.hi, p99.value);
+  EXPECT_NEAR(p99.value, std::log(100.0) / 10, 0.1);  // the exponential's 99th percentile
+  // One window far out moves the percentile only in the resamples that draw it.
+  auto spiked = scores;
+  for (std::size_t i = 0; i < 40; ++i) spiked[i].kl = 5.0;
+  const auto s99 = kl_percentile_interval(spiked, sizes, 0.99);
+  EXPECT_GT(s99.hi, 4.0);
+  EXPECT_LT(s99.lo, 1.0);
+  EXPECT_TRUE(std::isnan(kl_percentile_interval(scores, std::vector<std::int64_t>(4, 320), 0.99).lo));
+  EXPECT_THROW(kl_percentile_interval(scores, std::vector<std::int64_t>(31, 40), 0.99), Error);
 }
 
 TEST(EvalStats, FewWindowsHaveNoInterval) {
