@@ -74,13 +74,10 @@ std::string hash_hex(std::uint64_t h) { return fmt::format("{:016x}", h); }
 
 namespace {
 
-// The manifest is written as text directly, one line per tensor: built as a
-// JSON tree and printed, it took 8-13 ms after the last shard of a
-// 272-tensor model (allocating, sorting and freeing ~6,000 nodes).
+// The manifest is written as text, one line per tensor: a nlohmann tree of
+// 70,000 tensors costs seconds more (docs/BENCHMARKS.md, "The manifest as text").
 // Numbers are printed by fmt (shortest round trip; non-finite values become
-// null, as nlohmann::json prints them), strings by append_json_string (one
-// nlohmann dump() per value cost 7 ms for every string and number of that
-// model).
+// null, as nlohmann::json prints them), strings by append_json_string.
 class ManifestText {
  public:
   explicit ManifestText(std::size_t tensors) { out_.reserve(1024 + 512 * tensors); }
