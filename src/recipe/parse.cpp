@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"
@@ -92,9 +93,9 @@ T lookup(const Ctx& c, const YAML::Node& n, const std::string& what,
 ActMode act_mode(const Ctx& c, const YAML::Node& n) {
   const std::string v = scalar(c, n, "activations");
   std::vector<std::string> names;
-  for (ActMode a : quant::all_act_modes()) {
-    if (v == quant::act_mode_name(a)) return a;
-    names.emplace_back(quant::act_mode_name(a));
+  for (const quant::ActModeTraits& a : quant::all_act_mode_traits()) {
+    if (v == a.name) return a.mode;
+    names.emplace_back(a.name);
   }
   fail(c, n, fmt::format("unknown activations '{}' (expected one of: {})", v, fmt::join(names, ", ")));
 }
