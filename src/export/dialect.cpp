@@ -16,6 +16,7 @@
 #include "export/dialect_internal.h"
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
+#include "quant/act_modes.h"
 
 namespace selq::exporter {
 
@@ -40,21 +41,7 @@ std::optional<Dialect> dialect_from_name(const std::string& name) {
   return std::nullopt;
 }
 
-static std::string act_label(ActMode a) {
-  switch (a) {
-    case ActMode::None: return "weight-only";
-    case ActMode::FP8PerToken: return "input fp8 per-token dynamic";
-    case ActMode::FP8PerTokenGroup128: return "input fp8 per-token-group-128 dynamic";
-    case ActMode::FP8StaticTensor: return "input fp8 per-tensor static";
-    case ActMode::FP8DynamicTensor: return "input fp8 per-tensor dynamic";
-    case ActMode::MXFP4Dynamic: return "input mxfp4 dynamic";
-    case ActMode::MXFP8Dynamic: return "input mxfp8 dynamic";
-    case ActMode::NVFP4: return "input nvfp4";
-  }
-  return "?";
-}
-
-std::string scheme_label(const SchemeSpec& s) { return s.name() + ", " + act_label(s.act); }
+std::string scheme_label(const SchemeSpec& s) { return s.name() + ", " + quant::act_mode_traits(s.act).label; }
 
 Dialect parse_dialect(const std::string& name) {
   auto d = dialect_from_name(name);

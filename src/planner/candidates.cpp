@@ -6,47 +6,36 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
-#include "recipe/recipe.h"
 
 namespace selq::planner {
 namespace {
 
 using enum Hardware;
-
-quant::SchemeSpec parse_candidate_scheme(const std::string& id, const std::string& scheme,
-                                         const std::string& options) {
-  std::string yaml = fmt::format("name: candidate\nrules:\n  - match: x\n    scheme: {}\n", scheme);
-  if (!options.empty()) yaml += fmt::format("    options: {}\n", options);
-  auto recipe = recipe::parse_recipe(yaml, "candidate " + id);
-  return recipe.rules.at(0).scheme;
-}
+using quant::ActMode;
+using quant::SchemeKind;
 
 std::vector<Candidate> make_candidates() {
-  struct Row {
-    const char *id, *scheme, *options, *description;
-    std::vector<Hardware> runs_on;
-  };
   // Hardware per ENGINES.md: Blackwell runs NVFP4/MXFP4/MXFP8/FP8; Hopper FP8 and
   // INT4/INT8 weight-only (Marlin); MI355 MXFP4/MXFP8/FP8.
-  const std::vector<Row> rows = {
-      {"fp8-w8a8", "fp8-channel", "{activations: fp8-per-token}",
+  return {
+      {"bf16", std::nullopt, "keep the source weights (BF16/F16/F32)", {Blackwell, Hopper, Mi355}},
+      {"fp8-w8a8", quant::SchemeSpec{.kind = SchemeKind::FP8Channel, .act = ActMode::FP8PerToken},
        "FP8 E4M3 per output channel, activations FP8 per token (dynamic)", {Blackwell, Hopper, Mi355}},
-      {"fp8-w8a16", "fp8-channel", "", "FP8 E4M3 per output channel, weight-only", {Blackwell, Hopper, Mi355}},
-      {"mxfp8-w8a8", "mxfp8", "{activations: mxfp8-dynamic}", "MXFP8, activations MXFP8 (dynamic)",
-       {Blackwell, Mi355}},
-      {"int8-w8a16", "int8", "", "INT8 per output channel, weight-only", {Hopper}},
-      {"nvfp4-w4a16", "nvfp4", "", "NVFP4 (E2M1, E4M3 scale per 16, global scale), weight-only", {Blackwell}},
-      {"mxfp4-w4a16", "mxfp4", "", "MXFP4 (E2M1, E8M0 scale per 32), weight-only", {Blackwell, Mi355}},
-      {"mxfp4-w4a4", "mxfp4", "{activations: mxfp4-dynamic}", "MXFP4, activations MXFP4 (dynamic)",
-       {Blackwell, Mi355}},
-      {"int4-w4a16", "int4", "{group_size: 128}", "INT4 per group of 128 inputs, weight-only", {Hopper}},
+      {"fp8-w8a16", quant::SchemeSpec{.kind = SchemeKind::FP8Channel},
+       "FP8 E4M3 per output channel, weight-only", {Blackwell, Hopper, Mi355}},
+      {"mxfp8-w8a8", quant::SchemeSpec{.kind = SchemeKind::MXFP8, .act = ActMode::MXFP8Dynamic},
+       "MXFP8, activations MXFP8 (dynamic)", {Blackwell, Mi355}},
+      {"int8-w8a16", quant::SchemeSpec{.kind = SchemeKind::IntChannel, .bits = 8},
+       "INT8 per output channel, weight-only", {Hopper}},
+      {"nvfp4-w4a16", quant::SchemeSpec{.kind = SchemeKind::NVFP4},
+       "NVFP4 (E2M1, E4M3 scale per 16, global scale), weight-only", {Blackwell}},
+      {"mxfp4-w4a16", quant::SchemeSpec{.kind = SchemeKind::MXFP4},
+       "MXFP4 (E2M1, E8M0 scale per 32), weight-only", {Blackwell, Mi355}},
+      {"mxfp4-w4a4", quant::SchemeSpec{.kind = SchemeKind::MXFP4, .act = ActMode::MXFP4Dynamic},
+       "MXFP4, activations MXFP4 (dynamic)", {Blackwell, Mi355}},
+      {"int4-w4a16", quant::SchemeSpec{.kind = SchemeKind::IntGroup, .bits = 4, .group_size = 128},
+       "INT4 per group of 128 inputs, weight-only", {Hopper}},
   };
-  std::vector<Candidate> out;
-  out.push_back({"bf16", "keep", "", std::nullopt, "keep the source weights (BF16/F16/F32)", {Blackwell, Hopper, Mi355}});
-  for (const auto& r : rows)
-    out.push_back({r.id, r.scheme, r.options, parse_candidate_scheme(r.id, r.scheme, r.options), r.description,
-                   r.runs_on});
-  return out;
 }
 
 }  // namespace

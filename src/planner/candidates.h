@@ -1,8 +1,9 @@
 #pragma once
 // The formats the planner chooses between: a scheme with the activation mode
 // engines run it with ("nvfp4-w4a16", "fp8-w8a8", ...), plus "bf16" (keep).
-// Each is written as the recipe text it becomes, and its SchemeSpec comes from
-// parsing that text, so a plan and the recipe it emits cannot disagree.
+// The emitted recipe writes each spec with recipe::scheme_text, which parses
+// back to the same spec, so a plan and its recipe cannot disagree.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,6 @@ std::string hardware_name(Hardware h);
 
 struct Candidate {
   std::string id;                         // "nvfp4-w4a16"
-  std::string recipe_scheme;              // recipe `scheme:` value ("nvfp4"; "keep" for bf16)
-  std::string recipe_options;             // recipe `options:` flow map, or "" for none
   std::optional<quant::SchemeSpec> spec;  // nullopt: keep the source float weights
   std::string description;                // one line for --help and the emitted recipe
   std::vector<Hardware> runs_on;          // hardware whose kernels run it (Any is implied)

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "export/module_names.h"
+#include "recipe/recipe.h"
 
 namespace selq::planner {
 
@@ -262,8 +263,9 @@ std::string mix_recipe(const Mix& mix, const UnitLayout& layout, const std::stri
       y += "  - match:\n";
       for (const auto& p : patterns) y += fmt::format("      - \"{}\"\n", p);
     }
-    y += fmt::format("    scheme: {}\n", cand->recipe_scheme);
-    if (!cand->recipe_options.empty()) y += fmt::format("    options: {}\n", cand->recipe_options);
+    const recipe::SchemeText text = cand->spec ? recipe::scheme_text(*cand->spec) : recipe::SchemeText{"keep", ""};
+    y += fmt::format("    scheme: {}\n", text.scheme);
+    if (!text.options.empty()) y += fmt::format("    options: {}\n", text.options);
   }
   if (groups.empty()) y += "  []\n";
   y += "default: null\n";

@@ -1,6 +1,7 @@
 // Reference activation quantize-dequantize, as the engines do at run time.
 #include <fmt/format.h>
 
+#include "quant/act_modes.h"
 #include "quant/detail.h"
 
 namespace selq::quant {
@@ -53,43 +54,50 @@ void qdq_nvfp4(float* x, std::size_t n, float gs) {
 
 }  // namespace
 
-void qdq_activation_row(ActMode mode, float* x, std::size_t n, float static_scale,
-                        ScaleRule mx_rule) {
-  switch (mode) {
-    case ActMode::None: return;
-    case ActMode::FP8PerToken:
-    case ActMode::FP8DynamicTensor: {
-      // The caller passes one token (per-token) or the whole tensor flattened
-      // (dynamic per-tensor); either way one scale for all n values.
-      const float amax = amax_of(x, n);
-      if (amax == 0.0f) return;  // all zeros stay zeros (s would be 0)
-      qdq_fp8(x, n, amax / 448.0f);
-      return;
-    }
-    case ActMode::FP8PerTokenGroup128:
-      // DeepSeek-V3 act_quant: s = max(amax, 1e-4) / 448 per 128 channels.
-      for (std::size_t b = 0; b < n; b += 128) {
-        const std::size_t k = std::min<std::size_t>(128, n - b);
-        qdq_fp8(x + b, k, std::max(amax_of(x + b, k), 1e-4f) / 448.0f);
-      }
-      return;
-    case ActMode::FP8StaticTensor:
-      if (!(static_scale > 0.0f) || !std::isfinite(static_scale))
-        throw_bad_input(fmt::format("static FP8 activation needs a positive finite input_scale, "
-                                    "got {} (run calibration)",
-                                    static_scale));
-      qdq_fp8(x, n, static_scale);
-      return;
-    case ActMode::MXFP4Dynamic: qdq_mx(x, n, true, mx_rule); return;
-    case ActMode::MXFP8Dynamic: qdq_mx(x, n, false, mx_rule); return;
-    case ActMode::NVFP4:
-      if (!(static_scale > 0.0f) || !std::isfinite(static_scale))
-        throw_bad_input(fmt::format("NVFP4 activation needs a positive finite input global "
-                                    "scale (448*6/amax), got {} (run calibration)",
-                                    static_scale));
-      qdq_nvfp4(x, n, static_scale);
-      return;
+namespace detail {
+
+void qdq_act_none(float*, std::size_t, float, ScaleRule) {}
+
+void qdq_act_fp8_dynamic(float* x, std::size_t n, float, ScaleRule) {
+  // The caller passes one token (per-token) or the whole tensor flattened
+  // (dynamic per-tensor); either way one scale for all n values.
+  const float amax = amax_of(x, n);
+  if (amax == 0.0f) return;  // all zeros stay zeros (s would be 0)
+  qdq_fp8(x, n, amax / 448.0f);
+}
+
+void qdq_act_fp8_group128(float* x, std::size_t n, float, ScaleRule) {
+  // DeepSeek-V3 act_quant: s = max(amax, 1e-4) / 448 per 128 channels.
+  for (std::size_t b = 0; b < n; b += 128) {
+    const std::size_t k = std::min<std::size_t>(128, n - b);
+    qdq_fp8(x + b, k, std::max(amax_of(x + b, k), 1e-4f) / 448.0f);
   }
+}
+
+void qdq_act_fp8_static(float* x, std::size_t n, float static_scale, ScaleRule) {
+  if (!(static_scale > 0.0f) || !std::isfinite(static_scale))
+    throw_bad_input(fmt::format("static FP8 activation needs a positive finite input_scale, "
+                                "got {} (run calibration)",
+                                static_scale));
+  qdq_fp8(x, n, static_scale);
+}
+
+void qdq_act_mxfp4(float* x, std::size_t n, float, ScaleRule mx_rule) { qdq_mx(x, n, true, mx_rule); }
+
+void qdq_act_mxfp8(float* x, std::size_t n, float, ScaleRule mx_rule) { qdq_mx(x, n, false, mx_rule); }
+
+void qdq_act_nvfp4(float* x, std::size_t n, float static_scale, ScaleRule) {
+  if (!(static_scale > 0.0f) || !std::isfinite(static_scale))
+    throw_bad_input(fmt::format("NVFP4 activation needs a positive finite input global "
+                                "scale (448*6/amax), got {} (run calibration)",
+                                static_scale));
+  qdq_nvfp4(x, n, static_scale);
+}
+
+}  // namespace detail
+
+void qdq_activation_row(ActMode mode, float* x, std::size_t n, float static_scale, ScaleRule mx_rule) {
+  act_mode_traits(mode).qdq(x, n, static_scale, mx_rule);
 }
 
 }  // namespace selq::quant

@@ -5,17 +5,19 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "quant/act_modes.h"
 #include "quant/detail.h"
 
 namespace selq::quant {
 
 std::optional<OutTensorSpec> activation_scale_output(const SchemeSpec& spec, const Shape& weight_shape) {
-  if (spec.act != ActMode::FP8StaticTensor && spec.act != ActMode::NVFP4) return std::nullopt;
+  const InputScaleKind kind = act_mode_traits(spec.act).input_scale;
+  if (kind == InputScaleKind::None) return std::nullopt;
   if (weight_shape.size() != 2)
     throw_unsupported(fmt::format("{} with static activation scales needs a 2-D weight (got {}): "
                                   "per-expert calibration is not supported",
                                   spec.name(), shape_to_string(weight_shape)));
-  if (spec.act == ActMode::FP8StaticTensor) return OutTensorSpec{OutRole::InputScale, spec.scale_dtype, Shape{1}};
+  if (kind == InputScaleKind::FP8) return OutTensorSpec{OutRole::InputScale, spec.scale_dtype, Shape{1}};
   // Same shape convention as the weight's global scale of that convention.
   return OutTensorSpec{OutRole::InputScale, DType::F32,
                        spec.nvfp == NvfpConvention::ModelOpt ? Shape{} : Shape{1}};
@@ -29,7 +31,7 @@ void encode_activation_scale(const SchemeSpec& spec, float input_amax, std::span
   if (!(input_amax > 0.0f) || !std::isfinite(input_amax))
     throw_bad_input(fmt::format("calibrated input amax {} is not positive and finite", input_amax));
   float v = 0.0f;
-  if (spec.act == ActMode::FP8StaticTensor)
+  if (act_mode_traits(spec.act).input_scale == InputScaleKind::FP8)
     v = input_amax / 448.0f;  // dequant x = q * input_scale, like the weight scale
   else if (spec.nvfp == NvfpConvention::ModelOpt)
     v = input_amax / (6.0f * 448.0f);

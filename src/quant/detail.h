@@ -238,6 +238,16 @@ void dequantize_int(const SchemeSpec& spec, const Geometry& g,
 void dequantize_fp8_e8m0(const SchemeSpec& spec, const Geometry& g,
                          std::span<const std::span<const std::uint8_t>> outs, float* dst);
 
+// ---- activation quantize-dequantize, one per ActMode row (activation.cpp) ----
+// qdq_activation_row's arguments; a mode ignores what it does not use.
+void qdq_act_none(float* x, std::size_t n, float static_scale, ScaleRule mx_rule);
+void qdq_act_fp8_dynamic(float* x, std::size_t n, float static_scale, ScaleRule mx_rule);
+void qdq_act_fp8_group128(float* x, std::size_t n, float static_scale, ScaleRule mx_rule);
+void qdq_act_fp8_static(float* x, std::size_t n, float static_scale, ScaleRule mx_rule);
+void qdq_act_mxfp4(float* x, std::size_t n, float static_scale, ScaleRule mx_rule);
+void qdq_act_mxfp8(float* x, std::size_t n, float static_scale, ScaleRule mx_rule);
+void qdq_act_nvfp4(float* x, std::size_t n, float static_scale, ScaleRule mx_rule);
+
 }  // namespace selq::quant::detail
 
 #include "quant/detail_parallel.h"

@@ -39,6 +39,8 @@ enum class ActMode {
   MXFP8Dynamic,         // dynamic MXFP8
   NVFP4,                // NVFP4 with a static global scale (input_global_scale)
 };
+// Rows of quant/act_modes.cpp, one per mode: everything a mode is.
+inline constexpr std::size_t kActModeCount = 8;
 
 enum class NvfpConvention {
   CompressedTensors,  // weight_global_scale = 448*6/amax, divided out

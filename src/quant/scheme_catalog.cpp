@@ -1,18 +1,16 @@
 // Every scheme selq can write, and what error each is expected to keep under:
 // facts about the schemes themselves, asked by whoever reads a checkpoint back
 // (export/dialect_read) and by verify.
+#include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
 
 namespace selq::quant {
 
 std::vector<SchemeSpec> writable_schemes() {
-  const ActMode acts[] = {ActMode::None,           ActMode::FP8PerToken,      ActMode::FP8PerTokenGroup128,
-                          ActMode::FP8StaticTensor, ActMode::FP8DynamicTensor, ActMode::MXFP4Dynamic,
-                          ActMode::MXFP8Dynamic,   ActMode::NVFP4};
   std::vector<SchemeSpec> out;
-  for (auto act : acts) {
+  for (const ActModeTraits& act : all_act_mode_traits()) {
     auto add = [&](SchemeSpec s) {
-      s.act = act;
+      s.act = act.mode;
       out.push_back(s);
     };
     for (auto kind : {SchemeKind::MXFP4, SchemeKind::MXFP8})

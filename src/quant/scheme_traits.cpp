@@ -7,6 +7,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "quant/act_modes.h"
 #include "quant/detail.h"
 
 namespace selq::quant {
@@ -164,11 +165,6 @@ constexpr bool rows_in_enum_order() {
 }
 static_assert(rows_in_enum_order(), "quant/scheme_traits.cpp needs one row per SchemeKind, in enum order");
 
-constexpr std::array<ActMode, 8> kActModes = {ActMode::None,           ActMode::FP8PerToken,
-                                              ActMode::FP8PerTokenGroup128, ActMode::FP8StaticTensor,
-                                              ActMode::FP8DynamicTensor, ActMode::MXFP4Dynamic,
-                                              ActMode::MXFP8Dynamic,   ActMode::NVFP4};
-
 }  // namespace
 
 const SchemeTraits& scheme_traits(SchemeKind kind) {
@@ -178,22 +174,6 @@ const SchemeTraits& scheme_traits(SchemeKind kind) {
 }
 
 std::span<const SchemeTraits> all_scheme_traits() { return kTraits; }
-
-const char* act_mode_name(ActMode a) {
-  switch (a) {
-    case ActMode::None: return "none";
-    case ActMode::FP8PerToken: return "fp8-per-token";
-    case ActMode::FP8PerTokenGroup128: return "fp8-per-token-group128";
-    case ActMode::FP8StaticTensor: return "fp8-static";
-    case ActMode::FP8DynamicTensor: return "fp8-dynamic-tensor";
-    case ActMode::MXFP4Dynamic: return "mxfp4-dynamic";
-    case ActMode::MXFP8Dynamic: return "mxfp8-dynamic";
-    case ActMode::NVFP4: return "nvfp4";
-  }
-  return "?";
-}
-
-std::span<const ActMode> all_act_modes() { return kActModes; }
 
 std::vector<std::string> recipe_scheme_names() {
   std::vector<std::string> out;
@@ -229,8 +209,8 @@ std::string act_mismatch(const SchemeSpec& spec) {
   if (t.acts & act_bit(spec.act)) return {};
   const auto names = [](unsigned acts, const char* sep) {
     std::string s;
-    for (ActMode a : kActModes)
-      if (acts & act_bit(a)) s += fmt::format("{}'{}'", s.empty() ? "" : sep, act_mode_name(a));
+    for (const ActModeTraits& a : all_act_mode_traits())
+      if (acts & act_bit(a.mode)) s += fmt::format("{}'{}'", s.empty() ? "" : sep, a.name);
     return s;
   };
   // A kind that takes only some modes says which; otherwise the mode is one

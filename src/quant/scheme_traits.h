@@ -73,10 +73,6 @@ std::span<const SchemeTraits> all_scheme_traits();
 
 inline constexpr unsigned act_bit(ActMode a) { return 1u << static_cast<unsigned>(a); }
 
-// Recipe and config names of the activation modes ("none", "fp8-per-token", ...).
-const char* act_mode_name(ActMode a);
-std::span<const ActMode> all_act_modes();
-
 // Recipe `scheme:` values in table order ("mxfp4", ..., "int4", "int8").
 std::vector<std::string> recipe_scheme_names();
 // The spec a recipe `scheme:` value starts from, or false when none has it.

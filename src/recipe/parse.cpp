@@ -7,12 +7,15 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include "core/error.h"
+#include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"
+#include "recipe/scheme_option_values.h"
 #include "recipe/shipped.h"
 
 namespace selq::recipe {
@@ -79,8 +82,7 @@ void for_each_key(const Ctx& c, const YAML::Node& map, const std::string& what,
 }
 
 template <typename T>
-T lookup(const Ctx& c, const YAML::Node& n, const std::string& what,
-         std::initializer_list<std::pair<const char*, T>> table) {
+T lookup(const Ctx& c, const YAML::Node& n, const std::string& what, std::span<const std::pair<const char*, T>> table) {
   const std::string v = scalar(c, n, what);
   for (const auto& [name, value] : table)
     if (v == name) return value;
@@ -89,12 +91,18 @@ T lookup(const Ctx& c, const YAML::Node& n, const std::string& what,
   fail(c, n, fmt::format("unknown {} '{}' (expected one of: {})", what, v, list));
 }
 
+template <typename T>
+T lookup(const Ctx& c, const YAML::Node& n, const std::string& what,
+         std::initializer_list<std::pair<const char*, T>> table) {
+  return lookup(c, n, what, std::span(table.begin(), table.size()));
+}
+
 ActMode act_mode(const Ctx& c, const YAML::Node& n) {
   const std::string v = scalar(c, n, "activations");
   std::vector<std::string> names;
-  for (ActMode a : quant::all_act_modes()) {
-    if (v == quant::act_mode_name(a)) return a;
-    names.emplace_back(quant::act_mode_name(a));
+  for (const quant::ActModeTraits& a : quant::all_act_mode_traits()) {
+    if (v == a.name) return a.mode;
+    names.emplace_back(a.name);
   }
   fail(c, n, fmt::format("unknown activations '{}' (expected one of: {})", v, fmt::join(names, ", ")));
 }
@@ -124,15 +132,10 @@ SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::N
                    if (const std::string why = quant::act_mismatch(s); !why.empty()) fail(c, v, why);
                  } else if (key == "scale_rule") {
                    only_for(k, quant::kOptScaleRule);
-                   s.scale_rule = lookup<ScaleRule>(c, v, "scale_rule",
-                                                    {{"floor", ScaleRule::Floor},
-                                                     {"ceil", ScaleRule::Ceil},
-                                                     {"even", ScaleRule::Even},
-                                                     {"rceil", ScaleRule::RCeil}});
+                   s.scale_rule = lookup<ScaleRule>(c, v, "scale_rule", detail::kScaleRuleValues);
                  } else if (key == "scale_dtype") {
                    only_for(k, quant::kOptScaleDtype);
-                   s.scale_dtype = lookup<DType>(c, v, "scale_dtype",
-                                                 {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
+                   s.scale_dtype = lookup<DType>(c, v, "scale_dtype", detail::kScaleDtypeValues);
                  } else if (key == "scale_keepdim") {
                    only_for(k, quant::kOptScaleKeepdim);
                    s.scale_keepdim = boolean(c, v, "scale_keepdim");

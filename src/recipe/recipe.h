@@ -99,6 +99,15 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
 // The module a tensor belongs to: "x.o_proj" for x.o_proj.weight and for its
 // scales and packed forms alike (weight_scale, weight_packed, input_scale...).
 std::string owning_module(const std::string& tensor);
+// A rule's `scheme:` value and `options:` flow map ("" when the scheme's
+// defaults suffice) that parse back to `spec`, for a spec a recipe can state
+// (the NVFP4 convention, for one, is the dialect's choice).
+struct SchemeText {
+  std::string scheme;   // "int4"
+  std::string options;  // "{group_size: 128}"
+};
+SchemeText scheme_text(const quant::SchemeSpec& spec);
+
 // A scheme for messages: its one label, SchemeSpec::name(), and its activations
 // ("mxfp4 + mxfp4-dynamic activations", "fp8-block128 (weight-only)").
 std::string describe_scheme(const quant::SchemeSpec& spec);

@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
+#include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
 #include "recipe/recipe.h"
 
@@ -205,22 +206,27 @@ Linear LinearLoader::load(const std::string& module) const {
   l.act_rule = spec.scale_rule;
   l.scheme = spec.name();
   l.stored_bits = stored_bits(module);
-  if (spec.act == ActMode::FP8StaticTensor) {
-    auto name = module + ".input_scale";
-    if (!ck.find(name)) throw_bad_input(fmt::format("{}: static FP8 activations need {}", ck.dir(), name));
-    l.act_static_scale = read_scalar(ck.view(name));
-  } else if (spec.act == ActMode::NVFP4) {
-    // qdq_activation_row takes the compressed-tensors convention (448*6/amax);
-    // ModelOpt stores its reciprocal as input_scale.
-    if (ck.find(module + ".input_global_scale")) {
-      l.act_static_scale = read_scalar(ck.view(module + ".input_global_scale"));
-    } else if (ck.find(module + ".input_scale")) {
-      l.act_static_scale = 1.0f / read_scalar(ck.view(module + ".input_scale"));
-    } else {
-      throw_bad_input(fmt::format("{}: NVFP4 activations of {} need a calibrated input global scale "
-                                  "(input_global_scale or input_scale); run `selq calibrate`",
-                                  ck.dir(), module));
+  switch (quant::act_mode_traits(spec.act).input_scale) {
+    case quant::InputScaleKind::None: break;
+    case quant::InputScaleKind::FP8: {
+      auto name = module + ".input_scale";
+      if (!ck.find(name)) throw_bad_input(fmt::format("{}: static FP8 activations need {}", ck.dir(), name));
+      l.act_static_scale = read_scalar(ck.view(name));
+      break;
     }
+    case quant::InputScaleKind::NVFP4Global:
+      // qdq_activation_row takes the compressed-tensors convention (448*6/amax);
+      // ModelOpt stores its reciprocal as input_scale.
+      if (ck.find(module + ".input_global_scale")) {
+        l.act_static_scale = read_scalar(ck.view(module + ".input_global_scale"));
+      } else if (ck.find(module + ".input_scale")) {
+        l.act_static_scale = 1.0f / read_scalar(ck.view(module + ".input_scale"));
+      } else {
+        throw_bad_input(fmt::format("{}: NVFP4 activations of {} need a calibrated input global scale "
+                                    "(input_global_scale or input_scale); run `selq calibrate`",
+                                    ck.dir(), module));
+      }
+      break;
   }
   return l;
 }

@@ -1,7 +1,9 @@
-// The scheme table (quant/scheme_traits.h): one row per kind, in enum order,
-// and the recipe-facing helpers built from it.
+// The scheme and activation-mode tables (quant/scheme_traits.h,
+// quant/act_modes.h): one row per kind or mode, in enum order, and the
+// recipe-facing helpers built from them.
 #include <gtest/gtest.h>
 
+#include "quant/act_modes.h"
 #include "quant/scheme.h"
 #include "quant/scheme_traits.h"
 
@@ -30,4 +32,20 @@ TEST(SchemeTraits, OneRowPerKindInEnumOrder) {
               return s;
             }()),
             "nvfp4 weights take activations 'none' or 'nvfp4'");
+}
+
+TEST(ActModeTraits, OneRowPerModeInEnumOrder) {
+  ASSERT_EQ(all_act_mode_traits().size(), kActModeCount);
+  for (std::size_t i = 0; i < kActModeCount; ++i) {
+    const auto a = static_cast<ActMode>(i);
+    EXPECT_EQ(act_mode_traits(a).mode, a);
+    // A static mode is one whose scheme stores a calibrated input scale.
+    SchemeSpec s;
+    s.kind = a == ActMode::NVFP4 ? SchemeKind::NVFP4 : SchemeKind::FP8Channel;
+    s.act = a;
+    EXPECT_EQ(act_mode_traits(a).is_static(), activation_scale_output(s, selq::Shape{4, 32}).has_value())
+        << act_mode_name(a);
+  }
+  EXPECT_STREQ(act_mode_name(ActMode::FP8StaticTensor), "fp8-static");
+  EXPECT_EQ(act_mode_traits(ActMode::NVFP4).input_scale, InputScaleKind::NVFP4Global);
 }
