@@ -94,7 +94,7 @@ float span_amax_fast(const TensorView& src, std::uint64_t first, std::uint64_t c
       const std::uint64_t n = std::min(kChunk, first + count - f);
       float a;
       if (bf16)
-        a = bf16_to_f32(bf16_amax_bits_simd(reinterpret_cast<const std::uint16_t*>(data) + f, n));
+        a = amax_bf16(reinterpret_cast<const std::uint16_t*>(data) + f, n);
       else
         a = amax_f32(reinterpret_cast<const float*>(data) + f, n);
       partial[static_cast<std::size_t>(c)] = a;

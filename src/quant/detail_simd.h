@@ -35,9 +35,6 @@ void load_bf16_block_amax_simd(const std::uint16_t* h, std::size_t n, std::size_
 const float* load_row_block_amax(DType t, const std::uint8_t* data, std::uint64_t first,
                                  std::size_t n, std::size_t bw, float* buf, float* amax);
 
-// max(h & 0x7FFF) over n BF16 values (h 2-byte aligned).
-std::uint16_t bf16_amax_bits_simd(const std::uint16_t* h, std::size_t n);
-
 // span_amax (detail.h) without staging the data through an F32 buffer for
 // BF16 and aligned F32 sources; identical result (non-finite spans are
 // handed to span_amax itself, whose NaN it returns).

@@ -261,23 +261,6 @@ void LoadBf16BlockAmax(const std::uint16_t* h, std::size_t n, std::size_t bw, fl
   }
 }
 
-// max of (h & 0x7FFF) over n BF16 values: the bit pattern of amax for finite
-// inputs (and >= 0x7F80 when any is NaN/Inf).
-std::uint16_t Bf16AmaxBits(const std::uint16_t* h, std::size_t n) {
-  const hn::ScalableTag<std::uint16_t> d16;
-  const std::size_t N = hn::Lanes(d16);
-  const auto mask = hn::Set(d16, std::uint16_t{0x7FFF});
-  auto m0 = hn::Zero(d16), m1 = hn::Zero(d16);
-  std::size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    m0 = hn::Max(m0, hn::And(hn::LoadU(d16, h + i), mask));
-    m1 = hn::Max(m1, hn::And(hn::LoadU(d16, h + i + N), mask));
-  }
-  std::uint16_t r = hn::GetLane(hn::MaxOfLanes(d16, hn::Max(m0, m1)));
-  for (; i < n; ++i) r = std::max(r, static_cast<std::uint16_t>(h[i] & 0x7FFF));
-  return r;
-}
-
 // Powers of two 2^k for integer lanes k in [-127, 127].
 HWY_INLINE VF Pow2(VI k) {
   const DI di;
@@ -671,7 +654,6 @@ HWY_EXPORT(E2m1Blocks);
 HWY_EXPORT(E4m3Blocks);
 HWY_EXPORT(BlockMinMax);
 HWY_EXPORT(LoadBf16BlockAmax);
-HWY_EXPORT(Bf16AmaxBits);
 HWY_EXPORT(IntGroups);
 
 void block_amax_simd(const float* x, std::size_t n, std::size_t bw, float* amax) {
@@ -699,9 +681,6 @@ void e4m3_blocks_simd(const float* x, std::size_t n, std::size_t bw, const float
 void load_bf16_block_amax_simd(const std::uint16_t* h, std::size_t n, std::size_t bw, float* out,
                                float* amax) {
   HWY_DYNAMIC_DISPATCH(LoadBf16BlockAmax)(h, n, bw, out, amax);
-}
-std::uint16_t bf16_amax_bits_simd(const std::uint16_t* h, std::size_t n) {
-  return HWY_DYNAMIC_DISPATCH(Bf16AmaxBits)(h, n);
 }
 void block_minmax_simd(const float* x, std::size_t n, std::size_t gw, float* mn, float* mx) {
   HWY_DYNAMIC_DISPATCH(BlockMinMax)(x, n, gw, mn, mx);
