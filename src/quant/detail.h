@@ -251,8 +251,34 @@ void qdq_act_nvfp4(float* x, std::size_t n, float static_scale, ScaleRule mx_rul
 }  // namespace selq::quant::detail
 
 #include "quant/detail_parallel.h"
+#include "quant/detail_simd.h"
 
 namespace selq::quant::detail {
+// The row loop of the one-scale-per-row kinds (FP8 per tensor and per
+// channel, FP8 E8M0): over the job's expert matrix in chunks of `chunk` rows
+// (for_row_chunks), loads each row as F32 together with its amax (one block:
+// exact for a finite row, and it decides finiteness), has check_finite refuse
+// a non-finite row unless allowed, and calls
+// row_fn(r, row, amax, finite, m) with the chunk's metrics m.
+template <class RowFn>
+void for_each_loaded_row(const MatrixJob& job, std::int64_t chunk, ErrorMetrics& total, RowFn&& row_fn) {
+  const std::int64_t in = job.g.in, out = job.g.out;
+  const DType t = job.src->info->dtype;
+  const std::uint8_t* src = job.src->bytes.data();
+  const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
+  for_row_chunks(out, chunk, total, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+    std::vector<float> buf(static_cast<std::size_t>(in));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
+      float amax = 0.0f;
+      const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
+      const bool finite = all_finite(&amax, 1);
+      if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);  // throws unless allowed
+      row_fn(r, row, amax, finite, m);
+    }
+  });
+}
+
 // Convention-dependent per-tensor NVFP4 scale for a tensor (or fused group)
 // of amax `amax` whose arithmetic dtype is `t` (see nvfp4.cpp).
 float nvfp4_global_scale(NvfpConvention conv, DType t, float amax);

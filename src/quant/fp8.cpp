@@ -109,27 +109,19 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
       ts = fp8_scale(p, given ? *given : span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(out * in)));
       store_float(p.sd, sout, static_cast<std::uint64_t>(job.e), ts);
     }
-    for_row_chunks(out, kFp8ChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
-      std::vector<float> buf(static_cast<std::size_t>(in));
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
-        // The row's amax (one block) comes with the load and decides
-        // finiteness too: a finite row's amax is exact either way.
-        float amax = 0.0f;
-        const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
-        const bool finite = all_finite(&amax, 1);
-        if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
-        if (!tensor) {
-          const float s = fp8_channel_row(p, row, buf.size(), amax, finite, wout + r * in, m);
-          store_float(p.sd, sout, static_cast<std::uint64_t>(job.e * out + r), s);
-          continue;
-        }
-        ErrorMetrics rm;
-        fp8_run(p, row, buf.size(), ts, wout + r * in, rm, finite);
-        rm.clipped_blocks = 0;  // counted once below
-        rm.blocks = 0;
-        m.merge(rm);
+    const std::size_t n = static_cast<std::size_t>(in);
+    for_each_loaded_row(job, kFp8ChunkRows, metrics, [&](std::int64_t r, const float* row, float amax, bool finite,
+                                                         ErrorMetrics& m) {
+      if (!tensor) {
+        const float s = fp8_channel_row(p, row, n, amax, finite, wout + r * in, m);
+        store_float(p.sd, sout, static_cast<std::uint64_t>(job.e * out + r), s);
+        return;
       }
+      ErrorMetrics rm;
+      fp8_run(p, row, n, ts, wout + r * in, rm, finite);
+      rm.clipped_blocks = 0;  // counted once below
+      rm.blocks = 0;
+      m.merge(rm);
     });
     if (tensor && !job.pieces) {  // for a block, merge_pieces counts it
       metrics.blocks += 1;

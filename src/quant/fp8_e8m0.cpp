@@ -32,21 +32,12 @@ std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t 
 void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& metrics) {
   const SchemeSpec& spec = *job.spec;
   const std::int64_t in = job.g.in, out = job.g.out;
-  const DType t = job.src->info->dtype;
-  const std::uint8_t* src = job.src->bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
   std::uint8_t* wout = job.outs[0].data() + base0;
   std::uint8_t* sout = job.outs[1].data() + job.e * out;
-  for_row_chunks(out, kFp8ChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
-    std::vector<float> buf(static_cast<std::size_t>(in));
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
-      float amax = 0.0f;
-      const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
-      const bool finite = all_finite(&amax, 1);
-      if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);  // throws unless allowed
-      sout[r] = fp8_e8m0_row(spec, row, buf.size(), amax, finite, wout + r * in, m);
-    }
+  for_each_loaded_row(job, kFp8ChunkRows, metrics, [&](std::int64_t r, const float* row, float amax, bool finite,
+                                                       ErrorMetrics& m) {
+    sout[r] = fp8_e8m0_row(spec, row, static_cast<std::size_t>(in), amax, finite, wout + r * in, m);
   });
 }
 
