@@ -81,23 +81,25 @@ json fp_args(int bits, const std::string& strategy, json group_size, json dynami
           {"strategy", strategy}, {"dynamic", dynamic}};
 }
 
+// MXFP4/MXFP8 (weights or dynamic input): groups of 32 with E8M0 scales.
+json mx_args(int bits, bool dynamic) {
+  json a = fp_args(bits, "group", 32, dynamic);
+  a["scale_dtype"] = "torch.uint8";
+  return a;
+}
+
+// NVFP4: groups of 16 with E4M3 scales under a per-tensor global scale.
+json nvfp4_args(json dynamic) {
+  json a = fp_args(4, "tensor_group", 16, dynamic);
+  a["scale_dtype"] = "torch.float8_e4m3fn";
+  return a;
+}
+
 json weight_args(const SchemeSpec& s) {
   switch (s.kind) {
-    case SchemeKind::MXFP4: {
-      json a = fp_args(4, "group", 32, false);
-      a["scale_dtype"] = "torch.uint8";
-      return a;
-    }
-    case SchemeKind::MXFP8: {
-      json a = fp_args(8, "group", 32, false);
-      a["scale_dtype"] = "torch.uint8";
-      return a;
-    }
-    case SchemeKind::NVFP4: {
-      json a = fp_args(4, "tensor_group", 16, false);
-      a["scale_dtype"] = "torch.float8_e4m3fn";
-      return a;
-    }
+    case SchemeKind::MXFP4: return mx_args(4, false);
+    case SchemeKind::MXFP8: return mx_args(8, false);
+    case SchemeKind::NVFP4: return nvfp4_args(false);
     case SchemeKind::FP8Tensor: return fp_args(8, "tensor", nullptr, false);
     case SchemeKind::FP8Channel: return fp_args(8, "channel", nullptr, false);
     case SchemeKind::FP8Block: {
@@ -131,19 +133,10 @@ json input_args(const SchemeSpec& s) {
       return a;
     }
     case ActMode::FP8DynamicTensor: return fp_args(8, "tensor", nullptr, true);
-    case ActMode::MXFP4Dynamic: {
-      json a = fp_args(4, "group", 32, true);
-      a["scale_dtype"] = "torch.uint8";
-      return a;
-    }
-    case ActMode::MXFP8Dynamic: {
-      json a = fp_args(8, "group", 32, true);
-      a["scale_dtype"] = "torch.uint8";
-      return a;
-    }
+    case ActMode::MXFP4Dynamic: return mx_args(4, true);
+    case ActMode::MXFP8Dynamic: return mx_args(8, true);
     case ActMode::NVFP4: {
-      json a = fp_args(4, "tensor_group", 16, "local");
-      a["scale_dtype"] = "torch.float8_e4m3fn";
+      json a = nvfp4_args("local");
       a["observer"] = "static_minmax";
       return a;
     }
