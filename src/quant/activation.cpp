@@ -52,6 +52,12 @@ void qdq_nvfp4(float* x, std::size_t n, float gs) {
   }
 }
 
+// A static mode's calibrated scale; `need` says which one, for the error.
+void require_static_scale(float static_scale, const char* need) {
+  if (!(static_scale > 0.0f) || !std::isfinite(static_scale))
+    throw_bad_input(fmt::format("{}, got {} (run calibration)", need, static_scale));
+}
+
 }  // namespace
 
 namespace detail {
@@ -75,10 +81,7 @@ void qdq_act_fp8_group128(float* x, std::size_t n, float, ScaleRule) {
 }
 
 void qdq_act_fp8_static(float* x, std::size_t n, float static_scale, ScaleRule) {
-  if (!(static_scale > 0.0f) || !std::isfinite(static_scale))
-    throw_bad_input(fmt::format("static FP8 activation needs a positive finite input_scale, "
-                                "got {} (run calibration)",
-                                static_scale));
+  require_static_scale(static_scale, "static FP8 activation needs a positive finite input_scale");
   qdq_fp8(x, n, static_scale);
 }
 
@@ -87,10 +90,7 @@ void qdq_act_mxfp4(float* x, std::size_t n, float, ScaleRule mx_rule) { qdq_mx(x
 void qdq_act_mxfp8(float* x, std::size_t n, float, ScaleRule mx_rule) { qdq_mx(x, n, false, mx_rule); }
 
 void qdq_act_nvfp4(float* x, std::size_t n, float static_scale, ScaleRule) {
-  if (!(static_scale > 0.0f) || !std::isfinite(static_scale))
-    throw_bad_input(fmt::format("NVFP4 activation needs a positive finite input global "
-                                "scale (448*6/amax), got {} (run calibration)",
-                                static_scale));
+  require_static_scale(static_scale, "NVFP4 activation needs a positive finite input global scale (448*6/amax)");
   qdq_nvfp4(x, n, static_scale);
 }
 

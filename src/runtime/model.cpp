@@ -156,7 +156,7 @@ std::uint64_t LlamaModel::parameters() const {
 }
 
 double LlamaModel::linear_bits_per_weight() const {
-  double bits = head_stored_bits_, elements = head_stored_bits_ > 0 ? static_cast<double>(head_.size()) : 0.0;
+  double bits = head_stored_bits_, elements = static_cast<double>(head_.size());  // both 0 when tied
   for (const auto& L : layers_)
     for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
       bits += l->stored_bits;
