@@ -38,7 +38,8 @@ constexpr std::size_t kFlushEvery = 512;
 // inside the kernels' loops, GCC rebuilt each constant as mov + vmovd +
 // vpbroadcastd at every use once the loop ran out of registers (44 of them in
 // E4m3Blocks); hidden behind an empty asm it keeps the value in a register or
-// reloads it from the stack, one folded load.
+// reloads it from the stack, one folded load. That bought 16% on AVX2; on AVX3
+// (32 registers) it changes nothing measurable (docs/BENCHMARKS.md, "Schemes").
 template <class D, class T>
 HWY_INLINE hn::Vec<D> Opaque(D d, T k) {
   auto v = hn::Set(d, static_cast<hn::TFromD<D>>(k));
