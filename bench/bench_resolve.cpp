@@ -76,13 +76,9 @@ ConfigInput kimi_k3(Dialect d, int layers, int experts = 384) {
   return {ms, nullptr};
 }
 
+// The dialect's writer alone, without build_quantization_config's self-check.
 nlohmann::json write_config(Dialect d, const ConfigInput& in) {
-  switch (d) {
-    case Dialect::CompressedTensors: return detail::ct_build(in).quantization_config;
-    case Dialect::Quark: return detail::quark_build(in).quantization_config;
-    case Dialect::ModelOpt: return detail::modelopt_build(in).quantization_config;
-  }
-  return nullptr;
+  return detail::dialect_ops(d).build(in).quantization_config;
 }
 
 // Layers for ~10k, ~35k and ~70k modules (1,162 modules per MoE layer).

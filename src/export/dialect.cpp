@@ -1,4 +1,4 @@
-// Dispatch from the Dialect enum to the per-dialect tables, and what the
+// Dispatch from the Dialect enum to each dialect's DialectOps, and what the
 // dialects share: Quark's and ModelOpt's common adapt, scheme grouping, the
 // fused/expert consistency rule, expert name compression, and the post-build
 // self-check against the engine resolvers (a config that some engine would
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,7 @@
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
 #include "quant/act_modes.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::exporter {
 
@@ -24,20 +26,27 @@ using quant::ActMode;
 using quant::SchemeKind;
 using quant::SchemeSpec;
 
-std::string dialect_name(Dialect d) {
+namespace detail {
+
+const DialectOps& dialect_ops(Dialect d) {
   switch (d) {
-    case Dialect::CompressedTensors: return "compressed-tensors";
-    case Dialect::Quark: return "quark";
-    case Dialect::ModelOpt: return "modelopt";
+    case Dialect::CompressedTensors: return ct_ops();
+    case Dialect::Quark: return quark_ops();
+    case Dialect::ModelOpt: return modelopt_ops();
   }
-  return "unknown";
+  throw std::logic_error("dialect_ops: not a Dialect");
 }
 
+}  // namespace detail
+
+using detail::dialect_ops;
+
+std::string dialect_name(Dialect d) { return dialect_ops(d).name; }
+
 std::optional<Dialect> dialect_from_name(const std::string& name) {
-  if (name == "compressed-tensors" || name == "compressed_tensors" || name == "ct")
-    return Dialect::CompressedTensors;
-  if (name == "quark") return Dialect::Quark;
-  if (name == "modelopt") return Dialect::ModelOpt;
+  for (auto d : {Dialect::CompressedTensors, Dialect::Quark, Dialect::ModelOpt})
+    if (name == dialect_ops(d).name) return d;
+  if (name == "compressed_tensors" || name == "ct") return Dialect::CompressedTensors;
   return std::nullopt;
 }
 
@@ -49,46 +58,22 @@ Dialect parse_dialect(const std::string& name) {
   return *d;
 }
 
-void check_dialect_supports(Dialect d, const SchemeSpec& spec) {
-  switch (d) {
-    case Dialect::CompressedTensors: return detail::ct_check(spec);
-    case Dialect::Quark: return detail::quark_check(spec);
-    case Dialect::ModelOpt: return detail::modelopt_check(spec);
-  }
-}
+void check_dialect_supports(Dialect d, const SchemeSpec& spec) { dialect_ops(d).check(spec); }
 
 SchemeSpec adapt_scheme_for_dialect(Dialect d, SchemeSpec spec, DType model_dtype) {
   if (!dtype_is_float_source(model_dtype) || model_dtype == DType::F64) model_dtype = DType::BF16;
-  switch (d) {
-    case Dialect::CompressedTensors: return detail::ct_adapt(spec, model_dtype);
-    case Dialect::Quark:
-    case Dialect::ModelOpt: return detail::f32_scale_adapt(spec);
-  }
-  return spec;
+  return dialect_ops(d).adapt(spec, model_dtype);
 }
 
 std::string output_tensor_name(Dialect d, const SchemeSpec& spec, quant::OutRole role,
                                const std::string& module) {
-  std::string suffix;
-  switch (d) {
-    case Dialect::CompressedTensors: suffix = detail::ct_suffix(spec, role); break;
-    case Dialect::Quark: suffix = detail::quark_suffix(spec, role); break;
-    case Dialect::ModelOpt: suffix = detail::modelopt_suffix(spec, role); break;
-  }
-  return module + "." + suffix;
+  return module + "." + dialect_ops(d).suffix(spec, role);
 }
 
-nlohmann::json scheme_config_json(Dialect d, const SchemeSpec& spec) {
-  switch (d) {
-    case Dialect::CompressedTensors: return detail::ct_scheme_json(spec);
-    case Dialect::Quark: return detail::quark_scheme_json(spec);
-    case Dialect::ModelOpt: return detail::modelopt_scheme_json(spec);
-  }
-  return nullptr;
-}
+nlohmann::json scheme_config_json(Dialect d, const SchemeSpec& spec) { return dialect_ops(d).scheme_json(spec); }
 
 nlohmann::json comparable_scheme_config(Dialect d, const nlohmann::json& scheme_json) {
-  return d == Dialect::CompressedTensors ? detail::ct_comparable(scheme_json) : scheme_json;
+  return dialect_ops(d).comparable(scheme_json);
 }
 
 ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in) {
@@ -96,12 +81,7 @@ ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in) {
     if (m.scheme) check_dialect_supports(d, *m.scheme);
   }
   detail::check_engine_groups_consistent(in);
-  ConfigOutput out;
-  switch (d) {
-    case Dialect::CompressedTensors: out = detail::ct_build(in); break;
-    case Dialect::Quark: out = detail::quark_build(in); break;
-    case Dialect::ModelOpt: out = detail::modelopt_build(in); break;
-  }
+  ConfigOutput out = dialect_ops(d).build(in);
   auto problems = check_config_resolution(d, in, out.quantization_config);
   if (!problems.empty()) {
     // SELQ_DEBUG_CONFIG=1 prints the refused config and every problem (for bug reports).
@@ -118,7 +98,7 @@ ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in) {
 
 namespace detail {
 
-SchemeSpec f32_scale_adapt(SchemeSpec s) {
+SchemeSpec f32_scale_adapt(SchemeSpec s, DType) {
   switch (s.kind) {
     case SchemeKind::FP8Channel:
       s.scale_dtype = DType::F32;
@@ -134,6 +114,18 @@ SchemeSpec f32_scale_adapt(SchemeSpec s) {
     case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
   }
   return s;
+}
+
+void require_inputs(Dialect d, const SchemeSpec& spec, unsigned inputs, const char* why) {
+  if ((inputs & quant::act_bit(spec.act)) == 0) unsupported(d, spec, why);
+}
+
+std::vector<std::string> config_strings(const nlohmann::json& qc, const char* key) {
+  std::vector<std::string> out;
+  if (!qc.is_object() || !qc.contains(key) || !qc[key].is_array()) return out;
+  for (const auto& e : qc[key])
+    if (e.is_string()) out.push_back(e.get<std::string>());
+  return out;
 }
 
 void unsupported(Dialect d, const SchemeSpec& spec, const std::string& why) {

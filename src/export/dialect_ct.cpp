@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <memory>
 #include <regex>
@@ -41,6 +42,8 @@
 
 #include "core/error.h"
 #include "export/dialect_internal.h"
+#include "quant/act_modes.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::exporter::detail {
 
@@ -53,28 +56,6 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kLayoutVersion = "0.12.2";
-
-void require_act(const SchemeSpec& s, std::initializer_list<ActMode> ok, const char* why) {
-  for (auto a : ok) {
-    if (s.act == a) return;
-  }
-  unsupported(Dialect::CompressedTensors, s, why);
-}
-
-std::string ct_format(const SchemeSpec& s) {
-  switch (s.kind) {
-    case SchemeKind::MXFP4: return "mxfp4-pack-quantized";
-    case SchemeKind::MXFP8: return "mxfp8-quantized";
-    case SchemeKind::NVFP4: return "nvfp4-pack-quantized";
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Channel:
-    case SchemeKind::FP8Block: return "float-quantized";
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: return "pack-quantized";  // weight-only: what vLLM's WNA16 loads
-    case SchemeKind::FP8ChannelE8M0: break;                // ct_check refuses it
-  }
-  return "dense";
-}
 
 json fp_args(int bits, const std::string& strategy, json group_size, json dynamic) {
   return {{"num_bits", bits}, {"type", "float"}, {"symmetric", true}, {"group_size", group_size},
@@ -95,32 +76,92 @@ json nvfp4_args(json dynamic) {
   return a;
 }
 
-json weight_args(const SchemeSpec& s) {
-  switch (s.kind) {
-    case SchemeKind::MXFP4: return mx_args(4, false);
-    case SchemeKind::MXFP8: return mx_args(8, false);
-    case SchemeKind::NVFP4: return nvfp4_args(false);
-    case SchemeKind::FP8Tensor: return fp_args(8, "tensor", nullptr, false);
-    case SchemeKind::FP8Channel: return fp_args(8, "channel", nullptr, false);
-    case SchemeKind::FP8Block: {
-      json a = fp_args(8, "block", nullptr, false);
-      a["block_structure"] = {s.block_rows, s.block_cols};
-      return a;
-    }
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: {
-      bool group = s.kind == SchemeKind::IntGroup;
-      return {{"num_bits", s.bits},
-              {"type", "int"},
-              {"symmetric", s.symmetric},
-              {"group_size", group ? json(s.group_size) : json(nullptr)},
-              {"strategy", group ? "group" : "channel"},
-              {"dynamic", false}};
-    }
-    case SchemeKind::FP8ChannelE8M0: break;  // ct_check refuses it
-  }
-  return nullptr;
+json int_args(const SchemeSpec& s) {
+  const bool group = s.kind == SchemeKind::IntGroup;
+  return {{"num_bits", s.bits},
+          {"type", "int"},
+          {"symmetric", s.symmetric},
+          {"group_size", group ? json(s.group_size) : json(nullptr)},
+          {"strategy", group ? "group" : "channel"},
+          {"dynamic", false}};
 }
+
+std::string int_problem(const SchemeSpec& s) {
+  if (s.bits != 4 && s.bits != 8) return "int takes 4 or 8 bits";
+  if (s.kind == SchemeKind::IntGroup && s.group_size <= 0) return "group strategy needs a positive group_size";
+  return {};
+}
+
+// FP8 channel and tensor scales in the model dtype, (out, 1) / [1].
+void model_dtype_scales(SchemeSpec& s, DType model_dtype) {
+  s.scale_dtype = model_dtype;
+  s.scale_keepdim = true;
+}
+
+void int_pack_quantized(SchemeSpec& s, DType model_dtype) {
+  model_dtype_scales(s, model_dtype);
+  s.int_pack_int32 = true;  // weight-only int loads only as pack-quantized
+}
+
+constexpr unsigned kFp8Inputs = quant::act_bit(ActMode::None) | quant::act_bit(ActMode::FP8PerToken) |
+                                quant::act_bit(ActMode::FP8StaticTensor) | quant::act_bit(ActMode::FP8DynamicTensor);
+constexpr const char* kFp8InputsWhy =
+    "float-quantized FP8 takes token, tensor (static or dynamic) or no input quantization";
+
+// How compressed-tensors writes each scheme kind: one row per SchemeKind, in
+// enum order (checked below). A row without a format is refused with `why`.
+struct CtRow {
+  SchemeKind kind;
+  const char* format;  // config group `format`; nullptr: no compressed-tensors format stores it
+  unsigned inputs;     // the activation modes the format runs with (act_bit)
+  const char* why;     // the refusal when the scheme's mode is not one of them
+  json (*weights)(const SchemeSpec&);
+  void (*adapt)(SchemeSpec&, DType model_dtype);  // nullptr: stored as the scheme says
+  bool packed;                                    // `weight_packed` (int: when packed into int32)
+  std::string (*problem)(const SchemeSpec&);      // options the format refuses; nullptr: none
+};
+
+constexpr std::array<CtRow, quant::kSchemeKindCount> kRows = {{
+    {SchemeKind::MXFP4, "mxfp4-pack-quantized", quant::act_bit(ActMode::None) | quant::act_bit(ActMode::MXFP4Dynamic),
+     "mxfp4-pack-quantized takes weight-only or dynamic MXFP4 input",
+     [](const SchemeSpec&) { return mx_args(4, false); }, nullptr, true, nullptr},
+    {SchemeKind::MXFP8, "mxfp8-quantized", quant::act_bit(ActMode::None) | quant::act_bit(ActMode::MXFP8Dynamic),
+     "mxfp8-quantized takes weight-only or dynamic MXFP8 input",
+     [](const SchemeSpec&) { return mx_args(8, false); }, nullptr, false, nullptr},
+    {SchemeKind::NVFP4, "nvfp4-pack-quantized", quant::act_bit(ActMode::None) | quant::act_bit(ActMode::NVFP4),
+     "vLLM requires NVFP4 weights to have NVFP4 activations or none",
+     [](const SchemeSpec&) { return nvfp4_args(false); },
+     [](SchemeSpec& s, DType) { s.nvfp = quant::NvfpConvention::CompressedTensors; }, true, nullptr},
+    {SchemeKind::FP8Tensor, "float-quantized", kFp8Inputs, kFp8InputsWhy,
+     [](const SchemeSpec&) { return fp_args(8, "tensor", nullptr, false); }, model_dtype_scales, false, nullptr},
+    {SchemeKind::FP8Channel, "float-quantized", kFp8Inputs, kFp8InputsWhy,
+     [](const SchemeSpec&) { return fp_args(8, "channel", nullptr, false); }, model_dtype_scales, false, nullptr},
+    {SchemeKind::FP8Block, "float-quantized", quant::act_bit(ActMode::FP8PerTokenGroup128),
+     "block FP8 runs with dynamic per-token-group-128 input",
+     [](const SchemeSpec& s) {
+       json a = fp_args(8, "block", nullptr, false);
+       a["block_structure"] = {s.block_rows, s.block_cols};
+       return a;
+     },
+     nullptr, false, nullptr},
+    // int: pack-quantized, the weight-only format vLLM's WNA16 loads.
+    {SchemeKind::IntChannel, "pack-quantized", quant::act_bit(ActMode::None),
+     "selq writes int schemes weight-only (W4A16/W8A16)", int_args, int_pack_quantized, false, int_problem},
+    {SchemeKind::IntGroup, "pack-quantized", quant::act_bit(ActMode::None),
+     "selq writes int schemes weight-only (W4A16/W8A16)", int_args, int_pack_quantized, false, int_problem},
+    {SchemeKind::FP8ChannelE8M0, nullptr, 0,
+     "float-quantized FP8 stores float per-channel scales; compressed-tensors has no E8M0 per-channel FP8 format",
+     nullptr, nullptr, false, nullptr},
+}};
+
+constexpr bool rows_in_enum_order() {
+  for (std::size_t i = 0; i < kRows.size(); ++i)
+    if (kRows[i].kind != static_cast<SchemeKind>(i) || kRows[i].why == nullptr) return false;
+  return true;
+}
+static_assert(rows_in_enum_order(), "export/dialect_ct.cpp needs one row per SchemeKind, in enum order");
+
+const CtRow& row(const SchemeSpec& s) { return kRows[static_cast<std::size_t>(s.kind)]; }
 
 json input_args(const SchemeSpec& s) {
   switch (s.act) {
@@ -144,86 +185,42 @@ json input_args(const SchemeSpec& s) {
   return nullptr;
 }
 
-}  // namespace
-
 void ct_check(const SchemeSpec& s) {
-  switch (s.kind) {
-    case SchemeKind::MXFP4:
-      return require_act(s, {ActMode::None, ActMode::MXFP4Dynamic},
-                         "mxfp4-pack-quantized takes weight-only or dynamic MXFP4 input");
-    case SchemeKind::MXFP8:
-      return require_act(s, {ActMode::None, ActMode::MXFP8Dynamic},
-                         "mxfp8-quantized takes weight-only or dynamic MXFP8 input");
-    case SchemeKind::NVFP4:
-      return require_act(s, {ActMode::None, ActMode::NVFP4},
-                         "vLLM requires NVFP4 weights to have NVFP4 activations or none");
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Channel:
-      return require_act(s,
-                         {ActMode::None, ActMode::FP8PerToken, ActMode::FP8StaticTensor,
-                          ActMode::FP8DynamicTensor},
-                         "float-quantized FP8 takes token, tensor (static or dynamic) or no input "
-                         "quantization");
-    case SchemeKind::FP8Block:
-      return require_act(s, {ActMode::FP8PerTokenGroup128},
-                         "block FP8 runs with dynamic per-token-group-128 input");
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-      if (s.bits != 4 && s.bits != 8) unsupported(Dialect::CompressedTensors, s, "int takes 4 or 8 bits");
-      if (s.kind == SchemeKind::IntGroup && s.group_size <= 0)
-        unsupported(Dialect::CompressedTensors, s, "group strategy needs a positive group_size");
-      return require_act(s, {ActMode::None}, "selq writes int schemes weight-only (W4A16/W8A16)");
-    case SchemeKind::FP8ChannelE8M0:
-      return unsupported(Dialect::CompressedTensors, s,
-                         "float-quantized FP8 stores float per-channel scales; compressed-tensors has no "
-                         "E8M0 per-channel FP8 format");
-  }
+  const CtRow& r = row(s);
+  if (!r.format) unsupported(Dialect::CompressedTensors, s, r.why);
+  if (r.problem)
+    if (const std::string why = r.problem(s); !why.empty()) unsupported(Dialect::CompressedTensors, s, why);
+  require_inputs(Dialect::CompressedTensors, s, r.inputs, r.why);
 }
 
 SchemeSpec ct_adapt(SchemeSpec s, DType model_dtype) {
-  switch (s.kind) {
-    case SchemeKind::FP8Channel:
-    case SchemeKind::FP8Tensor:
-      s.scale_dtype = model_dtype;
-      s.scale_keepdim = true;
-      break;
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-      s.scale_dtype = model_dtype;
-      s.scale_keepdim = true;
-      s.int_pack_int32 = true;  // weight-only int loads only as pack-quantized
-      break;
-    case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::CompressedTensors; break;
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8:
-    case SchemeKind::FP8Block:
-    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
-  }
+  if (const auto adapt = row(s).adapt) adapt(s, model_dtype);
   return s;
 }
 
 std::string ct_suffix(const SchemeSpec& s, OutRole role) {
-  bool packed = s.kind == SchemeKind::MXFP4 || s.kind == SchemeKind::NVFP4 ||
-                ((s.kind == SchemeKind::IntChannel || s.kind == SchemeKind::IntGroup) && s.int_pack_int32);
   switch (role) {
-    case OutRole::Weight: return packed ? "weight_packed" : "weight";
+    case OutRole::Weight: return row(s).packed || s.int_pack_int32 ? "weight_packed" : "weight";
     case OutRole::Scale: return "weight_scale";
     case OutRole::GlobalScale: return "weight_global_scale";
     case OutRole::ZeroPoint: return "weight_zero_point";
     case OutRole::WeightShape: return "weight_shape";
-    case OutRole::InputScale: return s.act == quant::ActMode::NVFP4 ? "input_global_scale" : "input_scale";
+    case OutRole::InputScale:
+      return quant::act_mode_traits(s.act).input_scale == quant::InputScaleKind::NVFP4Global ? "input_global_scale"
+                                                                                            : "input_scale";
   }
   return "weight";
 }
 
 json ct_scheme_json(const SchemeSpec& s) {
-  return {{"weights", weight_args(s)},
+  const CtRow& r = row(s);
+  return {{"weights", r.weights ? r.weights(s) : json(nullptr)},
           {"input_activations", input_args(s)},
           {"output_activations", nullptr},
-          {"format", ct_format(s)}};
+          {"format", r.format ? r.format : "dense"}};
 }
 
-nlohmann::json ct_comparable(const nlohmann::json& scheme) {
+json ct_comparable(const json& scheme) {
   if (!scheme.is_object()) return scheme;
   json out = json::object();
   for (const char* key : {"weights", "input_activations", "output_activations", "format"}) {
@@ -240,8 +237,6 @@ nlohmann::json ct_comparable(const nlohmann::json& scheme) {
   }
   return out;
 }
-
-namespace {
 
 // compressed-tensors and vLLM match "re:" targets with Python's re.match:
 // anchored at the start only. The regex is compiled once per target, not once
@@ -286,8 +281,6 @@ json targets_without_requantized(const std::string& group, const json& targets, 
   }
   return out;
 }
-
-}  // namespace
 
 ConfigOutput ct_build(const ConfigInput& in) {
   const json& src = in.source_quantization_config;
@@ -340,6 +333,28 @@ ConfigOutput ct_build(const ConfigInput& in) {
   qc["sparsity_config"] = json::object();
   qc["global_compression_ratio"] = nullptr;
   return {qc, {}};
+}
+
+// `ignore` and the module targets of every config group (class-name targets
+// such as "Linear" name a layer type, not a module).
+std::vector<ConfigModuleEntry> ct_module_entries(const json& qc) {
+  std::vector<ConfigModuleEntry> entries;
+  for (const auto& e : config_strings(qc, "ignore")) entries.push_back({"ignore", e});
+  if (!qc.is_object() || !qc.contains("config_groups") || !qc["config_groups"].is_object()) return entries;
+  for (const auto& [g, grp] : qc["config_groups"].items())
+    for (const auto& t : config_strings(grp, "targets"))
+      if (t.starts_with("re:") || t.find('.') != std::string::npos)
+        entries.push_back({"config_groups." + g + ".targets", t});
+  return entries;
+}
+
+}  // namespace
+
+const DialectOps& ct_ops() {
+  static const DialectOps ops{"compressed-tensors", ct_check,         ct_adapt,         ct_suffix,
+                              ct_scheme_json,       ct_comparable,    ct_build,         ct_module_entries,
+                              Engine::VllmCompressedTensors};
+  return ops;
 }
 
 }  // namespace selq::exporter::detail

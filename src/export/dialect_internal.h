@@ -1,15 +1,43 @@
 #pragma once
-// Per-dialect entry points behind the dispatch in dialect.cpp, and helpers
-// the three dialect files share. Not part of the public interface.
+// Each dialect's entry points behind the dispatch in dialect.cpp, and helpers
+// the dialect files share. Not part of the public interface.
 #include <map>
 #include <string>
 #include <vector>
 
 #include "export/dialect.h"
+#include "export/dialect_read.h"
 
 namespace selq::exporter::detail {
 
+// Everything the dispatch in dialect.cpp and dialect_read.cpp asks one
+// dialect, defined in that dialect's own file (dialect_ct.cpp, ...): adding
+// a dialect is one such file and one case in dialect_ops().
+struct DialectOps {
+  const char* name;  // as written in configs and typed by users
+  // Throws Unsupported naming the scheme and why the dialect cannot express it.
+  void (*check)(const quant::SchemeSpec&);
+  quant::SchemeSpec (*adapt)(quant::SchemeSpec, DType model_dtype);
+  std::string (*suffix)(const quant::SchemeSpec&, quant::OutRole);
+  nlohmann::json (*scheme_json)(const quant::SchemeSpec&);
+  nlohmann::json (*comparable)(const nlohmann::json& scheme_json);
+  ConfigOutput (*build)(const ConfigInput&);
+  std::vector<ConfigModuleEntry> (*module_entries)(const nlohmann::json& quantization_config);
+  Engine vllm_engine;  // the vLLM loader that reads it (the runtime loads as it does)
+};
+const DialectOps& dialect_ops(Dialect d);
+const DialectOps& ct_ops();
+const DialectOps& quark_ops();
+const DialectOps& modelopt_ops();
+
 [[noreturn]] void unsupported(Dialect d, const quant::SchemeSpec& spec, const std::string& why);
+// Unsupported with `why` unless the scheme's activation mode is one of
+// `inputs` (quant::act_bit()s).
+void require_inputs(Dialect d, const quant::SchemeSpec& spec, unsigned inputs, const char* why);
+
+// The strings of qc[key] when it is an array (configs in the wild are loose:
+// another type names nothing).
+std::vector<std::string> config_strings(const nlohmann::json& qc, const char* key);
 
 // Throws BadInput when fused shards (q/k/v, gate/up, q_a/kv_a) or the routed
 // experts of one MoE layer were given different schemes: no engine can load
@@ -35,23 +63,6 @@ std::vector<std::string> compress_expert_names(const std::vector<std::string>& n
 
 // Quark and ModelOpt store a scheme alike: F32 per-channel and per-tensor
 // scales without the kept dim, NVFP4 in ModelOpt's convention. Their adapt.
-quant::SchemeSpec f32_scale_adapt(quant::SchemeSpec s);
-
-void ct_check(const quant::SchemeSpec& s);
-quant::SchemeSpec ct_adapt(quant::SchemeSpec s, DType model_dtype);
-std::string ct_suffix(const quant::SchemeSpec& s, quant::OutRole role);
-nlohmann::json ct_scheme_json(const quant::SchemeSpec& s);
-nlohmann::json ct_comparable(const nlohmann::json& scheme);
-ConfigOutput ct_build(const ConfigInput& in);
-
-void quark_check(const quant::SchemeSpec& s);
-std::string quark_suffix(const quant::SchemeSpec& s, quant::OutRole role);
-nlohmann::json quark_scheme_json(const quant::SchemeSpec& s);
-ConfigOutput quark_build(const ConfigInput& in);
-
-void modelopt_check(const quant::SchemeSpec& s);
-std::string modelopt_suffix(const quant::SchemeSpec& s, quant::OutRole role);
-nlohmann::json modelopt_scheme_json(const quant::SchemeSpec& s);
-ConfigOutput modelopt_build(const ConfigInput& in);
+quant::SchemeSpec f32_scale_adapt(quant::SchemeSpec s, DType model_dtype);
 
 }  // namespace selq::exporter::detail

@@ -47,30 +47,31 @@ using nlohmann::json;
 
 namespace {
 
-std::string algo_of(const SchemeSpec& s) {
-  switch (s.kind) {
-    case SchemeKind::FP8Tensor:
-      if (s.act == ActMode::FP8StaticTensor) return "FP8";
-      break;
-    case SchemeKind::FP8Channel:
-      if (s.act == ActMode::FP8PerToken) return "FP8_PER_CHANNEL_PER_TOKEN";
-      break;
-    case SchemeKind::FP8Block:
-      if (s.act == ActMode::FP8PerTokenGroup128 && s.block_rows == 128 && s.block_cols == 128) return "FP8_PB_WO";
-      break;
-    case SchemeKind::NVFP4:
-      if (s.act == ActMode::NVFP4) return "NVFP4";
-      if (s.act == ActMode::None) return "W4A16_NVFP4";
-      break;
-    case SchemeKind::MXFP8:
-      if (s.act == ActMode::MXFP8Dynamic) return "MXFP8";
-      break;
-    case SchemeKind::MXFP4:
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-    case SchemeKind::FP8ChannelE8M0: break;  // no ModelOpt algorithm stores these
-  }
-  return "";
+// ModelOpt's quantization algorithms, one row each: the scheme kind and
+// activation mode it stores. A scheme no row matches cannot be written.
+struct Algo {
+  const char* name;  // quant_algo
+  SchemeKind kind;
+  ActMode act;
+  int block;       // square weight block the algorithm requires; 0: any
+  int group_size;  // the config's group_size; 0: none
+  bool mixable;    // may be an entry of MIXED_PRECISION's quantized_layers (§3.3)
+};
+
+constexpr Algo kAlgos[] = {
+    {"FP8", SchemeKind::FP8Tensor, ActMode::FP8StaticTensor, 0, 0, true},
+    {"FP8_PER_CHANNEL_PER_TOKEN", SchemeKind::FP8Channel, ActMode::FP8PerToken, 0, 0, false},
+    {"FP8_PB_WO", SchemeKind::FP8Block, ActMode::FP8PerTokenGroup128, 128, 0, false},
+    {"NVFP4", SchemeKind::NVFP4, ActMode::NVFP4, 0, 16, true},
+    {"W4A16_NVFP4", SchemeKind::NVFP4, ActMode::None, 0, 16, true},
+    {"MXFP8", SchemeKind::MXFP8, ActMode::MXFP8Dynamic, 0, 32, true},
+};
+
+const Algo* algo_of(const SchemeSpec& s) {
+  for (const auto& a : kAlgos)
+    if (a.kind == s.kind && a.act == s.act && (a.block == 0 || (s.block_rows == a.block && s.block_cols == a.block)))
+      return &a;
+  return nullptr;
 }
 
 std::string producer_version() {
@@ -81,10 +82,8 @@ std::string producer_version() {
 #endif
 }
 
-}  // namespace
-
 void modelopt_check(const SchemeSpec& s) {
-  if (algo_of(s).empty()) {
+  if (!algo_of(s)) {
     unsupported(Dialect::ModelOpt, s,
                 "ModelOpt's algorithms are FP8 (static per-tensor input), FP8_PER_CHANNEL_PER_TOKEN, "
                 "FP8_PB_WO (128x128, group-128 input), NVFP4, W4A16_NVFP4 and MXFP8 (dynamic input)");
@@ -104,10 +103,9 @@ std::string modelopt_suffix(const SchemeSpec&, OutRole role) {
 }
 
 json modelopt_scheme_json(const SchemeSpec& s) {
-  std::string algo = algo_of(s);
-  json out = {{"quant_algo", algo}};
-  if (algo == "NVFP4" || algo == "W4A16_NVFP4") out["group_size"] = 16;
-  if (algo == "MXFP8") out["group_size"] = 32;
+  const Algo* a = algo_of(s);
+  json out = {{"quant_algo", a ? a->name : ""}};
+  if (a && a->group_size) out["group_size"] = a->group_size;
   return out;
 }
 
@@ -116,33 +114,32 @@ ConfigOutput modelopt_build(const ConfigInput& in) {
   if (groups.empty()) throw_bad_input("the modelopt dialect needs at least one quantized module");
   std::vector<std::string> all = all_module_names(in);
 
-  std::vector<std::string> algos;
+  std::vector<const Algo*> algos;
   for (const auto& g : groups) {
-    std::string a = algo_of(g.spec);
+    const Algo* a = algo_of(g.spec);
     if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
   }
   bool mixed = algos.size() > 1;
   json quantized_layers = json::object();
   json group_size = nullptr;
   if (mixed) {
-    static const std::set<std::string> allowed = {"FP8", "NVFP4", "W4A16_NVFP4", "MXFP8"};
-    for (const auto& a : algos) {
-      if (!allowed.count(a))
+    for (const Algo* a : algos) {
+      if (!a->mixable)
         throw_unsupported(fmt::format("the modelopt dialect cannot mix {} with other algorithms: MIXED_PRECISION "
-                                      "entries may only be FP8, NVFP4, W4A16_NVFP4 or MXFP8", a));
+                                      "entries may only be FP8, NVFP4, W4A16_NVFP4 or MXFP8", a->name));
     }
     for (const auto& g : groups) {
-      json entry = modelopt_scheme_json(g.spec);
-      if (group_size.is_null() && (entry["quant_algo"] == "NVFP4" || entry["quant_algo"] == "W4A16_NVFP4"))
-        group_size = 16;
+      const Algo* a = algo_of(g.spec);
+      // vLLM takes the group_size of the first NVFP4 entry.
+      if (group_size.is_null() && a->kind == SchemeKind::NVFP4) group_size = a->group_size;
+      const json entry = modelopt_scheme_json(g.spec);
       for (const auto& m : g.modules) {
         auto p = experts_parent(m);
         quantized_layers[p ? *p : m] = entry;
       }
     }
-  } else {
-    json e = modelopt_scheme_json(groups.front().spec);
-    if (e.contains("group_size")) group_size = e["group_size"];
+  } else if (algos.front()->group_size) {
+    group_size = algos.front()->group_size;
   }
 
   // Names vLLM tests the exclusions against: engine modules that stay quantized.
@@ -177,7 +174,7 @@ ConfigOutput modelopt_build(const ConfigInput& in) {
     excl.push_back(entry);
   }
 
-  std::string algo = mixed ? "MIXED_PRECISION" : algos.front();
+  const std::string algo = mixed ? "MIXED_PRECISION" : algos.front()->name;
   json quantization = {{"quant_algo", algo},
                        {"kv_cache_quant_algo", nullptr},
                        {"group_size", group_size},
@@ -193,6 +190,30 @@ ConfigOutput modelopt_build(const ConfigInput& in) {
   }
   json hf = {{"producer", {{"name", "selq"}, {"version", producer_version()}}}, {"quantization", quantization}};
   return {qc, {{"hf_quant_config.json", hf.dump(2)}}};
+}
+
+// exclude_modules (or ignore) and the keys of quantized_layers, from
+// hf_quant_config's `quantization` object or config.json's own.
+std::vector<ConfigModuleEntry> modelopt_module_entries(const json& qc) {
+  const json& q = qc.is_object() && qc.contains("quantization") ? qc["quantization"] : qc;
+  std::vector<ConfigModuleEntry> entries;
+  const bool has_exclude = q.is_object() && q.contains("exclude_modules") && q["exclude_modules"].is_array();
+  for (const auto& e : config_strings(q, has_exclude ? "exclude_modules" : "ignore"))
+    entries.push_back({"exclude_modules", e});
+  if (q.is_object() && q.contains("quantized_layers") && q["quantized_layers"].is_object())
+    for (const auto& [k, _] : q["quantized_layers"].items()) entries.push_back({"quantized_layers", k});
+  return entries;
+}
+
+json as_written(const json& scheme_json) { return scheme_json; }
+
+}  // namespace
+
+const DialectOps& modelopt_ops() {
+  static const DialectOps ops{"modelopt",           modelopt_check, f32_scale_adapt, modelopt_suffix,
+                              modelopt_scheme_json, as_written,     modelopt_build,  modelopt_module_entries,
+                              Engine::VllmModelOpt};
+  return ops;
 }
 
 }  // namespace selq::exporter::detail

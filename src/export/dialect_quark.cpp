@@ -36,12 +36,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <set>
 
 #include "core/error.h"
 #include "export/dialect_internal.h"
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::exporter::detail {
 
@@ -52,13 +54,6 @@ using quant::SchemeSpec;
 using nlohmann::json;
 
 namespace {
-
-void require_act(const SchemeSpec& s, std::initializer_list<ActMode> ok, const char* why) {
-  for (auto a : ok) {
-    if (s.act == a) return;
-  }
-  unsupported(Dialect::Quark, s, why);
-}
 
 std::string scale_mode(ScaleRule r) {
   switch (r) {
@@ -107,29 +102,68 @@ json nvfp4_pair(bool dynamic) {
   return json::array({block, second});
 }
 
-json weight_spec(const SchemeSpec& s) {
-  switch (s.kind) {
-    case SchemeKind::MXFP4: return mx_spec("fp4", false, s.scale_rule);
-    case SchemeKind::FP8Channel: {
-      json w = fp8("per_channel", false);
-      w["ch_axis"] = 0;
-      return w;
-    }
-    case SchemeKind::FP8Tensor: return fp8("per_tensor", false);
-    case SchemeKind::FP8Block: {
-      json w = fp8("per_block", false);
-      w["block_size"] = {s.block_rows, s.block_cols};
-      w["observer_cls"] = nullptr;
-      return w;
-    }
-    case SchemeKind::NVFP4: return nvfp4_pair(false);
-    case SchemeKind::MXFP8:
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-    case SchemeKind::FP8ChannelE8M0: return nullptr;  // quark_check refuses them
-  }
-  return nullptr;
+json fp8_channel_weight(const SchemeSpec&) {
+  json w = fp8("per_channel", false);
+  w["ch_axis"] = 0;
+  return w;
 }
+
+json fp8_block_weight(const SchemeSpec& s) {
+  json w = fp8("per_block", false);
+  w["block_size"] = {s.block_rows, s.block_cols};
+  w["observer_cls"] = nullptr;
+  return w;
+}
+
+std::string block_128_problem(const SchemeSpec& s) {
+  if (s.block_rows != 128 || s.block_cols != 128) return "QuarkW8A8Fp8PerBlock takes block_size [128,128] only";
+  return {};
+}
+
+using quant::act_bit;
+constexpr unsigned kFp8TensorInputs = act_bit(ActMode::FP8DynamicTensor) | act_bit(ActMode::FP8StaticTensor);
+
+// How Quark writes each scheme kind: one row per SchemeKind, in enum order
+// (checked below). A row without a weight spec is refused with `why`.
+struct QuarkRow {
+  SchemeKind kind;
+  json (*weight)(const SchemeSpec&);  // the layer config's `weight`; nullptr: vLLM's Quark loads no such weight
+  unsigned inputs;                    // the activation modes the loader runs it with (act_bit)
+  const char* why;                    // the refusal when the scheme's mode is not one of them
+  std::string (*problem)(const SchemeSpec&);  // options the loader refuses; nullptr: none
+};
+
+constexpr std::array<QuarkRow, quant::kSchemeKindCount> kRows = {{
+    {SchemeKind::MXFP4, [](const SchemeSpec& s) { return mx_spec("fp4", false, s.scale_rule); },
+     act_bit(ActMode::None) | act_bit(ActMode::MXFP4Dynamic) | kFp8TensorInputs,
+     "vLLM QuarkOCP_MX takes weight-only, dynamic MXFP4 or FP8 per-tensor input", nullptr},
+    {SchemeKind::MXFP8, nullptr, 0, "vLLM's Quark OCP MX path takes fp4/fp6 elements only", nullptr},
+    {SchemeKind::NVFP4, [](const SchemeSpec&) { return nvfp4_pair(false); }, act_bit(ActMode::NVFP4),
+     "QuarkNVFP4 needs NVFP4 activations (the 2-entry list form)", nullptr},
+    {SchemeKind::FP8Tensor, [](const SchemeSpec&) { return fp8("per_tensor", false); }, kFp8TensorInputs,
+     "QuarkW8A8Fp8 with a per-tensor weight needs per-tensor FP8 activations", nullptr},
+    {SchemeKind::FP8Channel, fp8_channel_weight, act_bit(ActMode::FP8PerToken) | kFp8TensorInputs,
+     "QuarkW8A8Fp8 needs FP8 activations (per-token dynamic = PTPC, or per-tensor)", nullptr},
+    {SchemeKind::FP8Block, fp8_block_weight, act_bit(ActMode::FP8PerTokenGroup128),
+     "QuarkW8A8Fp8PerBlock needs dynamic per_group 128 FP8 input", block_128_problem},
+    {SchemeKind::IntChannel, nullptr, 0,
+     "vLLM's only Quark int scheme is W8A8 int8 with int8 activations, which selq has no activation mode for",
+     nullptr},
+    {SchemeKind::IntGroup, nullptr, 0,
+     "vLLM's only Quark int scheme is W8A8 int8 with int8 activations, which selq has no activation mode for",
+     nullptr},
+    {SchemeKind::FP8ChannelE8M0, nullptr, 0,
+     "QuarkW8A8Fp8 loads per-channel scales as floats; no engine loads E8M0 per-channel FP8 weights yet", nullptr},
+}};
+
+constexpr bool rows_in_enum_order() {
+  for (std::size_t i = 0; i < kRows.size(); ++i)
+    if (kRows[i].kind != static_cast<SchemeKind>(i) || kRows[i].why == nullptr) return false;
+  return true;
+}
+static_assert(rows_in_enum_order(), "export/dialect_quark.cpp needs one row per SchemeKind, in enum order");
+
+const QuarkRow& row(const SchemeSpec& s) { return kRows[static_cast<std::size_t>(s.kind)]; }
 
 json input_spec(const SchemeSpec& s) {
   switch (s.act) {
@@ -155,6 +189,32 @@ json input_spec(const SchemeSpec& s) {
   return nullptr;
 }
 
+void quark_check(const SchemeSpec& s) {
+  const QuarkRow& r = row(s);
+  if (!r.weight) unsupported(Dialect::Quark, s, r.why);
+  if (r.problem)
+    if (const std::string why = r.problem(s); !why.empty()) unsupported(Dialect::Quark, s, why);
+  require_inputs(Dialect::Quark, s, r.inputs, r.why);
+}
+
+std::string quark_suffix(const SchemeSpec&, OutRole role) {
+  switch (role) {
+    case OutRole::Weight: return "weight";
+    case OutRole::Scale: return "weight_scale";
+    case OutRole::GlobalScale: return "weight_scale_2";
+    case OutRole::ZeroPoint: return "weight_zero_point";
+    case OutRole::InputScale: return "input_scale";
+    case OutRole::WeightShape: break;
+  }
+  throw_unsupported("the quark dialect has no weight_shape tensor");
+}
+
+json quark_scheme_json(const SchemeSpec& s) {
+  const QuarkRow& r = row(s);
+  return {{"weight", r.weight ? r.weight(s) : json(nullptr)}, {"input_tensors", input_spec(s)}, {"output_tensors", nullptr},
+          {"bias", nullptr}};
+}
+
 // Keys vLLM matches by substring: star a key that another looked-up name
 // (with a different scheme) is a substring of.
 void star_conflicting_keys(json& lqc, const ConfigInput& in) {
@@ -174,57 +234,6 @@ void star_conflicting_keys(json& lqc, const ConfigInput& in) {
     out[conflict ? key + "*" : key] = cfg;
   }
   lqc = out;
-}
-
-}  // namespace
-
-void quark_check(const SchemeSpec& s) {
-  switch (s.kind) {
-    case SchemeKind::MXFP4:
-      return require_act(s, {ActMode::None, ActMode::MXFP4Dynamic, ActMode::FP8DynamicTensor, ActMode::FP8StaticTensor},
-                         "vLLM QuarkOCP_MX takes weight-only, dynamic MXFP4 or FP8 per-tensor input");
-    case SchemeKind::MXFP8:
-      return unsupported(Dialect::Quark, s, "vLLM's Quark OCP MX path takes fp4/fp6 elements only");
-    case SchemeKind::NVFP4:
-      return require_act(s, {ActMode::NVFP4}, "QuarkNVFP4 needs NVFP4 activations (the 2-entry list form)");
-    case SchemeKind::FP8Channel:
-      return require_act(s, {ActMode::FP8PerToken, ActMode::FP8DynamicTensor, ActMode::FP8StaticTensor},
-                         "QuarkW8A8Fp8 needs FP8 activations (per-token dynamic = PTPC, or per-tensor)");
-    case SchemeKind::FP8Tensor:
-      return require_act(s, {ActMode::FP8DynamicTensor, ActMode::FP8StaticTensor},
-                         "QuarkW8A8Fp8 with a per-tensor weight needs per-tensor FP8 activations");
-    case SchemeKind::FP8Block:
-      if (s.block_rows != 128 || s.block_cols != 128)
-        unsupported(Dialect::Quark, s, "QuarkW8A8Fp8PerBlock takes block_size [128,128] only");
-      return require_act(s, {ActMode::FP8PerTokenGroup128},
-                         "QuarkW8A8Fp8PerBlock needs dynamic per_group 128 FP8 input");
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-      return unsupported(Dialect::Quark, s,
-                         "vLLM's only Quark int scheme is W8A8 int8 with int8 activations, which selq "
-                         "has no activation mode for");
-    case SchemeKind::FP8ChannelE8M0:
-      return unsupported(Dialect::Quark, s,
-                         "QuarkW8A8Fp8 loads per-channel scales as floats; no engine loads E8M0 "
-                         "per-channel FP8 weights yet");
-  }
-}
-
-std::string quark_suffix(const SchemeSpec&, OutRole role) {
-  switch (role) {
-    case OutRole::Weight: return "weight";
-    case OutRole::Scale: return "weight_scale";
-    case OutRole::GlobalScale: return "weight_scale_2";
-    case OutRole::ZeroPoint: return "weight_zero_point";
-    case OutRole::InputScale: return "input_scale";
-    case OutRole::WeightShape: break;
-  }
-  throw_unsupported("the quark dialect has no weight_shape tensor");
-}
-
-json quark_scheme_json(const SchemeSpec& s) {
-  return {{"weight", weight_spec(s)}, {"input_tensors", input_spec(s)}, {"output_tensors", nullptr},
-          {"bias", nullptr}};
 }
 
 ConfigOutput quark_build(const ConfigInput& in) {
@@ -270,6 +279,26 @@ ConfigOutput quark_build(const ConfigInput& in) {
   qc["version"] = "0.10";
   qc["algo_config"] = nullptr;
   return {qc, {}};
+}
+
+// `exclude` and the keys of layer_quant_config.
+std::vector<ConfigModuleEntry> quark_module_entries(const json& qc) {
+  std::vector<ConfigModuleEntry> entries;
+  for (const auto& e : config_strings(qc, "exclude")) entries.push_back({"exclude", e});
+  if (qc.is_object() && qc.contains("layer_quant_config") && qc["layer_quant_config"].is_object())
+    for (const auto& [k, _] : qc["layer_quant_config"].items()) entries.push_back({"layer_quant_config", k});
+  return entries;
+}
+
+json as_written(const json& scheme_json) { return scheme_json; }
+
+}  // namespace
+
+const DialectOps& quark_ops() {
+  static const DialectOps ops{"quark",           quark_check,   f32_scale_adapt, quark_suffix,
+                              quark_scheme_json, as_written,    quark_build,     quark_module_entries,
+                              Engine::VllmQuark};
+  return ops;
 }
 
 }  // namespace selq::exporter::detail

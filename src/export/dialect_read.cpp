@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "export/dialect_internal.h"
 
 namespace selq::exporter {
 
@@ -74,57 +75,9 @@ std::optional<SchemeSpec> scheme_from_name(Dialect d, const std::string& name, D
 }
 
 std::vector<ConfigModuleEntry> config_module_entries(Dialect d, const json& qc) {
-  // A node of another type than expected (null, a number) names nothing: configs in the wild are loose.
-  auto jget = [](const json& j, const char* key, json fallback) -> json {
-    if (!j.is_object() || !j.contains(key) || j[key].type() != fallback.type()) return fallback;
-    return j[key];
-  };
-  auto strings = [](const json& j) {
-    std::vector<std::string> v;
-    if (j.is_array())
-      for (const auto& e : j)
-        if (e.is_string()) v.push_back(e.get<std::string>());
-    return v;
-  };
-  std::vector<ConfigModuleEntry> entries;
-  switch (d) {
-    case Dialect::CompressedTensors: {
-      for (const auto& e : strings(jget(qc, "ignore", json::array()))) entries.push_back({"ignore", e});
-      const json groups = jget(qc, "config_groups", json::object());
-      for (const auto& [g, grp] : groups.items())
-        for (const auto& t : strings(jget(grp, "targets", json::array())))
-          // Class-name targets ("Linear") name a layer type, not a module.
-          if (t.starts_with("re:") || t.find('.') != std::string::npos)
-            entries.push_back({"config_groups." + g + ".targets", t});
-      break;
-    }
-    case Dialect::Quark: {
-      for (const auto& e : strings(jget(qc, "exclude", json::array()))) entries.push_back({"exclude", e});
-      const json layers = jget(qc, "layer_quant_config", json::object());
-      for (const auto& [k, _] : layers.items())
-        entries.push_back({"layer_quant_config", k});
-      break;
-    }
-    case Dialect::ModelOpt: {
-      const json q = qc.is_object() && qc.contains("quantization") ? qc["quantization"] : qc;
-      const json excluded = jget(q, "exclude_modules", jget(q, "ignore", json::array()));
-      for (const auto& e : strings(excluded)) entries.push_back({"exclude_modules", e});
-      const json layers = jget(q, "quantized_layers", json::object());
-      for (const auto& [k, _] : layers.items())
-        entries.push_back({"quantized_layers", k});
-      break;
-    }
-  }
-  return entries;
+  return detail::dialect_ops(d).module_entries(qc);
 }
 
-Engine vllm_engine_for(Dialect d) {
-  switch (d) {
-    case Dialect::CompressedTensors: return Engine::VllmCompressedTensors;
-    case Dialect::Quark: return Engine::VllmQuark;
-    case Dialect::ModelOpt: return Engine::VllmModelOpt;
-  }
-  return Engine::VllmCompressedTensors;
-}
+Engine vllm_engine_for(Dialect d) { return detail::dialect_ops(d).vllm_engine; }
 
 }  // namespace selq::exporter
