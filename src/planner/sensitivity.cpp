@@ -71,8 +71,7 @@ double measure_activation_error(quant::ActMode mode) {
     // Static modes need a calibrated scale: use this row set's own amax.
     float amax = 0;
     for (float v : row) amax = std::max(amax, std::fabs(v));
-    const float static_scale = mode == quant::ActMode::NVFP4 ? 448.0f * 6.0f / amax : amax / 448.0f;
-    quant::qdq_activation_row(mode, q.data(), q.size(), static_scale);
+    quant::qdq_activation_row(mode, q.data(), q.size(), quant::static_scale_for_amax(mode, amax));
     for (int c = 0; c < kCols; ++c) {
       const double d = static_cast<double>(row[static_cast<std::size_t>(c)]) - q[static_cast<std::size_t>(c)];
       ref += static_cast<double>(row[static_cast<std::size_t>(c)]) * row[static_cast<std::size_t>(c)];

@@ -30,14 +30,23 @@ void encode_activation_scale(const SchemeSpec& spec, float input_amax, std::span
     throw Error(ErrorKind::Internal, "activation scale buffer has the wrong size");
   if (!(input_amax > 0.0f) || !std::isfinite(input_amax))
     throw_bad_input(fmt::format("calibrated input amax {} is not positive and finite", input_amax));
-  float v = 0.0f;
-  if (act_mode_traits(spec.act).input_scale == InputScaleKind::FP8)
-    v = input_amax / 448.0f;  // dequant x = q * input_scale, like the weight scale
-  else if (spec.nvfp == NvfpConvention::ModelOpt)
+  // FP8: dequant x = q * input_scale, like the weight scale. NVFP4: ModelOpt
+  // stores the reciprocal of compressed-tensors' global scale.
+  float v = static_scale_for_amax(spec.act, input_amax);
+  if (act_mode_traits(spec.act).input_scale == InputScaleKind::NVFP4Global && spec.nvfp == NvfpConvention::ModelOpt)
     v = input_amax / (6.0f * 448.0f);
-  else
-    v = (6.0f * 448.0f) / input_amax;
   detail::store_float(o->dtype, out.data(), 0, v);
+}
+
+float static_scale_for_amax(ActMode mode, float input_amax) {
+  return act_mode_traits(mode).input_scale == InputScaleKind::NVFP4Global ? (6.0f * 448.0f) / input_amax
+                                                                          : input_amax / 448.0f;
+}
+
+float static_scale_from_stored(const SchemeSpec& spec, float stored) {
+  const InputScaleKind kind = act_mode_traits(spec.act).input_scale;
+  if (kind == InputScaleKind::NVFP4Global && spec.nvfp == NvfpConvention::ModelOpt) return 1.0f / stored;
+  return stored;
 }
 
 }  // namespace selq::quant

@@ -114,6 +114,11 @@ std::optional<OutTensorSpec> activation_scale_output(const SchemeSpec& spec, con
 // Encodes that tensor from the calibrated max |input activation| of the layer.
 // Throws BadInput when `input_amax` is not positive and finite.
 void encode_activation_scale(const SchemeSpec& spec, float input_amax, std::span<std::uint8_t> out);
+// The static scale qdq_activation_row takes for a calibrated input amax (FP8:
+// amax/448; NVFP4: 448*6/amax, compressed-tensors' convention), and the same
+// from the value encode_activation_scale stored, whichever convention stored it.
+float static_scale_for_amax(ActMode mode, float input_amax);
+float static_scale_from_stored(const SchemeSpec& spec, float stored);
 
 // Per-tensor error metrics, accumulated while quantizing (no second pass).
 struct ErrorMetrics {

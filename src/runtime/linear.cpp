@@ -206,27 +206,12 @@ Linear LinearLoader::load(const std::string& module) const {
   l.act_rule = spec.scale_rule;
   l.scheme = spec.name();
   l.stored_bits = stored_bits(module);
-  switch (quant::act_mode_traits(spec.act).input_scale) {
-    case quant::InputScaleKind::None: break;
-    case quant::InputScaleKind::FP8: {
-      auto name = module + ".input_scale";
-      if (!ck.find(name)) throw_bad_input(fmt::format("{}: static FP8 activations need {}", ck.dir(), name));
-      l.act_static_scale = read_scalar(ck.view(name));
-      break;
-    }
-    case quant::InputScaleKind::NVFP4Global:
-      // qdq_activation_row takes the compressed-tensors convention (448*6/amax);
-      // ModelOpt stores its reciprocal as input_scale.
-      if (ck.find(module + ".input_global_scale")) {
-        l.act_static_scale = read_scalar(ck.view(module + ".input_global_scale"));
-      } else if (ck.find(module + ".input_scale")) {
-        l.act_static_scale = 1.0f / read_scalar(ck.view(module + ".input_scale"));
-      } else {
-        throw_bad_input(fmt::format("{}: NVFP4 activations of {} need a calibrated input global scale "
-                                    "(input_global_scale or input_scale); run `selq calibrate`",
-                                    ck.dir(), module));
-      }
-      break;
+  if (quant::act_mode_traits(spec.act).is_static()) {
+    const std::string name = tensor_for(quant::OutRole::InputScale);
+    if (!ck.find(name))
+      throw_bad_input(fmt::format("{}: static {} activations of {} need {}; run `selq calibrate`", ck.dir(),
+                                  quant::act_mode_name(spec.act), module, name));
+    l.act_static_scale = quant::static_scale_from_stored(spec, read_scalar(ck.view(name)));
   }
   return l;
 }

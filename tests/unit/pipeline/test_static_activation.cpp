@@ -17,6 +17,7 @@
 #include "pipeline/calibration.h"
 #include "pipeline/plan.h"
 #include "pipeline/quantize.h"
+#include "quant/scheme.h"
 #include "recipe/recipe.h"
 
 namespace fs = std::filesystem;
@@ -159,6 +160,31 @@ TEST(StaticActivation, QuantizeWritesTheDialectsInputScale) {
       EXPECT_EQ(got, c.expected(amax)) << module;
     }
   }
+}
+
+// The runtime reads a stored input scale back through static_scale_from_stored:
+// in every convention it must give the scale the activation kernel takes.
+TEST(StaticActivation, StoredScaleDecodesToTheKernelsScale) {
+  using quant::ActMode;
+  quant::SchemeSpec ct_nvfp4, modelopt_nvfp4, fp8_static;
+  ct_nvfp4.kind = modelopt_nvfp4.kind = quant::SchemeKind::NVFP4;
+  ct_nvfp4.act = modelopt_nvfp4.act = ActMode::NVFP4;
+  ct_nvfp4.nvfp = quant::NvfpConvention::CompressedTensors;
+  modelopt_nvfp4.nvfp = quant::NvfpConvention::ModelOpt;
+  fp8_static.kind = quant::SchemeKind::FP8Channel;
+  fp8_static.act = ActMode::FP8StaticTensor;
+  fp8_static.scale_dtype = DType::F32;
+  for (const auto* spec : {&ct_nvfp4, &modelopt_nvfp4, &fp8_static}) {
+    SCOPED_TRACE(spec->name());
+    for (const float amax : {0.01f, 3.0f, 12.5f, 4096.0f}) {
+      float stored = 0;
+      quant::encode_activation_scale(*spec, amax, {reinterpret_cast<std::uint8_t*>(&stored), 4});
+      EXPECT_FLOAT_EQ(quant::static_scale_from_stored(*spec, stored), quant::static_scale_for_amax(spec->act, amax))
+          << amax;
+    }
+  }
+  EXPECT_EQ(quant::static_scale_for_amax(ActMode::NVFP4, 2688.0f), 1.0f);
+  EXPECT_EQ(quant::static_scale_for_amax(ActMode::FP8StaticTensor, 448.0f), 1.0f);
 }
 
 TEST(StaticActivation, CalibrationFileErrorsNameTheFileAndModule) {
