@@ -119,7 +119,7 @@ nb::tuple quantize_in_place(const std::string& dir, const recipe::Recipe& r, con
   auto res = Session::run<pipeline::QuantizeResult>([&](Session& s) {
     auto o = qo;
     set_progress(o, s, progress);
-    return pipeline::run_quantize_in_place(dir, r, po, o, plan.get());
+    return pipeline::quantize({dir, "", true, r, po}, o, plan.get());
   });
   return nb::make_tuple(result_tuple(res), plan->json_text(-1), plan->bits_per_weight());
 }

@@ -90,6 +90,12 @@ int run_demo(DemoArgs& a) {
     plan_options.calibration = cal.text_provenance;
     plan_options.calibration["path"] = calib_path;
   }
+  const auto quantize_to = [&](const std::string& recipe_path, const std::string& dst) {
+    pipeline::QuantizeOptions qo;
+    qo.overwrite = true;
+    qo.before_commit = report::write_checkpoint_report;
+    pipeline::quantize({base, dst, false, recipe::load_recipe(recipe_path), plan_options}, qo);
+  };
   std::vector<std::string> outs;
   for (const auto& r : a.recipes) {
     const std::string recipe_path =
@@ -101,13 +107,7 @@ int run_demo(DemoArgs& a) {
       continue;
     }
     say(fmt::format("quantizing with {} -> {}", recipe_path, dst));
-    auto recipe = recipe::load_recipe(recipe_path);
-    auto ck = io::Checkpoint::open(base);
-    auto plan = pipeline::make_plan(*ck, recipe, plan_options);
-    pipeline::QuantizeOptions qo;
-    qo.overwrite = true;
-    qo.before_commit = report::write_checkpoint_report;
-    pipeline::run_quantize(*ck, plan, recipe, dst, qo);
+    quantize_to(recipe_path, dst);
   }
   if (a.planned_bpw > 0) {
     // The planner's own choice at a budget between NVFP4 and FP8, from the
@@ -142,12 +142,7 @@ int run_demo(DemoArgs& a) {
                                                        planned.refinement->start_loss, planned.refinement->loss)
                                          : "",
                       recipe_path));
-      auto recipe = recipe::load_recipe(recipe_path);
-      auto plan = pipeline::make_plan(*ck, recipe, plan_options);
-      pipeline::QuantizeOptions qo;
-      qo.overwrite = true;
-      qo.before_commit = report::write_checkpoint_report;
-      pipeline::run_quantize(*ck, plan, recipe, dst, qo);
+      quantize_to(recipe_path, dst);
     }
   }
   say(fmt::format("evaluating on {} (max {} tokens, context {}); draft acceptance on {}", eval_text.source,

@@ -31,12 +31,6 @@ struct QuantizeArgs {
   std::string split_by{"auto"};
 };
 
-void require_resumable(const QuantizeArgs& a) {
-  if (pipeline::interrupted_run(a.plan.source, a.dst, a.in_place).empty())
-    throw_bad_input("nothing to resume (no interrupted run found)",
-                    {a.in_place ? a.plan.source : pipeline::staging_dir(a.dst)});
-}
-
 const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   auto args = std::make_shared<QuantizeArgs>();
   auto* cmd = root.add_subcommand(
@@ -75,9 +69,6 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                   "Bound on the run's anonymous memory, whatever the core count (default 512MiB, at\n"
                   "least 64MiB): tensors too large for their share are quantized in row blocks");
   cmd->callback([args, &status] {
-    if (args->in_place == !args->dst.empty())
-      throw_bad_input(args->in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
-    if (args->resume && dist::ranks().rank() == 0) require_resumable(*args);
     // Under mpirun only rank 0 reports (it writes the manifest from every rank's records).
     if (dist::ranks().rank() != 0) {
       args->quiet = true;
@@ -90,13 +81,15 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     qo.threads = args->threads;
     qo.allow_non_finite = args->allow_non_finite;
     qo.split_by = args->split_by;
-    if (args->in_place && args->split_by == "tensor")
-      throw_unsupported("--split-by tensor is file to file only (in place, each rank rewrites whole shards)");
     qo.memory_budget = parse_size(args->memory_budget);
     if (qo.memory_budget < pipeline::kMinMemoryBudget)
       throw_bad_input(fmt::format("--memory-budget {} is below the minimum of 64MiB", args->memory_budget));
     qo.on_progress = [&bar](const pipeline::Progress& p) {
       bar.update(p.bytes_done, p.bytes_total, fmt::format("{}/{} tensors", p.tensors_done, p.tensors_total));
+    };
+    qo.on_plan = [&args](const pipeline::Plan& plan) {
+      if (!args->quiet)
+        for (const auto& w : plan.warnings) fmt::print(stderr, "selq: warning: {}\n", w);
     };
     // The HTML report beside selq-report.txt, committed with the run; a
     // checkpoint without one is still a good checkpoint, so a failure only warns.
@@ -109,17 +102,10 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
         fmt::print(stderr, "selq: warning: no HTML report: {}\n", e.what());
       }
     };
+    pipeline::QuantizeJob job{args->plan.source, args->dst, args->in_place, std::move(recipe),
+                              plan_options(args->plan), args->resume};
     pipeline::Plan plan;
-    pipeline::QuantizeResult result;
-    if (args->in_place) {
-      result = pipeline::run_quantize_in_place(args->plan.source, recipe, plan_options(args->plan), qo, &plan);
-    } else {
-      auto ckpt = io::Checkpoint::open(args->plan.source);
-      plan = pipeline::make_plan(*ckpt, recipe, plan_options(args->plan));
-      if (!args->quiet)
-        for (const auto& w : plan.warnings) fmt::print(stderr, "selq: warning: {}\n", w);
-      result = pipeline::run_quantize(*ckpt, plan, recipe, args->dst, qo);
-    }
+    const pipeline::QuantizeResult result = pipeline::quantize(job, qo, &plan);
     bar.finish();
     if (result.already_done) {
       if (!args->quiet) fmt::print("{}: already quantized in place with this recipe; nothing to do\n", args->plan.source);

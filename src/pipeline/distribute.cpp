@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -141,6 +142,19 @@ std::vector<std::string> journal_files(const std::string& dir, const std::string
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+Journal open_rank_journal(dist::Ranks& ranks, const std::string& dir, const std::string& base,
+                          const std::string& fingerprint, const std::function<void(Journal&)>& lead_checks) {
+  std::optional<Journal> journal;
+  const auto open = [&] { journal.emplace(journal_file(dir, base, ranks.rank()), fingerprint, journal_files(dir, base)); };
+  if (ranks.rank() == 0) {
+    open();
+    if (lead_checks) lead_checks(*journal);
+  }
+  ranks.barrier();  // a failure above aborts every rank
+  if (ranks.rank() != 0) open();
+  return std::move(*journal);
 }
 
 void remove_journals(const std::string& dir, const std::string& base) {

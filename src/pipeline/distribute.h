@@ -2,6 +2,7 @@
 // How a run's shards are shared among ranks (dist/ranks.h) and what the
 // ranks exchange: the fused-group amax whose members sit on several ranks,
 // and each rank's tensor records for rank 0's manifest.
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "dist/ranks.h"
+#include "pipeline/journal.h"
 #include "pipeline/manifest.h"
 #include "pipeline/plan.h"
 
@@ -60,6 +62,11 @@ constexpr const char* kJournalBase = ".selq-journal";  // file to file, in the s
 constexpr const char* kInPlaceJournalBase = "journal";   // in place, in .selq-inplace/
 std::string journal_file(const std::string& dir, const std::string& base, int rank);
 std::vector<std::string> journal_files(const std::string& dir, const std::string& base);
+// Every rank's journal in `dir`, for both quantize modes: rank 0 opens its
+// own and runs `lead_checks` on it (which may throw before anything is
+// written); the others open theirs once rank 0 is through.
+Journal open_rank_journal(dist::Ranks& ranks, const std::string& dir, const std::string& base,
+                          const std::string& fingerprint, const std::function<void(Journal&)>& lead_checks);
 // Removes every rank's journal and any temporary copy a killed rank left of one
 // (a rerun with fewer ranks never rewrites, and so never consumes, that one).
 void remove_journals(const std::string& dir, const std::string& base);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/checkpoint.h"
 #include "pipeline/distribute.h"
 #include "pipeline/journal.h"
 #include "pipeline/manifest.h"
@@ -55,12 +56,8 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   dist::Ranks& ranks = dist::ranks();
   const bool lead = ranks.rank() == 0;  // checks, and writes everything but the shards
   const std::string staging = staging_dir(dst);
-  const std::string fingerprint = plan_fingerprint(plan, recipe);
+  if (options.on_plan) options.on_plan(plan);
   std::error_code ec;
-  std::optional<Journal> journal;
-  const auto open_journal = [&] {
-    journal.emplace(journal_file(staging, kJournalBase, ranks.rank()), fingerprint, journal_files(staging, kJournalBase));
-  };
   if (lead) {
     if (fs::exists(dst) && !options.overwrite)
       throw_bad_input("destination exists (pass --force to replace it)", {dst});
@@ -68,8 +65,9 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
     if (fs::exists(staging) && !fs::exists(journal_file(staging, kJournalBase, 0))) remove_all_quietly(staging);
     fs::create_directories(staging, ec);
     if (ec) throw_io(fmt::format("cannot create staging directory: {}", ec.message()), {staging});
-    open_journal();
-    if (journal->has_existing_with_other_fingerprint()) {
+  }
+  Journal journal = open_rank_journal(ranks, staging, kJournalBase, plan_fingerprint(plan, recipe), [&](Journal& j) {
+    if (j.has_existing_with_other_fingerprint()) {
       // Different plan: discard the old staging content (only ours lives there).
       const std::string own = journal_file(staging, kJournalBase, 0);
       for (const auto& e : fs::directory_iterator(staging))
@@ -78,9 +76,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
     // A killed run's unfinished shards are rewritten whole; split over
     // ranks, nobody truncates their shared temporary files, so they go now.
     remove_parts(staging);
-  }
-  ranks.barrier();  // the staging directory is ready (a failure above aborts every rank)
-  if (!lead) open_journal();
+  });
 
   ThreadLimit limit(options.threads);
   QuantizeResult result;
@@ -103,11 +99,11 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   // which tells the others (every rank hashing every committed shard would
   // read them all N times).
   std::vector<bool> adopted(plan.shards.size(), false);
-  if (journal->resumed() && (!work.by_tensor || lead))
+  if (journal.resumed() && (!work.by_tensor || lead))
     for (std::size_t s = 0; s < plan.shards.size(); ++s)
       if (work.shard_rank[s] == rank)
         in_shard(plan.shards[s].name, [&] {
-          adopted[s] = journal->is_committed(plan.shards[s].name, (fs::path(staging) / plan.shards[s].name).string());
+          adopted[s] = journal.is_committed(plan.shards[s].name, (fs::path(staging) / plan.shards[s].name).string());
         });
   if (work.by_tensor) {
     std::string flags;
@@ -148,20 +144,20 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   std::vector<bool> open(plan.shards.size());
   for (std::size_t s = 0; s < plan.shards.size(); ++s) open[s] = !adopted[s];
   std::optional<SharedShardCommits> commits;
-  if (work.by_tensor && lead) commits.emplace(plan, work.tensor_rank, staging, *journal, open, records);
+  if (work.by_tensor && lead) commits.emplace(plan, work.tensor_rank, staging, journal, open, records);
   limit.run([&] {
     for (std::size_t s = 0; s < plan.shards.size(); ++s) {
       const auto& shard = plan.shards[s];
       const std::string path = (fs::path(staging) / shard.name).string();
       if (adopted[s]) {
         if (work.shard_rank[s] == rank)
-          in_shard(shard.name, [&] { adopt_committed_shard(plan, shard, path, *journal, records, progress, options); });
+          in_shard(shard.name, [&] { adopt_committed_shard(plan, shard, path, journal, records, progress, options); });
         continue;
       }
       if (!work.by_tensor) {
         if (work.shard_rank[s] == rank)
           in_shard(shard.name, [&] {
-            write_shard(source, plan, shard, path, options, group_amax, *journal, records, progress, pool);
+            write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);
           });
         continue;
       }
@@ -207,6 +203,25 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   result.bytes_read = plan.source_bytes();
   result.bytes_written = plan.output_bytes();
   if (ranks.size() > 1) result.split_by = work.by_tensor ? "tensor" : "shard";
+  return result;
+}
+
+QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options, Plan* plan_out) {
+  if (job.in_place == !job.destination.empty())
+    throw_bad_input(job.in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
+  if (job.in_place && options.split_by == "tensor")
+    throw_unsupported("--split-by tensor is file to file only (in place, each rank rewrites whole shards)");
+  if (options.memory_budget < kMinMemoryBudget)
+    throw_bad_input(fmt::format("the memory budget ({} bytes) is below the minimum of 64MiB", options.memory_budget));
+  if (job.must_resume && dist::ranks().rank() == 0 &&
+      interrupted_run(job.source, job.destination, job.in_place).empty())
+    throw_bad_input("nothing to resume (no interrupted run found)",
+                    {job.in_place ? job.source : staging_dir(job.destination)});
+  if (job.in_place) return run_quantize_in_place(job.source, job.recipe, job.plan_options, options, plan_out);
+  const auto source = io::Checkpoint::open(job.source);
+  Plan plan = make_plan(*source, job.recipe, job.plan_options);
+  QuantizeResult result = run_quantize(*source, plan, job.recipe, job.destination, options);
+  if (plan_out) *plan_out = std::move(plan);
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/plan.h"
+#include "recipe/recipe.h"
 
 namespace selq::pipeline {
 
@@ -31,6 +32,8 @@ struct QuantizeOptions {
   // (pipeline/shard_schedule.h). At least kMinMemoryBudget.
   std::uint64_t memory_budget{std::uint64_t{512} << 20};
   std::function<void(const Progress&)> on_progress;  // called from one thread
+  // Called with the plan before any tensor is written (its warnings, say).
+  std::function<void(const Plan&)> on_plan;
   // Called with the directory being staged (DST.selq-partial, or the in-place
   // run's final files) once its manifest is there and before the run commits,
   // so that files made from the manifest (selq-report.html: report/, which
@@ -54,8 +57,25 @@ struct QuantizeResult {
   std::string split_by;
 };
 
-// File to file. A staging directory left by a killed run with the same plan
-// is resumed: its committed shards are kept (checked by hash), the rest redone.
+// What `selq quantize` (and selq.quantize in Python) runs, in either mode:
+// a source, and a new checkpoint directory or the source itself.
+struct QuantizeJob {
+  std::string source;       // a directory, a .safetensors file, an index.json or a URL
+  std::string destination;  // file to file; empty in place
+  bool in_place{false};
+  recipe::Recipe recipe;
+  PlanOptions plan_options;
+  bool must_resume{false};  // refuse when no interrupted run is there to resume (--resume)
+};
+
+// The one entry for both modes: checks the job, plans the recipe (in place,
+// on the original headers even after a crash) and runs it with
+// run_quantize or run_quantize_in_place. `plan_out`: the plan that ran.
+QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options = {}, Plan* plan_out = nullptr);
+
+// File to file, for a plan already made (selq.plan() in Python, the demo).
+// A staging directory left by a killed run with the same plan is resumed:
+// its committed shards are kept (checked by hash), the rest redone.
 QuantizeResult run_quantize(const io::Checkpoint& source, const Plan& plan,
                             const recipe::Recipe& recipe, const std::string& dst,
                             const QuantizeOptions& options = {});

@@ -164,24 +164,17 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   refuse_in_place_requantize(plan, dir);
   plan.source = dir;
   if (plan_out) *plan_out = plan;
+  if (options.on_plan) options.on_plan(plan);
 
-  const std::string fingerprint = plan_fingerprint(plan, recipe);
+  Journal journal =
+      open_rank_journal(ranks, work.string(), kInPlaceJournalBase, plan_fingerprint(plan, recipe), [&](Journal& j) {
+        // Before anything is written: no other recipe's run in progress, room for the rewrites.
+        check_in_place_start(plan,
+                             {j.resumed(), j.has_existing_with_other_fingerprint(),
+                              journal_file(work.string(), kInPlaceJournalBase, 0), free_bytes(dir), ranks.size()},
+                             dir);
+      });
   const std::vector<int> shard_rank = assign_shards(plan, ranks.size());
-  std::optional<Journal> journal;
-  const auto open_journal = [&] {
-    journal.emplace(journal_file(work.string(), kInPlaceJournalBase, ranks.rank()), fingerprint,
-                    journal_files(work.string(), kInPlaceJournalBase));
-  };
-  if (lead) {
-    open_journal();
-    // Before anything is written: no other recipe's run in progress, room for the rewrites.
-    check_in_place_start(plan,
-                         {journal->resumed(), journal->has_existing_with_other_fingerprint(),
-                          journal_file(work.string(), kInPlaceJournalBase, 0), free_bytes(dir), ranks.size()},
-                         dir);
-  }
-  ranks.barrier();
-  if (!lead) open_journal();
 
   // Live shard files are opened lazily, only for shards still to be done.
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> live;
@@ -204,7 +197,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   std::vector<LiveShard> found(plan.shards.size(), LiveShard::OtherRank);
   for (std::size_t s = 0; s < plan.shards.size(); ++s)
     if (shard_rank[s] == ranks.rank())
-      found[s] = find_live_shard(plan.shards[s], (fs::path(dir) / plan.shards[s].name).string(), *journal,
+      found[s] = find_live_shard(plan.shards[s], (fs::path(dir) / plan.shards[s].name).string(), journal,
                                  *original, orig_dir, live);
   const std::vector<ShardAction> actions = in_place_shard_actions(plan, found, dir);
   std::vector<const PlannedShard*> todo;
@@ -217,7 +210,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
       ++progress.tensors_total;
     }
     if (actions[s] == ShardAction::Adopt)
-      adopt_committed_shard(plan, shard, (fs::path(dir) / shard.name).string(), *journal, records, progress, options);
+      adopt_committed_shard(plan, shard, (fs::path(dir) / shard.name).string(), journal, records, progress, options);
     else
       todo.push_back(&shard);
   }
@@ -226,9 +219,9 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   // before any rank rewrites a shard.
   std::map<std::string, float> known_amax;
   if (!dist::distributed()) {
-    limit.run([&] { known_amax = journaled_group_amax(*journal, source, plan); });
+    limit.run([&] { known_amax = journaled_group_amax(journal, source, plan); });
   } else {
-    std::string text = lead && journal->has_group_amax() ? amax_text(journal->group_amax()) : std::string();
+    std::string text = lead && journal.has_group_amax() ? amax_text(journal.group_amax()) : std::string();
     text = ranks.broadcast_text(text);
     if (!text.empty()) {
       known_amax = amax_from_text(text);
@@ -237,7 +230,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
       for (const auto& t : plan.tensors)
         if (!t.fused_group.empty()) groups.insert(t.fused_group);
       known_amax = exchange_group_amax(ranks, limit, source, plan, {groups.begin(), groups.end()}, mine);
-      if (lead) journal->set_group_amax(known_amax);
+      if (lead) journal.set_group_amax(known_amax);
       ranks.barrier();  // journaled before any shard is rewritten
     }
   }
@@ -247,7 +240,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     for (const PlannedShard* shard : todo) {
       const std::string path = (fs::path(dir) / shard->name).string();
       in_shard(shard->name, [&] {
-        write_shard(source, plan, *shard, path, options, group_amax, *journal, records, progress, pool);
+        write_shard(source, plan, *shard, path, options, group_amax, journal, records, progress, pool);
       });
       live.erase(shard->name);  // unmaps the old file, now unlinked
     }
