@@ -2,6 +2,9 @@
 // small synthetic Llama checkpoint written by the test.
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -223,6 +226,76 @@ TEST(PlannerConstraints, Fp8KvCacheKeepsActivationQuantizationOffMlaKvbAndOproj)
       EXPECT_TRUE(c.candidate == "bf16" || c.candidate == "fp8-w8a16") << layout.units[c.unit].name << " " << c.candidate;
     }
   }
+  fs::remove_all(dir);
+}
+
+// MoE and MLA: the units are what vLLM builds as one layer, and a planned mix
+// of them is exactly what `selq plan` of the emitted recipe writes.
+TEST(PlannerUnits, MoeAndMlaUnitsAreTheEnginesLayers) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("selq-planner-units-{}", ::getpid());
+  fs::remove_all(dir);
+  auto ckpt = write_synth(dir / "ckpt", "kimi-k3", 64, 2, 4, -1);
+  auto layout = decision_units(*ckpt, exporter::Dialect::CompressedTensors);
+  std::map<std::string, const DecisionUnit*> by_name;
+  std::map<std::string, int> owners;
+  for (const auto& u : layout.units) {
+    by_name[u.name] = &u;
+    for (const auto& m : u.members) ++owners[m.module];
+  }
+  for (const auto& [module, n] : owners) EXPECT_EQ(n, 1) << module << " is in " << n << " units";
+
+  // Layer 1 is an MoE layer: its 4 experts x 3 projections are one unit.
+  ASSERT_TRUE(by_name.count("model.layers.1.mlp.experts"));
+  const DecisionUnit& experts = *by_name["model.layers.1.mlp.experts"];
+  EXPECT_EQ(experts.kind, "mlp.experts");
+  EXPECT_EQ(experts.layer, 1);
+  EXPECT_EQ(experts.members.size(), 12u);
+  for (const auto& m : experts.members) EXPECT_TRUE(m.module.starts_with("model.layers.1.mlp.experts.")) << m.module;
+  // MLA's q_a and kv_a share their input and are fused; shared experts' gate/up too.
+  ASSERT_TRUE(by_name.count("model.layers.0.self_attn.fused_qkv_a_proj"));
+  const auto& qkv_a = by_name["model.layers.0.self_attn.fused_qkv_a_proj"]->members;
+  ASSERT_EQ(qkv_a.size(), 2u);
+  EXPECT_EQ(qkv_a[0].module, "model.layers.0.self_attn.q_a_proj");
+  EXPECT_EQ(qkv_a[1].module, "model.layers.0.self_attn.kv_a_proj_with_mqa");
+  ASSERT_TRUE(by_name.count("model.layers.1.mlp.shared_experts.gate_up_proj"));
+  EXPECT_EQ(by_name["model.layers.1.mlp.shared_experts.gate_up_proj"]->members.size(), 2u);
+  EXPECT_TRUE(by_name.count("model.layers.0.self_attn.kv_b_proj"));
+  // The router stays float and is decided by nobody.
+  EXPECT_EQ(owners.count("model.layers.1.mlp.gate"), 0u);
+
+  // Planned mixes: the emitted recipe gives every member its unit's format, at the mix's exact size.
+  auto cands = select_candidates({}, Hardware::Any, exporter::Dialect::CompressedTensors);
+  auto table = data_free_sensitivity(*ckpt, layout, cands);
+  fs::create_directories(dir / "out");
+  std::ofstream(dir / "out" / "sens.json") << table.to_json().dump();
+  int solved = 0;
+  for (double bpw : {9.0, 10.0, 11.0, 12.0, 13.0, 14.0}) {
+    TargetRequest req;
+    req.sensitivity_path = (dir / "out" / "sens.json").string();
+    req.target_bpw = bpw;
+    std::optional<TargetResult> r;
+    try {
+      r = plan_target(*ckpt, req);
+    } catch (const Error&) {
+      continue;  // below this scaled-down model's cheapest mix (its BF16 heads are a large fixed share)
+    }
+    ++solved;
+    auto plan = pipeline::make_plan(*ckpt, recipe::parse_recipe(r->recipe_yaml, "emitted"));
+    EXPECT_EQ(plan.bits_per_weight(), r->mix->bits_per_weight) << r->recipe_yaml;
+    std::map<std::string, std::string> scheme_of;
+    for (const auto& t : plan.tensors)
+      if (t.source.ends_with(".weight")) scheme_of[t.module] = t.scheme ? t.scheme->name() : "bf16";
+    std::set<std::string> expert_formats;
+    for (const auto& c : r->mix->choices) {
+      const Candidate* cand = find_candidate(c.candidate);
+      for (const auto& m : layout.units[c.unit].members) {
+        EXPECT_EQ(scheme_of.at(m.module), cand->spec ? cand->spec->name() : "bf16") << m.module;
+        if (layout.units[c.unit].kind == "mlp.experts") expert_formats.insert(scheme_of.at(m.module));
+      }
+    }
+    EXPECT_EQ(expert_formats.size(), 1u) << "bpw " << bpw;
+  }
+  EXPECT_GE(solved, 3);
   fs::remove_all(dir);
 }
 
