@@ -44,7 +44,7 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   cmd->add_option("source", a->source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
       ->required();
   cmd->add_option("--out,-o", a->out, "Output JSON file")->required();
-  cmd->add_option("--candidates", a->candidates, "Candidate formats to score (default: all)")->delimiter(',');
+  cmd->add_option("--candidates,--schemes", a->candidates, "Candidate formats to score (default: all)")->delimiter(',');
   cmd->add_option("--dialect", a->dialect, "Dialect whose scale conventions are scored")->capture_default_str();
   cmd->add_option("--hardware", a->hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
       ->capture_default_str();
