@@ -116,9 +116,15 @@ SchemeSpec f32_scale_adapt(SchemeSpec s, DType) {
   return s;
 }
 
-void require_inputs(Dialect d, const SchemeSpec& spec, unsigned inputs, const char* why) {
+void check_kind_row(Dialect d, const SchemeSpec& spec, bool writable, std::string (*problem)(const SchemeSpec&),
+                    unsigned inputs, const char* why) {
+  if (!writable) unsupported(d, spec, why);
+  if (problem)
+    if (const std::string p = problem(spec); !p.empty()) unsupported(d, spec, p);
   if ((inputs & quant::act_bit(spec.act)) == 0) unsupported(d, spec, why);
 }
+
+nlohmann::json comparable_as_written(const nlohmann::json& scheme_json) { return scheme_json; }
 
 std::vector<std::string> config_strings(const nlohmann::json& qc, const char* key) {
   std::vector<std::string> out;

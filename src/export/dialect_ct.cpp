@@ -154,12 +154,7 @@ constexpr std::array<CtRow, quant::kSchemeKindCount> kRows = {{
      nullptr, nullptr, false, nullptr},
 }};
 
-constexpr bool rows_in_enum_order() {
-  for (std::size_t i = 0; i < kRows.size(); ++i)
-    if (kRows[i].kind != static_cast<SchemeKind>(i) || kRows[i].why == nullptr) return false;
-  return true;
-}
-static_assert(rows_in_enum_order(), "export/dialect_ct.cpp needs one row per SchemeKind, in enum order");
+static_assert(rows_in_kind_order(kRows), "export/dialect_ct.cpp needs one row per SchemeKind, in enum order");
 
 const CtRow& row(const SchemeSpec& s) { return kRows[static_cast<std::size_t>(s.kind)]; }
 
@@ -187,10 +182,7 @@ json input_args(const SchemeSpec& s) {
 
 void ct_check(const SchemeSpec& s) {
   const CtRow& r = row(s);
-  if (!r.format) unsupported(Dialect::CompressedTensors, s, r.why);
-  if (r.problem)
-    if (const std::string why = r.problem(s); !why.empty()) unsupported(Dialect::CompressedTensors, s, why);
-  require_inputs(Dialect::CompressedTensors, s, r.inputs, r.why);
+  check_kind_row(Dialect::CompressedTensors, s, r.format != nullptr, r.problem, r.inputs, r.why);
 }
 
 SchemeSpec ct_adapt(SchemeSpec s, DType model_dtype) {
@@ -351,9 +343,15 @@ std::vector<ConfigModuleEntry> ct_module_entries(const json& qc) {
 }  // namespace
 
 const DialectOps& ct_ops() {
-  static const DialectOps ops{"compressed-tensors", ct_check,         ct_adapt,         ct_suffix,
-                              ct_scheme_json,       ct_comparable,    ct_build,         ct_module_entries,
-                              Engine::VllmCompressedTensors};
+  static const DialectOps ops{.name = "compressed-tensors",
+                              .check = ct_check,
+                              .adapt = ct_adapt,
+                              .suffix = ct_suffix,
+                              .scheme_json = ct_scheme_json,
+                              .comparable = ct_comparable,
+                              .build = ct_build,
+                              .module_entries = ct_module_entries,
+                              .vllm_engine = Engine::VllmCompressedTensors};
   return ops;
 }
 

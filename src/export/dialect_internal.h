@@ -1,6 +1,7 @@
 #pragma once
 // Each dialect's entry points behind the dispatch in dialect.cpp, and helpers
 // the dialect files share. Not part of the public interface.
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,10 +31,24 @@ const DialectOps& ct_ops();
 const DialectOps& quark_ops();
 const DialectOps& modelopt_ops();
 
+// A dialect's table of scheme kinds (CtRow, QuarkRow) has one row per
+// SchemeKind in enum order, each with its refusal text: checked at compile time.
+template <class Row, std::size_t N>
+constexpr bool rows_in_kind_order(const std::array<Row, N>& rows) {
+  if (N != quant::kSchemeKindCount) return false;
+  for (std::size_t i = 0; i < N; ++i)
+    if (rows[i].kind != static_cast<quant::SchemeKind>(i) || rows[i].why == nullptr) return false;
+  return true;
+}
+
 [[noreturn]] void unsupported(Dialect d, const quant::SchemeSpec& spec, const std::string& why);
-// Unsupported with `why` unless the scheme's activation mode is one of
-// `inputs` (quant::act_bit()s).
-void require_inputs(Dialect d, const quant::SchemeSpec& spec, unsigned inputs, const char* why);
+// A kind row's check: Unsupported with `why` when the dialect has no format for
+// the kind (`writable` false) or the scheme's activation mode is not one of
+// `inputs` (quant::act_bit()s), with what `problem` says of its options first.
+void check_kind_row(Dialect d, const quant::SchemeSpec& spec, bool writable,
+                    std::string (*problem)(const quant::SchemeSpec&), unsigned inputs, const char* why);
+// A comparable form that is the scheme's config object itself (DialectOps::comparable).
+nlohmann::json comparable_as_written(const nlohmann::json& scheme_json);
 
 // The strings of qc[key] when it is an array (configs in the wild are loose:
 // another type names nothing).

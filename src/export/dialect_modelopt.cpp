@@ -205,14 +205,18 @@ std::vector<ConfigModuleEntry> modelopt_module_entries(const json& qc) {
   return entries;
 }
 
-json as_written(const json& scheme_json) { return scheme_json; }
-
 }  // namespace
 
 const DialectOps& modelopt_ops() {
-  static const DialectOps ops{"modelopt",           modelopt_check, f32_scale_adapt, modelopt_suffix,
-                              modelopt_scheme_json, as_written,     modelopt_build,  modelopt_module_entries,
-                              Engine::VllmModelOpt};
+  static const DialectOps ops{.name = "modelopt",
+                              .check = modelopt_check,
+                              .adapt = f32_scale_adapt,
+                              .suffix = modelopt_suffix,
+                              .scheme_json = modelopt_scheme_json,
+                              .comparable = comparable_as_written,
+                              .build = modelopt_build,
+                              .module_entries = modelopt_module_entries,
+                              .vllm_engine = Engine::VllmModelOpt};
   return ops;
 }
 

@@ -156,12 +156,7 @@ constexpr std::array<QuarkRow, quant::kSchemeKindCount> kRows = {{
      "QuarkW8A8Fp8 loads per-channel scales as floats; no engine loads E8M0 per-channel FP8 weights yet", nullptr},
 }};
 
-constexpr bool rows_in_enum_order() {
-  for (std::size_t i = 0; i < kRows.size(); ++i)
-    if (kRows[i].kind != static_cast<SchemeKind>(i) || kRows[i].why == nullptr) return false;
-  return true;
-}
-static_assert(rows_in_enum_order(), "export/dialect_quark.cpp needs one row per SchemeKind, in enum order");
+static_assert(rows_in_kind_order(kRows), "export/dialect_quark.cpp needs one row per SchemeKind, in enum order");
 
 const QuarkRow& row(const SchemeSpec& s) { return kRows[static_cast<std::size_t>(s.kind)]; }
 
@@ -191,10 +186,7 @@ json input_spec(const SchemeSpec& s) {
 
 void quark_check(const SchemeSpec& s) {
   const QuarkRow& r = row(s);
-  if (!r.weight) unsupported(Dialect::Quark, s, r.why);
-  if (r.problem)
-    if (const std::string why = r.problem(s); !why.empty()) unsupported(Dialect::Quark, s, why);
-  require_inputs(Dialect::Quark, s, r.inputs, r.why);
+  check_kind_row(Dialect::Quark, s, r.weight != nullptr, r.problem, r.inputs, r.why);
 }
 
 std::string quark_suffix(const SchemeSpec&, OutRole role) {
@@ -290,14 +282,18 @@ std::vector<ConfigModuleEntry> quark_module_entries(const json& qc) {
   return entries;
 }
 
-json as_written(const json& scheme_json) { return scheme_json; }
-
 }  // namespace
 
 const DialectOps& quark_ops() {
-  static const DialectOps ops{"quark",           quark_check,   f32_scale_adapt, quark_suffix,
-                              quark_scheme_json, as_written,    quark_build,     quark_module_entries,
-                              Engine::VllmQuark};
+  static const DialectOps ops{.name = "quark",
+                              .check = quark_check,
+                              .adapt = f32_scale_adapt,
+                              .suffix = quark_suffix,
+                              .scheme_json = quark_scheme_json,
+                              .comparable = comparable_as_written,
+                              .build = quark_build,
+                              .module_entries = quark_module_entries,
+                              .vllm_engine = Engine::VllmQuark};
   return ops;
 }
 
