@@ -363,4 +363,10 @@ std::vector<std::string> Checkpoint::other_files() const {
   return out;
 }
 
+DType model_float_dtype(const Checkpoint& ckpt) {
+  for (const auto& t : ckpt.tensors())
+    if (dtype_is_float_source(t.info.dtype) && t.info.shape.size() >= 2) return t.info.dtype;
+  return DType::BF16;
+}
+
 }  // namespace selq::io

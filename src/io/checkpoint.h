@@ -107,6 +107,11 @@ class Checkpoint {
   void index_tensors(const std::map<std::string, std::string>& weight_map, const std::string& index_path);
 };
 
+// The float dtype of the model's weights, from the tensors (the first 2-D+
+// float tensor's; BF16 when none): what dialects adapt scale dtypes to when a
+// checkpoint is written, and so what reading one back assumes.
+DType model_float_dtype(const Checkpoint& checkpoint);
+
 // Side files probed on a remote checkpoint (see other_files()).
 inline constexpr const char* kRemoteSideFiles[] = {
     "generation_config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",

@@ -85,12 +85,6 @@ std::optional<quant::OutTensorSpec> static_activation_output(const quant::Scheme
 
 }  // namespace
 
-DType model_float_dtype(const io::Checkpoint& ckpt) {
-  for (const auto& t : ckpt.tensors())
-    if (dtype_is_float_source(t.info.dtype) && t.info.shape.size() >= 2) return t.info.dtype;
-  return DType::BF16;
-}
-
 std::uint64_t PlannedTensor::out_bytes() const {
   std::uint64_t b = 0;
   for (const auto& o : outputs) b += o.info.nbytes();
@@ -162,7 +156,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
   if (res.decisions.size() != infos.size())
     throw Error(ErrorKind::Internal, "recipe resolution returned a different tensor count");
 
-  const DType model_dtype = model_float_dtype(ckpt);
+  const DType model_dtype = io::model_float_dtype(ckpt);
   std::unique_ptr<StoredWeightFinder> stored_weights;  // only when something is re-quantized
   auto find_stored = [&](const std::string& module) {
     if (!stored_weights) {

@@ -90,9 +90,6 @@ struct Plan {
   std::string json_text(int indent = 2) const;
 };
 
-// The float dtype of the model's weights (the first 2-D+ float tensor's; BF16
-// when none): what dialects adapt scale dtypes to.
-DType model_float_dtype(const io::Checkpoint& checkpoint);
 
 Plan make_plan(const io::Checkpoint& checkpoint, const recipe::Recipe& recipe,
                const PlanOptions& options = {});

@@ -45,18 +45,6 @@ struct Ctx {
   }
 };
 
-DType model_dtype_of(const json& config) {
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (config.is_object() && config.contains(key) && config[key].is_string()) {
-      std::string v = config[key].get<std::string>();
-      if (v == "float16") return DType::F16;
-      if (v == "float32") return DType::F32;
-      if (v == "bfloat16") return DType::BF16;
-    }
-  }
-  return DType::BF16;
-}
-
 std::optional<json> read_json_file(const fs::path& p) {
   std::ifstream f(p);
   if (!f) return std::nullopt;
@@ -365,7 +353,7 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
   if (dialect == exporter::Dialect::ModelOpt && qc.is_null())
     if (auto h = read_json_file(dir / "hf_quant_config.json")) qc = *h;
   if (!qc.is_object()) qc = json::object();
-  const DType model_dtype = model_dtype_of(config);
+  const DType model_dtype = io::model_float_dtype(ckpt);
   const std::vector<std::string> modules = linear_modules(ckpt);
   report["linear_modules"] = modules.size();
 

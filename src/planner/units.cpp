@@ -19,7 +19,7 @@ std::uint64_t DecisionUnit::parameters() const {
 UnitLayout decision_units(const io::Checkpoint& ckpt, exporter::Dialect dialect) {
   UnitLayout layout;
   layout.dialect = dialect;
-  layout.model_dtype = pipeline::model_float_dtype(ckpt);
+  layout.model_dtype = io::model_float_dtype(ckpt);
 
   recipe::Recipe keep_all;
   keep_all.name = "keep-all";

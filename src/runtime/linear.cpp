@@ -100,6 +100,18 @@ SchemeSpec scheme_from_config_json(const std::string& dialect, const nlohmann::j
                                 scheme_json.dump()));
 }
 
+namespace {
+
+// The scheme a config entry of this checkpoint's dialect describes, read as
+// the writer wrote it: for the model dtype of the checkpoint's own tensors.
+SchemeSpec scheme_for_config(exporter::Dialect d, const nlohmann::json& scheme_json, const io::Checkpoint& ck) {
+  if (auto s = exporter::scheme_from_config_json(d, scheme_json, io::model_float_dtype(ck))) return *s;
+  throw_unsupported(fmt::format("{}: the runtime knows no scheme that the {} config {} describes", ck.dir(),
+                                exporter::dialect_name(d), scheme_json.dump()));
+}
+
+}  // namespace
+
 struct LinearLoader::Impl {
   const io::Checkpoint* ckpt{nullptr};
   std::optional<exporter::Dialect> dialect;
@@ -160,7 +172,7 @@ Linear LinearLoader::load(const std::string& module) const {
   const exporter::Dialect d = *impl_->dialect;
   auto key = resolved->dump();
   auto it = impl_->by_json.find(key);
-  SchemeSpec spec = it != impl_->by_json.end() ? it->second : scheme_from_config_json(dialect_, *resolved);
+  SchemeSpec spec = it != impl_->by_json.end() ? it->second : scheme_for_config(d, *resolved, ck);
   impl_->by_json.emplace(key, spec);
 
   auto tensor_for = [&](quant::OutRole role) {
