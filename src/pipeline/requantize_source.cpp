@@ -1,5 +1,7 @@
 #include "pipeline/requantize_source.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -14,7 +16,8 @@ struct StoredWeightFinder::Impl {
   DType model_dtype;
   nlohmann::json qc;
   std::string method;
-  std::unique_ptr<exporter::EngineResolver> ct;  // built on first use
+  std::optional<exporter::Dialect> dialect;          // of qc, when it is one of selq's three
+  std::unique_ptr<exporter::EngineResolver> resolver;  // built on first use
 
   // The stored tensors `spec` needs for `module`, named by `name_of`, given
   // the stored weight tensor: the logical shape is the one whose scheme
@@ -47,11 +50,12 @@ struct StoredWeightFinder::Impl {
 
 StoredWeightFinder::StoredWeightFinder(const io::Checkpoint& ckpt, std::vector<std::string> modules,
                                        DType model_dtype)
-    : impl_(new Impl{ckpt, std::move(modules), model_dtype, {}, {}, {}}) {
+    : impl_(new Impl{ckpt, std::move(modules), model_dtype, {}, {}, {}, {}}) {
   const auto& cfg = ckpt.config();
   if (cfg.is_object() && cfg.contains("quantization_config") && cfg["quantization_config"].is_object()) {
     impl_->qc = cfg["quantization_config"];
     impl_->method = impl_->qc.value("quant_method", "");
+    impl_->dialect = exporter::dialect_of_config(impl_->qc);
   }
 }
 
@@ -73,24 +77,22 @@ StoredWeight StoredWeightFinder::find(const std::string& module) {
       return module + (r == quant::OutRole::Weight ? ".weight" : ".weight_scale_inv");
     });
   }
-  if (m.method == "compressed-tensors") {
-    if (!m.ct)
-      m.ct = std::make_unique<exporter::EngineResolver>(exporter::Engine::VllmCompressedTensors, m.qc, m.modules);
-    const auto& scheme_json = m.ct->resolve(module);
+  if (m.dialect) {
+    const exporter::Dialect d = *m.dialect;
+    const std::string name = exporter::dialect_name(d);
+    if (!m.resolver) m.resolver = std::make_unique<exporter::EngineResolver>(exporter::vllm_engine_for(d), m.qc, m.modules);
+    const auto& scheme_json = m.resolver->resolve(module);
     if (!scheme_json)
-      throw_bad_input("has quantized tensors but its compressed-tensors config resolves it to float",
+      throw_bad_input(fmt::format("has quantized tensors but its {} config resolves it to float", name),
                       {m.ckpt.dir(), module});
-    auto spec = exporter::scheme_from_config_json(exporter::Dialect::CompressedTensors, *scheme_json, m.model_dtype);
+    auto spec = exporter::scheme_from_config_json(d, *scheme_json, m.model_dtype);
     if (!spec)
-      throw_unsupported(fmt::format("cannot dequantize: selq does not know the compressed-tensors scheme {}",
-                                    scheme_json->dump()),
+      throw_unsupported(fmt::format("cannot dequantize: selq does not know the {} scheme {}", name, scheme_json->dump()),
                         {m.ckpt.dir(), module});
-    return m.match(module, *spec, [&](quant::OutRole r) {
-      return exporter::output_tensor_name(exporter::Dialect::CompressedTensors, *spec, r, module);
-    });
+    return m.match(module, *spec, [&](quant::OutRole r) { return exporter::output_tensor_name(d, *spec, r, module); });
   }
-  throw_unsupported(fmt::format("cannot dequantize a '{}' source for requantize: compressed-tensors and block FP8 "
-                                "(quant_method fp8 with weight_block_size) sources are supported",
+  throw_unsupported(fmt::format("cannot dequantize a '{}' source for requantize: compressed-tensors, quark, modelopt "
+                                "and block FP8 (quant_method fp8 with weight_block_size) sources are supported",
                                 m.method.empty() ? "unknown" : m.method),
                     {m.ckpt.dir(), module});
 }

@@ -1,9 +1,10 @@
 #pragma once
 // How a pre-quantized module of the source is stored, so that a recipe with
 // `requantize: true` can dequantize it and quantize it with another scheme.
-// Two kinds of source are understood: compressed-tensors (the scheme each
-// module resolves to, as vLLM resolves it) and block FP8 with
-// `weight_scale_inv` (DeepSeek-V3 / HF fine-grained FP8, quant_method "fp8").
+// Understood: a config in one of selq's dialects (compressed-tensors, quark,
+// modelopt: the scheme each module resolves to, as vLLM resolves it; read
+// back by export/dialect_read.h) and block FP8 with `weight_scale_inv`
+// (DeepSeek-V3 / HF fine-grained FP8, quant_method "fp8").
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -9,6 +9,8 @@ their stored tensors and quantized with the new scheme.
 * compressed-tensors NVFP4 experts re-quantized to MXFP4: the source group's
   expert patterns are dropped (or kept for the layers left as stored), no
   NVFP4 companion tensor survives, verify is clean.
+* A ModelOpt FP8 source (per-channel weights) re-quantized to NVFP4 in
+  compressed-tensors: any of selq's dialects is read back as a source.
 * Without the flag the rule only warns and the modules pass through; in place
   is refused with one clear line.
 """
@@ -152,6 +154,43 @@ class Requantize(unittest.TestCase):
             self.assertGreater(rel, 0.0, m)
         groups = E.read_json(os.path.join(dst, "config.json"))["quantization_config"]["config_groups"]
         self.assertEqual([g["format"] for g in groups.values()], ["mxfp4-pack-quantized"], groups)
+
+    def test_modelopt_fp8_source_to_nvfp4(self):
+        # Any of selq's dialects is read back as a source (export/dialect_read.h), not only compressed-tensors.
+        synth = self.path("llama-bf16")
+        E.selq("synth", "--arch", "llama", "--layers", "2", "--scale", "16", "--vocab", "512", synth)
+        src = self.path("llama-modelopt-fp8")
+        r = write_recipe(self.path("mo.yaml"),
+                         "name: mo\narch: llama\ndialect: modelopt\n"
+                         "default: {scheme: fp8-channel, options: {activations: fp8-per-token}}\n")
+        E.selq("quantize", synth, src, "--recipe", r, "--quiet")
+        r = write_recipe(self.path("nv.yaml"),
+                         "name: nv\narch: llama\ndialect: compressed-tensors\nrequantize: true\n"
+                         "default: {scheme: nvfp4, options: {activations: none}}\n")
+        dst = self.path("llama-nvfp4")
+        E.selq("quantize", src, dst, "--recipe", r, "--quiet")
+        v = E.selq("verify", dst, check=False)
+        self.assertEqual(v.returncode, 0, v.stdout[-3000:] + v.stderr)
+        sh, h = E.safetensors_headers(src), E.safetensors_headers(dst)
+        modules = sorted(k[: -len(".weight_scale")] for k in sh if k.endswith(".weight_scale"))
+        self.assertEqual(len(modules), 2 * 7)
+        import torch
+        lut = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+        for m in modules:
+            self.assertIn(m + ".weight_packed", h)
+            self.assertIn(m + ".weight_global_scale", h)
+            # NVFP4 of the dequantized FP8 weight stays within NVFP4's error budget of it.
+            q = E.load_tensor(src, m + ".weight", sh).view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
+            s = E.load_tensor(src, m + ".weight_scale", sh).float().numpy().reshape(-1, 1)
+            ref = q.astype(np.float32) * s
+            codes = E.load_tensor(dst, m + ".weight_packed", h).numpy()
+            ws = E.load_tensor(dst, m + ".weight_scale", h).view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
+            gs = E.load_tensor(dst, m + ".weight_global_scale", h).numpy()[0]
+            vals = np.stack([lut[codes & 15], lut[codes >> 4]], -1).reshape(codes.shape[0], -1)
+            got = vals * np.repeat(ws.astype(np.float32) / gs, 16, 1)
+            rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+            self.assertLess(rel, 0.2, m)
+            self.assertGreater(rel, 0.0, m)
 
     def test_partial_requantize_of_a_shared_source_pattern_is_refused(self):
         src = self.nvfp4_source()
