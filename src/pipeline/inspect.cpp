@@ -7,7 +7,8 @@
 
 #include "core/format_bytes.h"
 
-#include "pipeline/module_names.h"
+#include "recipe/names.h"
+#include "recipe/recipe.h"
 
 namespace selq::pipeline {
 
@@ -63,10 +64,10 @@ nlohmann::json inspect_checkpoint(const io::Checkpoint& ckpt, bool with_tensors)
   // Per layer: projection kind -> storage.
   std::map<int, std::map<std::string, std::string>> layers;
   for (const auto& [module, parts] : modules) {
-    const auto layer = layer_index_of(module);
+    const auto layer = recipe::layer_index_of(module);
     const std::string storage = module_storage(parts);
     if (!layer || storage.empty()) continue;
-    layers[*layer][layer_relative_kind(module)] = storage;
+    layers[*layer][recipe::layer_relative_kind(module)] = storage;
   }
   nlohmann::json jl = nlohmann::json::array();
   for (const auto& [layer, kinds] : layers) jl.push_back({{"layer", layer}, {"modules", kinds}});

@@ -8,7 +8,8 @@
 
 #include "core/format_bytes.h"
 
-#include "pipeline/module_names.h"
+#include "recipe/names.h"
+#include "recipe/recipe.h"
 #include "pipeline/plan.h"
 
 namespace selq::pipeline {
@@ -192,10 +193,10 @@ std::string format_plan(const Plan& plan) {
   // Per-layer map: for each layer, which projection kind got which format.
   std::map<int, std::map<std::string, std::string>> layers;
   for (const auto& m : plan.linear_modules) {
-    auto layer = layer_index_of(m.module);
+    auto layer = recipe::layer_index_of(m.module);
     if (!layer) continue;
     std::string label = m.scheme ? m.scheme->name() : (m.preexisting ? "pre-quantized" : "float");
-    layers[*layer][layer_relative_kind(m.module)] = label;
+    layers[*layer][recipe::layer_relative_kind(m.module)] = label;
   }
   if (!layers.empty()) {
     out += "\nper layer:\n";

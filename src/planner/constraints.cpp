@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "pipeline/module_names.h"
+#include "recipe/names.h"
 #include "recipe/recipe.h"
 
 namespace selq::planner {
@@ -18,7 +18,7 @@ std::vector<std::set<std::string>> forbidden_candidates(const io::Checkpoint& ck
   // The constraint depends on the layer (MLA or not), so each trial resolves
   // the unit's whole layer, with one rule that gives the unit the candidate.
   std::map<int, std::vector<TensorInfo>> by_layer;  // layer index (-1: none) -> its tensors
-  for (const auto& t : ckpt.tensors()) by_layer[pipeline::layer_index_of(t.info.name).value_or(-1)].push_back(t.info);
+  for (const auto& t : ckpt.tensors()) by_layer[recipe::layer_index_of(t.info.name).value_or(-1)].push_back(t.info);
   for (std::size_t u = 0; u < layout.units.size(); ++u) {
     const auto& unit = layout.units[u];
     const auto& layer_tensors = by_layer[unit.layer];

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "pipeline/module_names.h"
+#include "recipe/names.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "export/module_names.h"
-#include "pipeline/module_names.h"
+#include "recipe/names.h"
 #include "pipeline/plan.h"
 #include "recipe/recipe.h"
 
@@ -40,8 +40,8 @@ UnitLayout decision_units(const io::Checkpoint& ckpt, exporter::Dialect dialect)
   for (auto& em : exporter::engine_modules(exporter::EngineFamily::Vllm, decidable)) {
     DecisionUnit u;
     u.name = em.name;
-    u.layer = pipeline::layer_index_of(em.name).value_or(-1);
-    u.kind = pipeline::layer_relative_kind(em.name);
+    u.layer = recipe::layer_index_of(em.name).value_or(-1);
+    u.kind = recipe::layer_relative_kind(em.name);
     for (const auto& m : em.members) {
       u.members.push_back({m, weight_of.at(m)});
       unit_bytes += weight_of.at(m).nbytes();

@@ -291,4 +291,21 @@ std::string owning_module(const std::string& tensor) {
   return tensor;
 }
 
+std::optional<int> layer_index_of(std::string_view name) {
+  const detail::NameInfo n(name);
+  if (n.layer < 0) return std::nullopt;
+  return n.layer;
+}
+
+std::string layer_relative_kind(std::string_view module) {
+  const detail::NameInfo n(module);
+  std::string out;
+  for (std::size_t i = n.layer < 0 ? 0 : n.rest_begin; i < n.comps.size(); ++i) {
+    if (!out.empty()) out += '.';
+    const bool expert_index = i > 0 && i + 1 < n.comps.size() && n.comps[i - 1] == "experts" && detail::parse_uint(n.comps[i]);
+    out += expert_index ? std::string_view("*") : n.comps[i];
+  }
+  return out;
+}
+
 }  // namespace selq::recipe

@@ -5,6 +5,7 @@
 // plan time. Documented in docs/RECIPES.md.
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -99,6 +100,13 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
 // The module a tensor belongs to: "x.o_proj" for x.o_proj.weight and for its
 // scales and packed forms alike (weight_scale, weight_packed, input_scale...).
 std::string owning_module(const std::string& tensor);
+
+// The decoder layer of a module or tensor name (NameInfo's), nullopt outside
+// the decoder stack; and the name relative to its layer with any expert index
+// replaced by `*` ("self_attn.o_proj", "mlp.experts.*.up_proj"; the whole name
+// outside the stack). Plan, inspect, the planner and the report group by them.
+std::optional<int> layer_index_of(std::string_view name);
+std::string layer_relative_kind(std::string_view module);
 // A rule's `scheme:` value and `options:` flow map ("" when the scheme's
 // defaults suffice) that parse back to `spec`, for a spec a recipe can state
 // (the NVFP4 convention, for one, is the dialect's choice).

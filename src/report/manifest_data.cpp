@@ -12,7 +12,8 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
-#include "pipeline/module_names.h"
+#include "recipe/names.h"
+#include "recipe/recipe.h"
 
 namespace fs = std::filesystem;
 
@@ -160,9 +161,9 @@ ManifestData load_manifest(const std::string& dir) {
                : e.name.ends_with(".weight") ? e.name.substr(0, e.name.size() - 7)
                                              : e.name;
     e.linear = e.quantized || (e.shape.size() == 2 && e.name.ends_with(".weight"));
-    if (auto l = pipeline::layer_index_of(e.module)) {
+    if (auto l = recipe::layer_index_of(e.module)) {
       e.layer = *l;
-      e.kind = pipeline::layer_relative_kind(e.module);
+      e.kind = recipe::layer_relative_kind(e.module);
       m.layers = std::max(m.layers, e.layer + 1);
     } else {
       e.kind = e.module;

@@ -1,6 +1,6 @@
 #pragma once
 // What a quantized checkpoint's manifest says, per tensor, in the terms the
-// report draws: format, layer and module kind (pipeline/module_names.h),
+// report draws: format, layer and module kind (recipe/names.h),
 // shape, bytes before and after, and the measured error.
 #include <cstdint>
 #include <optional>
