@@ -45,8 +45,12 @@ std::int64_t chunk_rows(SchemeKind kind) {
     case SchemeKind::NVFP4: return kNvfp4ChunkRows;
     case SchemeKind::IntChannel:
     case SchemeKind::IntGroup: return kIntChunkRows;
-    default: return kFp8ChunkRows;
+    case SchemeKind::FP8Tensor:
+    case SchemeKind::FP8Channel:
+    case SchemeKind::FP8Block:
+    case SchemeKind::FP8ChannelE8M0: return kFp8ChunkRows;
   }
+  return kFp8ChunkRows;
 }
 
 // One scheme on one matrix (a 2-D weight or one expert).
@@ -99,8 +103,10 @@ void measure_row(const RowScheme& s, const float* x, std::int64_t in, const RowA
     case SchemeKind::IntGroup:
       int_row(s.int_params, x, in, nullptr, scratch.scales.data(), scratch.zero_points.data(), m, finite);
       return;
-    default: throw Error(ErrorKind::Internal, "measure_row: no row kernel for " + s.spec->name());
+    case SchemeKind::FP8Tensor:
+    case SchemeKind::FP8Block: break;  // whole-tensor scales: measured by quantize_weight itself
   }
+  throw Error(ErrorKind::Internal, "measure_row: no row kernel for " + s.spec->name());
 }
 
 // The row-kernel schemes on expert e: their merged pieces, as quantize_weight's
