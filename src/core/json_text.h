@@ -1,9 +1,8 @@
 #pragma once
 // Pieces of JSON text written straight into a string, for the few large JSON
-// documents selq writes (safetensors headers, the manifest): building them as
-// nlohmann::json trees and printing them, or printing one value at a time with
-// dump() (~1 us each), cost milliseconds per thousand tensors on the critical
-// path of a run.
+// documents selq writes (safetensors headers, the manifest): as nlohmann
+// trees they cost seconds at 70,000 tensors (docs/BENCHMARKS.md, "The
+// manifest as text").
 #include <string>
 #include <string_view>
 

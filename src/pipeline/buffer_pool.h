@@ -53,20 +53,16 @@ class BufferPool {
   // overwrites every byte (or fails, and the bytes are never used).
   Buffer acquire_for_overwrite(std::size_t size);
   void release(Buffer buffer);
-  // Maps, untouched, the buffers that acquiring `sizes` would otherwise map:
-  // called before a shard's pipeline starts with the outputs of its first
-  // tensors in flight. Mapping takes the address space's lock for writing,
-  // which the populating of the first source tensors holds for reading; an
-  // acquire that mapped then waited from 2 to 30 ms with a core idle (60
-  // mappings in a 0.27 GB NVFP4 run). Unused pages cost no memory.
+  // Maps, untouched, the buffers that acquiring `sizes` would otherwise map,
+  // before a shard's pipeline starts: mapping waits for the address-space lock
+  // that populating source tensors holds (docs/BENCHMARKS.md, "Serial costs
+  // and the address-space lock"). Unused pages cost no memory.
   void prepare(std::vector<std::size_t> sizes);
   // Buffers waiting for reuse (for tests of the bound).
   std::size_t free_buffers() const;
-  // Hands every buffer waiting for reuse to a new thread that unmaps them;
-  // the thread is joined when the returned handle is destroyed. At the end
-  // of a run the pool holds up to tens of MB of touched pages, whose unmapping
-  // took ~10 ms on one core after the last shard of a 0.3 s run; this way it
-  // overlaps the writing of the config and manifest.
+  // Hands every buffer waiting for reuse to a new thread that unmaps them
+  // while the config and manifest are written; the thread is joined when the
+  // returned handle is destroyed.
   std::jthread unmap_in_background();
 
  private:

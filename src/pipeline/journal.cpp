@@ -62,10 +62,10 @@ namespace {
 
 // What plan_fingerprint hashes: every field of the plan that decides the
 // output bytes (not the source path: the same plan may be read from a saved
-// copy of the headers). Written field by field rather than as the plan's JSON:
-// building and printing that JSON took 3-6 ms of a 0.3 s run, before any
-// work could start. Fields end with \x1f and records with \x1e, so that no
-// two different plans give the same text.
+// copy of the headers). Written field by field, as the manifest is: a JSON
+// tree of 70,000 entries costs seconds (docs/BENCHMARKS.md, "The manifest as
+// text"). Fields end with \x1f and records with \x1e, so that no two
+// different plans give the same text.
 class FingerprintText {
  public:
   template <typename T>

@@ -81,8 +81,8 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   ThreadLimit limit(options.threads);
   QuantizeResult result;
   // config.json, the index and the source's other files depend on the plan
-  // alone: written on another thread while the shards are, rather than after
-  // the last one (8 ms of a 0.3 s run, with the engine-resolution self-check).
+  // alone: written on another thread while the shards are (the config's
+  // engine self-check takes 1-3 s at 70,000 modules: docs/BENCHMARKS.md).
   // On an error in the shards the future's destructor waits for it.
   std::future<void> checkpoint_files;
   if (lead)

@@ -43,11 +43,9 @@ class GroupAmax {
   // still the original, since a rewritten shard no longer holds its bytes).
   explicit GroupAmax(std::map<std::string, float> known);
   // Computed when the group's first member is quantized, by reading the
-  // other members then (file to file; they are quantized a few tensors
-  // later). The separate pass over every member before the first shard, which
-  // in place needs, kept up to 256 MiB of them mapped for the main pass (peak
-  // RSS 408 MB against 100 MB this way on a 3.9 GB checkpoint), or else read
-  // them all twice.
+  // other members then (file to file): a pass over every member first, as in
+  // place needs, kept them mapped or read them twice (peak RSS 408 vs 100 MB
+  // on a 3.9 GB checkpoint).
   // `known`: groups whose amax was exchanged between ranks before the first
   // shard (pipeline/distribute.h).
   GroupAmax(const TensorSource& source, const Plan& plan, std::map<std::string, float> known = {});
