@@ -234,7 +234,7 @@ json ct_comparable(const json& scheme) {
 // anchored at the start only. The regex is compiled once per target, not once
 // per module it is tried on.
 std::function<bool(const std::string&)> ct_target_matcher(const std::string& target) {
-  if (target.rfind("re:", 0) != 0) return [target](const std::string& module) { return module == target; };
+  if (!target.starts_with("re:")) return [target](const std::string& module) { return module == target; };
   auto re = std::make_shared<std::regex>(target.substr(3));
   return [re](const std::string& module) {
     return std::regex_search(module, *re, std::regex_constants::match_continuous);

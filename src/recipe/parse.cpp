@@ -175,14 +175,14 @@ SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::N
 Pattern parse_pattern(const Ctx& c, const YAML::Node& n, const std::string& arch) {
   Pattern p{scalar(c, n, "a pattern"), loc(c, n)};
   if (p.text.empty()) fail(c, n, "empty pattern");
-  if (p.text.rfind("re:", 0) == 0) {
+  if (p.text.starts_with("re:")) {
     try {
       std::regex re(p.text.substr(3));
     } catch (const std::regex_error& e) {
       fail(c, n, fmt::format("invalid regular expression '{}': {}", p.text.substr(3), e.what()));
     }
   } else if (p.text[0] == '@') {
-    if (p.text.rfind("@layer:", 0) == 0) {
+    if (p.text.starts_with("@layer:")) {
       if (!detail::parse_layer_template(p.text)) fail(c, n, fmt::format("'{}': expected @layer:N with N a layer index", p.text));
     } else {
       const auto* table = detail::arch_templates(arch);

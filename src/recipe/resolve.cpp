@@ -40,7 +40,7 @@ CompiledPattern compile(const Pattern& p, const std::string& arch) {
   CompiledPattern c;
   c.pattern = &p;
   const std::string& t = p.text;
-  if (t.rfind("re:", 0) == 0) {
+  if (t.starts_with("re:")) {
     c.kind = CompiledPattern::Kind::Regex;
     try {
       c.re = std::regex(t.substr(3));

@@ -40,7 +40,7 @@ std::string description_of(const fs::path& file) {
   // The leading comment block's first sentence.
   std::ifstream in(file);
   std::string text;
-  for (std::string line; std::getline(in, line) && line.rfind("#", 0) == 0;) {
+  for (std::string line; std::getline(in, line) && line.starts_with("#");) {
     auto start = line.find_first_not_of("# ");
     if (start == std::string::npos) break;
     if (!text.empty()) text.push_back(' ');
