@@ -44,7 +44,7 @@ using detail::dialect_ops;
 std::string dialect_name(Dialect d) { return dialect_ops(d).name; }
 
 std::optional<Dialect> dialect_from_name(const std::string& name) {
-  for (auto d : {Dialect::CompressedTensors, Dialect::Quark, Dialect::ModelOpt})
+  for (auto d : kAllDialects)
     if (name == dialect_ops(d).name) return d;
   if (name == "compressed_tensors" || name == "ct") return Dialect::CompressedTensors;
   return std::nullopt;

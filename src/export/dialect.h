@@ -14,6 +14,7 @@
 namespace selq::exporter {
 
 enum class Dialect { CompressedTensors, Quark, ModelOpt };
+inline constexpr Dialect kAllDialects[] = {Dialect::CompressedTensors, Dialect::Quark, Dialect::ModelOpt};
 
 std::string dialect_name(Dialect d);                   // "compressed-tensors", "quark", "modelopt"
 std::optional<Dialect> dialect_from_name(const std::string& name);

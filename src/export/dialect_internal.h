@@ -25,6 +25,7 @@ struct DialectOps {
   ConfigOutput (*build)(const ConfigInput&);
   std::vector<ConfigModuleEntry> (*module_entries)(const nlohmann::json& quantization_config);
   Engine vllm_engine;  // the vLLM loader that reads it (the runtime loads as it does)
+  const char* side_file{nullptr};  // a file beside config.json that carries the config too
 };
 const DialectOps& dialect_ops(Dialect d);
 const DialectOps& ct_ops();

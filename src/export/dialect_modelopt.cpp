@@ -47,6 +47,8 @@ using nlohmann::json;
 
 namespace {
 
+constexpr const char* kHfQuantConfig = "hf_quant_config.json";
+
 // ModelOpt's quantization algorithms, one row each: the scheme kind and
 // activation mode it stores. A scheme no row matches cannot be written.
 struct Algo {
@@ -189,7 +191,7 @@ ConfigOutput modelopt_build(const ConfigInput& in) {
     qc["quantized_layers"] = quantized_layers;
   }
   json hf = {{"producer", {{"name", "selq"}, {"version", producer_version()}}}, {"quantization", quantization}};
-  return {qc, {{"hf_quant_config.json", hf.dump(2)}}};
+  return {qc, {{kHfQuantConfig, hf.dump(2)}}};
 }
 
 // exclude_modules (or ignore) and the keys of quantized_layers, from
@@ -216,7 +218,8 @@ const DialectOps& modelopt_ops() {
                               .comparable = comparable_as_written,
                               .build = modelopt_build,
                               .module_entries = modelopt_module_entries,
-                              .vllm_engine = Engine::VllmModelOpt};
+                              .vllm_engine = Engine::VllmModelOpt,
+                              .side_file = kHfQuantConfig};
   return ops;
 }
 

@@ -80,4 +80,12 @@ std::vector<ConfigModuleEntry> config_module_entries(Dialect d, const json& qc) 
 
 Engine vllm_engine_for(Dialect d) { return detail::dialect_ops(d).vllm_engine; }
 
+const char* config_side_file(Dialect d) { return detail::dialect_ops(d).side_file; }
+
+bool is_config_side_file(const std::string& file_name) {
+  for (auto d : kAllDialects)
+    if (const char* f = config_side_file(d); f && file_name == f) return true;
+  return false;
+}
+
 }  // namespace selq::exporter

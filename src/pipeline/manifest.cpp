@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "export/dialect_read.h"
 #include "export/module_names.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -22,7 +23,7 @@ namespace {
 
 // Files the quantized checkpoint replaces rather than copies.
 bool is_regenerated(const std::string& name) {
-  return name == "config.json" || name == io::kIndexName || name == "hf_quant_config.json" ||
+  return name == "config.json" || name == io::kIndexName || exporter::is_config_side_file(name) ||
          name == kManifestName || name == kReportName || name == kHtmlReportName;
 }
 

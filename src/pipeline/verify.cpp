@@ -350,8 +350,9 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
   const json& config = ckpt.config();
   json qc = config.is_object() && config.contains("quantization_config") ? config["quantization_config"] : json();
   auto dialect = dialect_of(qc, manifest ? &*manifest : nullptr);
-  if (dialect == exporter::Dialect::ModelOpt && qc.is_null())
-    if (auto h = read_json_file(dir / "hf_quant_config.json")) qc = *h;
+  if (dialect && qc.is_null())
+    if (const char* side = exporter::config_side_file(*dialect))
+      if (auto h = read_json_file(dir / side)) qc = *h;
   if (!qc.is_object()) qc = json::object();
   const DType model_dtype = io::model_float_dtype(ckpt);
   const std::vector<std::string> modules = linear_modules(ckpt);
