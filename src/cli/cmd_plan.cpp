@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/plan_args.h"
+#include "pipeline/calibration.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -47,6 +48,10 @@ planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t)
     throw_bad_input(fmt::format("unknown --kv-cache '{}' (bf16, fp8)", t.kv_cache));
   req.serving = {t.arch, t.kv_cache == "fp8", t.prefill_query_quant};
   if (!args.dialect.empty()) req.dialect = exporter::parse_dialect(args.dialect);
+  if (!args.calibration.empty()) {
+    req.activation_amax = pipeline::load_activation_amax(args.calibration);
+    req.calibration_path = args.calibration;
+  }
   if (t.refine < 0) throw_bad_input("--refine must be >= 0");
   if (t.refine > 0) {
     if (t.target_bpw <= 0) throw_bad_input("--refine needs --target-bpw (it refines that one mix)");
@@ -78,6 +83,9 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
       "  selq sensitivity CKPT -o sens.json                 # then choose the formats:\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml\n"
       "  selq plan CKPT --sensitivity sens.json --pareto --hardware hopper --json\n"
+      "  selq calibrate CKPT -o calib.json && selq plan CKPT --sensitivity sens.json --target-bpw 6 \\\n"
+      "      --candidates nvfp4-w4a4,fp8-w8a8 --calibration calib.json --emit-recipe w4a4.yaml\n"
+      "                                                     # every linear quantizes its activations\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --refine 32 --emit-recipe mix.yaml\n"
       "                                                     # then improve it end to end on calibration text");
   add_plan_args(*cmd, *args, /*recipe_required=*/false);

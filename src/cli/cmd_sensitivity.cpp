@@ -32,9 +32,11 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       "candidate format, for `selq plan --sensitivity`. Tiers: data-free (one read of each weight, any\n"
       "size), activation-aware (output error on calibration rows; runs the model), measured (KL with one\n"
       "unit quantized at a time, for the probe candidates; the others fitted from their output error).");
+  std::string ids;
+  for (const auto& c : planner::all_candidates())
+    if (c.spec) ids += " " + c.id + (c.calibrated() ? " (plan needs --calibration)" : "");
   cmd->footer(
-      "Candidates (--candidates, comma-separated; default all):\n"
-      "  fp8-w8a8 fp8-w8a16 mxfp8-w8a8 int8-w8a16 nvfp4-w4a16 mxfp4-w4a16 mxfp4-w4a4 int4-w4a16 (bf16 always)\n"
+      "Candidates (--candidates or --schemes, comma-separated; default all; bf16 always):\n "+ ids + "\n"
       "Examples:\n"
       "  selq sensitivity /models/Llama-3.1-8B -o sens.json\n"
       "  selq sensitivity CKPT --candidates fp8-w8a8,nvfp4-w4a16,mxfp4-w4a4 -o sens.json\n"

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "quant/act_modes.h"
 
 namespace selq::planner {
 namespace {
@@ -29,6 +30,8 @@ std::vector<Candidate> make_candidates() {
        "INT8 per output channel, weight-only", {Hopper}},
       {"nvfp4-w4a16", quant::SchemeSpec{.kind = SchemeKind::NVFP4},
        "NVFP4 (E2M1, E4M3 scale per 16, global scale), weight-only", {Blackwell}},
+      {"nvfp4-w4a4", quant::SchemeSpec{.kind = SchemeKind::NVFP4, .act = ActMode::NVFP4},
+       "NVFP4, activations NVFP4 with a calibrated global scale (static)", {Blackwell}},
       {"mxfp4-w4a16", quant::SchemeSpec{.kind = SchemeKind::MXFP4},
        "MXFP4 (E2M1, E8M0 scale per 32), weight-only", {Blackwell, Mi355}},
       {"mxfp4-w4a4", quant::SchemeSpec{.kind = SchemeKind::MXFP4, .act = ActMode::MXFP4Dynamic},
@@ -55,6 +58,8 @@ std::string hardware_name(Hardware h) {
   }
   return "any";
 }
+
+bool Candidate::calibrated() const { return spec && quant::act_mode_traits(spec->act).is_static(); }
 
 const std::vector<Candidate>& all_candidates() {
   static const std::vector<Candidate> candidates = make_candidates();

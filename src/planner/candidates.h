@@ -22,6 +22,9 @@ struct Candidate {
   std::optional<quant::SchemeSpec> spec;  // nullopt: keep the source float weights
   std::string description;                // one line for --help and the emitted recipe
   std::vector<Hardware> runs_on;          // hardware whose kernels run it (Any is implied)
+  // Its activations take a static scale: quantizing it needs each module's
+  // calibrated input amax (`selq calibrate`, passed as --calibration).
+  bool calibrated() const;
 };
 
 // Every candidate selq knows, "bf16" first.

@@ -22,9 +22,10 @@ constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
 // weights; the destructor puts the source weights back.
 class AppliedMix {
  public:
-  AppliedMix(const MixPlanner& planner, runtime::LlamaModel& model)
+  AppliedMix(const MixPlanner& planner, runtime::LlamaModel& model, const InputAmax& input_amax)
       : planner_(planner),
         model_(model),
+        input_amax_(input_amax),
         saved_(planner.layout().units.size()),
         option_(planner.layout().units.size(), kNone) {}
   AppliedMix(const AppliedMix&) = delete;
@@ -41,13 +42,14 @@ class AppliedMix {
     if (!saved_[u].empty()) swap_back(unit, std::move(saved_[u]), model_);
     saved_[u].clear();
     const Candidate& c = planner_.candidate_of(u, option);
-    if (c.spec) saved_[u] = swap_in_candidate(planner_.layout(), unit, c, model_);
+    if (c.spec) saved_[u] = swap_in_candidate(planner_.layout(), unit, c, model_, input_amax_);
     option_[u] = option;
   }
 
  private:
   const MixPlanner& planner_;
   runtime::LlamaModel& model_;
+  const InputAmax& input_amax_;
   std::vector<std::vector<runtime::Linear>> saved_;  // per unit: the source linears while quantized
   std::vector<std::size_t> option_;
 };
@@ -125,7 +127,7 @@ RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64
   const std::int64_t vocab = model.config().vocab;
   const auto base = calibration_logprobs(model, tokens, options.context);
   r.positions = static_cast<std::int64_t>(base.size()) / vocab;
-  AppliedMix applied(planner, model);
+  AppliedMix applied(planner, model, options.input_amax);
   auto measure = [&] {
     const Divergence d = mean_divergence(base, calibration_logprobs(model, tokens, options.context), vocab);
     return options.acceptance ? d.tv : d.kl;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/mix.h"
+#include "planner/runtime_tiers.h"
 #include "runtime/model.h"
 
 namespace selq::planner {
@@ -25,6 +26,7 @@ struct RefineOptions {
   // Moves considered per round: the `width` most promising raises and lowers.
   std::size_t width{64};
   std::function<void(int done, int total, double loss)> on_progress;
+  InputAmax input_amax;  // calibrated candidates' static scales (the plan's --calibration)
 };
 
 struct RefineStep {

@@ -1,6 +1,7 @@
 #include "planner/runtime_tiers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -27,7 +28,8 @@ runtime::Linear& linear_of(runtime::LlamaModel& model, const std::string& module
 }
 
 // `l` with `weight` and the candidate's activation mode (dynamic modes only).
-runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weight, const Candidate& c) {
+runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weight, const Candidate& c,
+                               const InputAmax& input_amax) {
   runtime::Linear q;
   q.module = l.module;
   q.out = l.out;
@@ -36,6 +38,14 @@ runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weig
   q.bias = l.bias;
   q.act = c.spec->act;
   q.act_rule = c.spec->scale_rule;
+  if (c.calibrated()) {
+    const auto it = input_amax.find(l.module);
+    if (it == input_amax.end() || !(it->second > 0.0f))
+      throw_bad_input(fmt::format("{}: {} needs the module's calibrated input amax (`selq calibrate`, then "
+                                  "--calibration)",
+                                  l.module, c.id));
+    q.act_static_scale = quant::static_scale_for_amax(q.act, it->second);
+  }
   return q;
 }
 
@@ -104,12 +114,13 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
 }
 
 std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
-                                               const Candidate& candidate, runtime::LlamaModel& model) {
+                                               const Candidate& candidate, runtime::LlamaModel& model,
+                                               const InputAmax& input_amax) {
   auto qw = quantized_unit_weights(layout, unit, candidate, model);
   std::vector<runtime::Linear> saved;
   for (std::size_t i = 0; i < unit.members.size(); ++i) {
     auto& l = linear_of(model, unit.members[i].module);
-    runtime::Linear q = with_candidate(l, std::move(qw[i]), candidate);
+    runtime::Linear q = with_candidate(l, std::move(qw[i]), candidate, input_amax);
     saved.push_back(std::move(l));
     l = std::move(q);
   }
@@ -132,19 +143,26 @@ CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const Ca
   return out;
 }
 
-void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
-                          runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
-                          const RuntimeTierOptions& options) {
-  // Capture the first `rows` input rows of each unit's first member.
+InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
+                               const std::vector<Candidate>& candidates, runtime::LlamaModel& model,
+                               const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options) {
+  // Capture the first `rows` input rows of each unit's first member, and
+  // every member's input amax over all tokens.
   struct Capture {
     std::map<std::string, std::vector<float>> rows;
     std::int64_t limit{0};
+    InputAmax amax;
   } cap;
   cap.limit = options.rows;
-  for (const auto& u : layout.units) cap.rows[u.members.front().module];
+  for (const auto& u : layout.units) {
+    cap.rows[u.members.front().module];
+    for (const auto& m : u.members) cap.amax[m.module] = 0.0f;
+  }
   model.set_activation_hook(
       [](void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
         auto& c = *static_cast<Capture*>(ctx);
+        if (auto a = c.amax.find(l.module); a != c.amax.end())
+          for (std::int64_t k = 0; k < rows * l.in; ++k) a->second = std::max(a->second, std::fabs(x[k]));
         auto it = c.rows.find(l.module);
         if (it == c.rows.end()) return;
         const std::int64_t have = static_cast<std::int64_t>(it->second.size()) / l.in;
@@ -191,7 +209,8 @@ void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, con
       auto qw = quantized_unit_weights(layout, unit, cand, model);
       double err = 0;
       for (std::size_t i = 0; i < unit.members.size(); ++i) {
-        runtime::Linear q = with_candidate(linear_of(model, unit.members[i].module), std::move(qw[i]), cand);
+        runtime::Linear q =
+            with_candidate(linear_of(model, unit.members[i].module), std::move(qw[i]), cand, cap.amax);
         std::vector<float> y(static_cast<std::size_t>(rows * q.out));
         q.forward(x.data(), rows, y.data());
         for (std::size_t k = 0; k < y.size(); ++k) {
@@ -204,6 +223,7 @@ void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, con
     if (options.on_progress) options.on_progress("activation-aware", ++done, layout.units.size());
   }
   if (table.tier == Tier::DataFree) table.tier = Tier::ActivationAware;
+  return std::move(cap.amax);
 }
 
 namespace {
@@ -263,7 +283,7 @@ Slope interpolated_slope(const UnitLayout& layout, const std::vector<Slope>& slo
 }  // namespace
 
 void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
-                  runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                  runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
                   const RuntimeTierOptions& options) {
   const std::int64_t V = model.config().vocab;
   const auto base = calibration_logprobs(model, tokens, options.context);
@@ -295,7 +315,7 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
     Slope slope;
     int fits = 0;
     for (const Candidate* cand : probes) {
-      auto saved = swap_in_candidate(layout, unit, *cand, model);
+      auto saved = swap_in_candidate(layout, unit, *cand, model, input_amax);
       const auto q = calibration_logprobs(model, tokens, options.context);
       swap_back(unit, std::move(saved), model);
       const Divergence d = mean_divergence(base, q, V);
@@ -336,8 +356,8 @@ void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const 
   auto cal = calibration_tokens(checkpoint_dir, text);
   table.text_provenance = std::move(cal.provenance);
   auto model = runtime::LlamaModel::load(checkpoint_dir);
-  add_activation_aware(table, layout, candidates, *model, cal.tokens, options);
-  if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, cal.tokens, options);
+  const InputAmax amax = add_activation_aware(table, layout, candidates, *model, cal.tokens, options);
+  if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, cal.tokens, amax, options);
   table.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

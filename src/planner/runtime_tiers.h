@@ -4,6 +4,7 @@
 // candidate, and the KL increase measured with one unit quantized at a time.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@
 #include "runtime/model.h"
 
 namespace selq::planner {
+
+// Linear module -> max |input activation| on the calibration text: the static
+// scale of a calibrated candidate (Candidate::calibrated, NVFP4 W4A4).
+using InputAmax = std::map<std::string, float>;
 
 struct RuntimeTierOptions {
   std::int64_t context{128};      // tokens per window
@@ -29,15 +34,16 @@ struct RuntimeTierOptions {
 
 // Adds output_nmse to every scored candidate: ||X W^T - qdq(X) Q^T||^2 / ||X W^T||^2
 // over `rows` input rows of each unit captured from `tokens` (members of a unit
-// share their input, as engines fuse them for that reason).
-void add_activation_aware(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
-                          runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
-                          const RuntimeTierOptions& options);
+// share their input, as engines fuse them for that reason). Returns every
+// member's input amax over all of `tokens`, what calibrated candidates take.
+InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
+                               const std::vector<Candidate>& candidates, runtime::LlamaModel& model,
+                               const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options);
 
 // Needs add_activation_aware first. Adds kl and tv to every scored candidate:
 // measured for the probes, fitted for the rest; records which in `measured`.
 void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
-                  runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                  runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
                   const RuntimeTierOptions& options);
 
 // The weights a unit's members have once `candidate` has quantized them
@@ -70,10 +76,12 @@ struct Divergence {
 };
 Divergence mean_divergence(const std::vector<float>& base, const std::vector<float>& q, std::int64_t vocab);
 
-// Puts `candidate`'s quantized weights (and activation mode) into the unit's
-// linears of `model` and returns the linears they replaced, for swap_back.
+// Puts `candidate`'s quantized weights (and activation mode, with its static
+// scale from `input_amax` when calibrated) into the unit's linears of `model`
+// and returns the linears they replaced, for swap_back.
 std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
-                                               const Candidate& candidate, runtime::LlamaModel& model);
+                                               const Candidate& candidate, runtime::LlamaModel& model,
+                                               const InputAmax& input_amax = {});
 void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, runtime::LlamaModel& model);
 
 // Tiers 2 (and 3 when `tier` is Measured) on top of `table`: loads the model

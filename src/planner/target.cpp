@@ -15,9 +15,12 @@
 namespace selq::planner {
 
 void check_mix_recipe(const io::Checkpoint& ckpt, const UnitLayout& layout, const Mix& mix,
-                      const std::string& recipe_yaml) {
+                      const std::string& recipe_yaml, const InputAmax& activation_amax) {
   auto recipe = recipe::parse_recipe(recipe_yaml, "planned recipe");
-  auto plan = pipeline::make_plan(ckpt, recipe);
+  pipeline::PlanOptions options;
+  options.activation_amax = activation_amax;
+  options.calibration_path = "the plan's --calibration";
+  auto plan = pipeline::make_plan(ckpt, recipe, options);
   std::map<std::string, const pipeline::PlannedTensor*> by_module;
   for (const auto& t : plan.tensors)
     if (t.source.ends_with(".weight")) by_module[t.module] = &t;
@@ -52,6 +55,7 @@ void refine(const io::Checkpoint& ckpt, const TargetRequest& req, const MixPlann
   ro.context = req.refine_context;
   ro.acceptance = req.acceptance;
   ro.on_progress = req.on_refine_progress;
+  ro.input_amax = req.activation_amax;
   r.refinement = refine_mix(planner, *r.mix, planner.unit_budget(*req.target_bpw), *model, cal.tokens, ro);
   r.mix = r.refinement->mix;
 }
@@ -74,6 +78,15 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
                                 tier_name(r.tier)));
   r.candidates = select_candidates(req.candidates.empty() ? r.table.candidates : req.candidates, req.hardware,
                                    req.dialect);
+  if (req.activation_amax.empty()) {
+    // Calibrated candidates cannot be quantized without the amax; asked for by name, that is an error.
+    for (const auto& id : req.candidates)
+      if (const Candidate* c = find_candidate(id); c && c->calibrated())
+        throw_bad_input(fmt::format("candidate {} quantizes activations with a static scale: run `selq calibrate "
+                                    "SRC -o calib.json` and pass --calibration calib.json",
+                                    id));
+    std::erase_if(r.candidates, [](const Candidate& c) { return c.calibrated(); });
+  }
   MixOptions mo{r.tier, req.acceptance, forbidden_candidates(ckpt, r.layout, r.candidates, req.serving)};
   MixPlanner planner(r.layout, r.table, r.candidates, mo);
   r.min_bpw = planner.min_bits_per_weight();
@@ -99,9 +112,14 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
       header.push_back(fmt::format("Refined end to end on {} ({} positions): loss {:.5g} -> {:.5g} in {} evaluations.",
                                    r.refine_text.value("source", std::string{}), r.refinement->positions,
                                    r.refinement->start_loss, r.refinement->loss, r.refinement->steps.size()));
-    header.push_back("`selq plan SRC --recipe THIS` reproduces the mix exactly; edit freely.");
+    const bool calibrated = std::any_of(r.mix->choices.begin(), r.mix->choices.end(),
+                                        [](const auto& c) { return find_candidate(c.candidate)->calibrated(); });
+    header.push_back(calibrated ? fmt::format("`selq plan SRC --recipe THIS --calibration {}` reproduces the mix "
+                                              "exactly (quantize with the same --calibration); edit freely.",
+                                              req.calibration_path)
+                                : "`selq plan SRC --recipe THIS` reproduces the mix exactly; edit freely.");
     r.recipe_yaml = mix_recipe(*r.mix, r.layout, req.recipe_name, header, req.serving);
-    check_mix_recipe(ckpt, r.layout, *r.mix, r.recipe_yaml);
+    check_mix_recipe(ckpt, r.layout, *r.mix, r.recipe_yaml, req.activation_amax);
   }
   if (req.pareto_points > 0) r.front = planner.pareto(req.pareto_points);
   for (const auto& c : r.candidates) r.uniforms.push_back(planner.uniform(c.id));

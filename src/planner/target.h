@@ -24,6 +24,10 @@ struct TargetRequest {
   bool acceptance{false};                // objective: total variation instead of KL
   Hardware hardware{Hardware::Any};
   std::vector<std::string> candidates;   // ids; empty: the table's
+  // `selq calibrate` output (--calibration): calibrated candidates (NVFP4 W4A4)
+  // are planned only with it, and the emitted recipe is checked with it.
+  InputAmax activation_amax;
+  std::string calibration_path;
   exporter::Dialect dialect{exporter::Dialect::CompressedTensors};
   std::string recipe_name{"planned-mix"};
   ServingContext serving;                // constraints to respect, written into the recipe
@@ -58,10 +62,11 @@ struct TargetResult {
 // smallest and largest reachable bits per weight).
 TargetResult plan_target(const io::Checkpoint& checkpoint, const TargetRequest& request);
 
-// Plans `recipe_yaml` on the checkpoint and throws Error unless every unit
-// member gets the mix's scheme, the linear bytes equal the mix's, and the
-// dialect's config passes the engines' self-check.
+// Plans `recipe_yaml` on the checkpoint (with the calibration's amax, for
+// calibrated candidates) and throws Error unless every unit member gets the
+// mix's scheme, the linear bytes equal the mix's, and the dialect's config
+// passes the engines' self-check.
 void check_mix_recipe(const io::Checkpoint& checkpoint, const UnitLayout& layout, const Mix& mix,
-                      const std::string& recipe_yaml);
+                      const std::string& recipe_yaml, const InputAmax& activation_amax = {});
 
 }  // namespace selq::planner

@@ -135,6 +135,51 @@ TEST_F(PlannerTest, EmittedRecipePlansToTheChosenMixExactly) {
   }
 }
 
+// NVFP4 W4A4 takes a static input scale: planned only with a calibration,
+// whose amax the emitted recipe is planned with (input scales counted).
+TEST_F(PlannerTest, CalibratedCandidatesNeedTheCalibration) {
+  ASSERT_TRUE(find_candidate("nvfp4-w4a4")->calibrated());
+  EXPECT_FALSE(find_candidate("nvfp4-w4a16")->calibrated());
+  EXPECT_FALSE(find_candidate("fp8-w8a8")->calibrated());  // dynamic per-token
+  TargetRequest req;
+  req.sensitivity_path = (dir_ / "out" / "sens.json").string();
+  req.target_bpw = 6.0;
+  auto r = plan_target(*ckpt_, req);
+  for (const auto& c : r.candidates) EXPECT_NE(c.id, "nvfp4-w4a4");
+  for (const auto& c : r.mix->choices) EXPECT_NE(c.candidate, "nvfp4-w4a4");
+
+  req.candidates = {"nvfp4-w4a4", "fp8-w8a8"};
+  try {
+    plan_target(*ckpt_, req);
+    FAIL() << "nvfp4-w4a4 without a calibration was planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("selq calibrate"), std::string::npos) << e.what();
+  }
+
+  for (const auto& u : layout_->units)
+    for (const auto& m : u.members) req.activation_amax[m.module] = 3.0f + static_cast<float>(u.layer);
+  req.calibration_path = "calib.json";
+  r = plan_target(*ckpt_, req);  // runs check_mix_recipe with the amax
+  int w4a4 = 0;
+  for (const auto& c : r.mix->choices) w4a4 += c.candidate == "nvfp4-w4a4";
+  EXPECT_GT(w4a4, 0);
+  EXPECT_LT(w4a4, static_cast<int>(r.mix->choices.size()));
+  EXPECT_NE(r.recipe_yaml.find("--calibration calib.json"), std::string::npos) << r.recipe_yaml;
+  pipeline::PlanOptions po;
+  po.activation_amax = req.activation_amax;
+  po.calibration_path = "calib.json";
+  auto plan = pipeline::make_plan(*ckpt_, recipe::parse_recipe(r.recipe_yaml, "emitted"), po);
+  EXPECT_EQ(plan.bits_per_weight(), r.mix->bits_per_weight);
+  int input_scales = 0;
+  for (const auto& t : plan.tensors)
+    if (t.scheme && t.scheme->act == quant::ActMode::NVFP4) {
+      ASSERT_TRUE(t.input_amax) << t.module;
+      EXPECT_EQ(*t.input_amax, req.activation_amax.at(t.module));
+      ++input_scales;
+    }
+  EXPECT_GT(input_scales, 0);
+}
+
 TEST_F(PlannerTest, MoreBudgetNeverPredictsMoreLoss) {
   MixPlanner planner(*layout_, *table_, *candidates_, {});
   auto front = planner.pareto(10);

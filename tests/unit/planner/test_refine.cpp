@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "io/checkpoint.h"
 #include "planner/mix.h"
 #include "planner/refine.h"
@@ -144,3 +145,22 @@ TEST_F(RefineTest, NoEvaluationsKeepsTheSolversMixAndIsDeterministic) {
 }
 
 }  // namespace
+
+// A calibrated candidate (NVFP4 W4A4) runs with the static scale its input
+// amax gives, as the quantized checkpoint will; without the amax it is refused.
+TEST_F(RefineTest, CalibratedCandidateTakesItsStaticScaleFromTheAmax) {
+  auto model = runtime::LlamaModel::load(dir_.string());
+  const Candidate& w4a4 = *find_candidate("nvfp4-w4a4");
+  const DecisionUnit& unit = layout_.units.front();
+  EXPECT_THROW(swap_in_candidate(layout_, unit, w4a4, *model), Error);
+  InputAmax amax;
+  for (const auto& m : unit.members) amax[m.module] = 5.0f;
+  auto saved = swap_in_candidate(layout_, unit, w4a4, *model, amax);
+  for (const auto& m : unit.members) {
+    const runtime::Linear* l = model->find_linear(m.module);
+    ASSERT_NE(l, nullptr) << m.module;
+    EXPECT_EQ(l->act, quant::ActMode::NVFP4);
+    EXPECT_EQ(l->act_static_scale, quant::static_scale_for_amax(quant::ActMode::NVFP4, 5.0f));
+  }
+  swap_back(unit, std::move(saved), *model);
+}
