@@ -192,7 +192,10 @@ SchemeSpec ct_adapt(SchemeSpec s, DType model_dtype) {
 
 std::string ct_suffix(const SchemeSpec& s, OutRole role) {
   switch (role) {
-    case OutRole::Weight: return row(s).packed || s.int_pack_int32 ? "weight_packed" : "weight";
+    case OutRole::Weight: {
+      const bool int_kind = s.kind == SchemeKind::IntChannel || s.kind == SchemeKind::IntGroup;
+      return row(s).packed || (int_kind && s.int_pack_int32) ? "weight_packed" : "weight";
+    }
     case OutRole::Scale: return "weight_scale";
     case OutRole::GlobalScale: return "weight_global_scale";
     case OutRole::ZeroPoint: return "weight_zero_point";

@@ -3,6 +3,8 @@
 // a manifest name) is recognized when it equals one of them.
 #include "export/dialect_read.h"
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -81,6 +83,18 @@ std::vector<ConfigModuleEntry> config_module_entries(Dialect d, const json& qc) 
 Engine vllm_engine_for(Dialect d) { return detail::dialect_ops(d).vllm_engine; }
 
 const char* config_side_file(Dialect d) { return detail::dialect_ops(d).side_file; }
+
+nlohmann::json side_file_config(const std::string& checkpoint_dir) {
+  for (auto d : kAllDialects) {
+    const char* f = config_side_file(d);
+    if (!f) continue;
+    std::ifstream in(std::filesystem::path(checkpoint_dir) / f);
+    if (!in) continue;
+    auto j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) return j;
+  }
+  return nullptr;
+}
 
 bool is_config_side_file(const std::string& file_name) {
   for (auto d : kAllDialects)

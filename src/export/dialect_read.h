@@ -47,6 +47,9 @@ std::vector<ConfigModuleEntry> config_module_entries(Dialect d, const nlohmann::
 const char* config_side_file(Dialect d);
 // True for any dialect's side file (a writer replaces it, never copies it).
 bool is_config_side_file(const std::string& file_name);
+// The config a local checkpoint directory holds in a dialect's side file (for
+// a checkpoint whose config.json has no quantization_config), else null.
+nlohmann::json side_file_config(const std::string& checkpoint_dir);
 
 // The vLLM loader that reads a dialect (the runtime loads modules as it does).
 Engine vllm_engine_for(Dialect d);

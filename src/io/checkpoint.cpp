@@ -364,8 +364,10 @@ std::vector<std::string> Checkpoint::other_files() const {
 }
 
 DType model_float_dtype(const Checkpoint& ckpt) {
+  // Weights only: a quantized checkpoint's 2-D F32 block scales are not the model's dtype.
   for (const auto& t : ckpt.tensors())
-    if (dtype_is_float_source(t.info.dtype) && t.info.shape.size() >= 2) return t.info.dtype;
+    if (t.info.name.ends_with(".weight") && dtype_is_float_source(t.info.dtype) && t.info.shape.size() >= 2)
+      return t.info.dtype;
   return DType::BF16;
 }
 

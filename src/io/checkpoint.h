@@ -108,7 +108,7 @@ class Checkpoint {
 };
 
 // The float dtype of the model's weights, from the tensors (the first 2-D+
-// float tensor's; BF16 when none): what dialects adapt scale dtypes to when a
+// float `.weight` tensor's; BF16 when none): what dialects adapt scale dtypes to when a
 // checkpoint is written, and so what reading one back assumes.
 DType model_float_dtype(const Checkpoint& checkpoint);
 

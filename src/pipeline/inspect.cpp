@@ -7,7 +7,6 @@
 
 #include "core/format_bytes.h"
 
-#include "recipe/names.h"
 #include "recipe/recipe.h"
 
 namespace selq::pipeline {

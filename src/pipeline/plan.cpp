@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "recipe/names.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 

@@ -8,7 +8,6 @@
 
 #include "core/format_bytes.h"
 
-#include "recipe/names.h"
 #include "recipe/recipe.h"
 #include "pipeline/plan.h"
 

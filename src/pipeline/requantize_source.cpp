@@ -52,8 +52,11 @@ StoredWeightFinder::StoredWeightFinder(const io::Checkpoint& ckpt, std::vector<s
                                        DType model_dtype)
     : impl_(new Impl{ckpt, std::move(modules), model_dtype, {}, {}, {}, {}}) {
   const auto& cfg = ckpt.config();
-  if (cfg.is_object() && cfg.contains("quantization_config") && cfg["quantization_config"].is_object()) {
+  if (cfg.is_object() && cfg.contains("quantization_config") && cfg["quantization_config"].is_object())
     impl_->qc = cfg["quantization_config"];
+  else
+    impl_->qc = exporter::side_file_config(ckpt.dir());
+  if (impl_->qc.is_object()) {
     impl_->method = impl_->qc.value("quant_method", "");
     impl_->dialect = exporter::dialect_of_config(impl_->qc);
   }

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "recipe/names.h"
 #include "recipe/recipe.h"
 
 namespace selq::planner {

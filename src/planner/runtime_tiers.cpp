@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "recipe/names.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 #include "runtime/eval.h"
@@ -28,6 +27,16 @@ runtime::Linear& linear_of(runtime::LlamaModel& model, const std::string& module
 }
 
 // `l` with `weight` and the candidate's activation mode (dynamic modes only).
+// The input amax a calibrated candidate's static scale comes from.
+float calibrated_amax(const InputAmax& input_amax, const std::string& module, const Candidate& c) {
+  const auto it = input_amax.find(module);
+  if (it == input_amax.end() || !(it->second > 0.0f) || !std::isfinite(it->second))
+    throw_bad_input(fmt::format("{}: {} has no positive input amax for this module (selq plan takes it from "
+                                "--calibration, made by `selq calibrate`)",
+                                module, c.id));
+  return it->second;
+}
+
 runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weight, const Candidate& c,
                                const InputAmax& input_amax) {
   runtime::Linear q;
@@ -38,14 +47,7 @@ runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weig
   q.bias = l.bias;
   q.act = c.spec->act;
   q.act_rule = c.spec->scale_rule;
-  if (c.calibrated()) {
-    const auto it = input_amax.find(l.module);
-    if (it == input_amax.end() || !(it->second > 0.0f))
-      throw_bad_input(fmt::format("{}: {} needs the module's calibrated input amax (`selq calibrate`, then "
-                                  "--calibration)",
-                                  l.module, c.id));
-    q.act_static_scale = quant::static_scale_for_amax(q.act, it->second);
-  }
+  if (c.calibrated()) q.act_static_scale = quant::static_scale_for_amax(q.act, calibrated_amax(input_amax, l.module, c));
   return q;
 }
 
@@ -116,6 +118,9 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
 std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
                                                const Candidate& candidate, runtime::LlamaModel& model,
                                                const InputAmax& input_amax) {
+  // Checked before any member is swapped, so that a refusal leaves the model as it was.
+  if (candidate.calibrated())
+    for (const auto& m : unit.members) calibrated_amax(input_amax, m.module, candidate);
   auto qw = quantized_unit_weights(layout, unit, candidate, model);
   std::vector<runtime::Linear> saved;
   for (std::size_t i = 0; i < unit.members.size(); ++i) {

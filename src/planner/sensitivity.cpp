@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "recipe/names.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 

@@ -15,11 +15,12 @@
 namespace selq::planner {
 
 void check_mix_recipe(const io::Checkpoint& ckpt, const UnitLayout& layout, const Mix& mix,
-                      const std::string& recipe_yaml, const InputAmax& activation_amax) {
+                      const std::string& recipe_yaml, const InputAmax& activation_amax,
+                      const std::string& calibration_path) {
   auto recipe = recipe::parse_recipe(recipe_yaml, "planned recipe");
   pipeline::PlanOptions options;
   options.activation_amax = activation_amax;
-  options.calibration_path = "the plan's --calibration";
+  options.calibration_path = calibration_path;
   auto plan = pipeline::make_plan(ckpt, recipe, options);
   std::map<std::string, const pipeline::PlannedTensor*> by_module;
   for (const auto& t : plan.tensors)
@@ -119,7 +120,7 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
                                               req.calibration_path)
                                 : "`selq plan SRC --recipe THIS` reproduces the mix exactly; edit freely.");
     r.recipe_yaml = mix_recipe(*r.mix, r.layout, req.recipe_name, header, req.serving);
-    check_mix_recipe(ckpt, r.layout, *r.mix, r.recipe_yaml, req.activation_amax);
+    check_mix_recipe(ckpt, r.layout, *r.mix, r.recipe_yaml, req.activation_amax, req.calibration_path);
   }
   if (req.pareto_points > 0) r.front = planner.pareto(req.pareto_points);
   for (const auto& c : r.candidates) r.uniforms.push_back(planner.uniform(c.id));

@@ -67,6 +67,7 @@ TargetResult plan_target(const io::Checkpoint& checkpoint, const TargetRequest& 
 // mix's scheme, the linear bytes equal the mix's, and the dialect's config
 // passes the engines' self-check.
 void check_mix_recipe(const io::Checkpoint& checkpoint, const UnitLayout& layout, const Mix& mix,
-                      const std::string& recipe_yaml, const InputAmax& activation_amax = {});
+                      const std::string& recipe_yaml, const InputAmax& activation_amax = {},
+                      const std::string& calibration_path = {});
 
 }  // namespace selq::planner

@@ -4,7 +4,6 @@
 
 #include "core/error.h"
 #include "export/module_names.h"
-#include "recipe/names.h"
 #include "pipeline/plan.h"
 #include "recipe/recipe.h"
 

@@ -205,15 +205,19 @@ NameInfo::NameInfo(std::string_view module_name) : module(module_name) {
     start = dot + 1;
   }
   rest_begin = comps.size();
-  // Only the decoder stack counts: "vision_tower.encoder.layers.3" is not layer 3.
+  // The first "layers.N" outside a vision or audio tower is the decoder's
+  // (model.layers, model.decoder.layers, gpt_neox.layers, backbone.layers,
+  // transformer.encoder.layers of ChatGLM): "vision_tower.encoder.layers.3" is not layer 3.
+  constexpr std::array<std::string_view, 8> kTowers = {"vision_tower", "vision_model", "visual",       "vision",
+                                                       "vision_encoder", "audio_tower", "audio_model", "audio_encoder"};
   for (std::size_t i = 0; i + 1 < comps.size(); ++i) {
+    if (one_of(comps[i], kTowers)) break;
     if (comps[i] != "layers") continue;
-    if (i > 0 && comps[i - 1] != "model" && comps[i - 1] != "language_model") continue;
     if (auto v = parse_uint(comps[i + 1])) {
       layer = *v;
       rest_begin = i + 2;
+      break;
     }
-    break;
   }
 }
 

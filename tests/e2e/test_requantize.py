@@ -27,6 +27,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as E  # noqa: E402
 
 
+E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+
+def nvfp4_values(directory, module, headers):
+    """The dequantized weight of a compressed-tensors NVFP4 module: codes x E4M3 block scale / global scale."""
+    import torch
+    codes = E.load_tensor(directory, module + ".weight_packed", headers).numpy()
+    ws = E.load_tensor(directory, module + ".weight_scale", headers).view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
+    gs = E.load_tensor(directory, module + ".weight_global_scale", headers).numpy()[0]
+    vals = np.stack([E2M1[codes & 15], E2M1[codes >> 4]], -1).reshape(codes.shape[0], -1)
+    return vals * np.repeat(ws.astype(np.float32) / gs, 16, 1)
+
+
 def write_recipe(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -135,19 +148,13 @@ class Requantize(unittest.TestCase):
         experts = sorted(k[: -len(".weight_packed")] for k in sh if ".mlp.experts." in k and k.endswith(".weight_packed"))
         self.assertEqual(len(experts), 2 * 4 * 3)
         self.assertFalse([k for k in h if ".mlp.experts." in k and "global_scale" in k])
-        import torch
         for m in experts:
             self.assertEqual(h[m + ".weight_scale"][0], "U8")  # E8M0 per 32 (was E4M3 per 16)
             # MXFP4 of the dequantized NVFP4 weight stays within the MXFP4 error budget of it.
-            codes = E.load_tensor(src, m + ".weight_packed", sh).numpy()
-            ws = E.load_tensor(src, m + ".weight_scale", sh).view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
-            gs = E.load_tensor(src, m + ".weight_global_scale", sh).numpy()[0]
-            lut = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
-            vals = np.stack([lut[codes & 15], lut[codes >> 4]], -1).reshape(codes.shape[0], -1)
-            ref = vals * np.repeat(ws.astype(np.float32) / gs, 16, 1)
+            ref = nvfp4_values(src, m, sh)
             mc = E.load_tensor(dst, m + ".weight_packed", h).numpy()
             me = E.load_tensor(dst, m + ".weight_scale", h).numpy().astype(np.int32)
-            mv = np.stack([lut[mc & 15], lut[mc >> 4]], -1).reshape(mc.shape[0], -1)
+            mv = np.stack([E2M1[mc & 15], E2M1[mc >> 4]], -1).reshape(mc.shape[0], -1)
             got = mv * np.repeat(np.exp2(me - 127.0).astype(np.float32), 32, 1)
             rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
             self.assertLess(rel, 0.25, m)
@@ -175,7 +182,6 @@ class Requantize(unittest.TestCase):
         modules = sorted(k[: -len(".weight_scale")] for k in sh if k.endswith(".weight_scale"))
         self.assertEqual(len(modules), 2 * 7)
         import torch
-        lut = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
         for m in modules:
             self.assertIn(m + ".weight_packed", h)
             self.assertIn(m + ".weight_global_scale", h)
@@ -183,11 +189,7 @@ class Requantize(unittest.TestCase):
             q = E.load_tensor(src, m + ".weight", sh).view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
             s = E.load_tensor(src, m + ".weight_scale", sh).float().numpy().reshape(-1, 1)
             ref = q.astype(np.float32) * s
-            codes = E.load_tensor(dst, m + ".weight_packed", h).numpy()
-            ws = E.load_tensor(dst, m + ".weight_scale", h).view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
-            gs = E.load_tensor(dst, m + ".weight_global_scale", h).numpy()[0]
-            vals = np.stack([lut[codes & 15], lut[codes >> 4]], -1).reshape(codes.shape[0], -1)
-            got = vals * np.repeat(ws.astype(np.float32) / gs, 16, 1)
+            got = nvfp4_values(dst, m, h)
             rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
             self.assertLess(rel, 0.2, m)
             self.assertGreater(rel, 0.0, m)

@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "pipeline/quantize.h"
+#include "quant/scheme.h"
 #include "recipe/recipe.h"
 #include "runtime/model.h"
 #include "test_model_util.h"
@@ -109,6 +110,43 @@ TEST_P(QuantLoad, LinearsResolveAndDequantize) {
   EXPECT_GT(rel_err(b, a), 0.0) << "quantization changed nothing";
   std::filesystem::remove_all(src);
   std::filesystem::remove_all(dst);
+}
+
+// NVFP4 activations with a calibrated (static) global scale: each dialect
+// names and encodes the input scale its own way (compressed-tensors'
+// input_global_scale = 448*6/amax, ModelOpt's and Quark's input_scale =
+// amax/(448*6)); the runtime must read back the scale the kernel takes.
+TEST(StaticActivationLoad, EveryDialectGivesTheKernelItsCalibratedScale) {
+  for (const char* dialect : {"compressed-tensors", "quark", "modelopt"}) {
+    SCOPED_TRACE(dialect);
+    testing::TinyLlama cfg;
+    const std::string src = tmpdir(std::string("static_src_") + dialect), dst = tmpdir(std::string("static_dst_") + dialect);
+    auto w = testing::write_tiny_llama(src, cfg, true);
+    auto recipe = recipe::parse_recipe(std::string("name: s\narch: llama\ndialect: ") + dialect +
+                                           "\ndefault: {scheme: nvfp4, options: {activations: nvfp4}}\n",
+                                       "static.yaml");
+    pipeline::PlanOptions po;
+    po.calibration_path = "calib.json";
+    float next = 0.5f;
+    for (const auto& [tensor, values] : w)
+      if (tensor.find(".layers.") != std::string::npos && tensor.ends_with(".weight"))
+        po.activation_amax[tensor.substr(0, tensor.size() - 7)] = (next += 0.75f);
+    auto ck = io::Checkpoint::open(src);
+    auto plan = pipeline::make_plan(*ck, recipe, po);
+    pipeline::run_quantize(*ck, plan, recipe, dst);
+    auto q = LlamaModel::load(dst);
+    int checked = 0;
+    for (const auto& L : q->layers())
+      for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+        ASSERT_EQ(l->act, quant::ActMode::NVFP4) << l->module;
+        const float amax = po.activation_amax.at(l->module);
+        EXPECT_FLOAT_EQ(l->act_static_scale, quant::static_scale_for_amax(quant::ActMode::NVFP4, amax)) << l->module;
+        ++checked;
+      }
+    EXPECT_EQ(checked, 7 * static_cast<int>(q->layers().size()));
+    std::filesystem::remove_all(src);
+    std::filesystem::remove_all(dst);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
