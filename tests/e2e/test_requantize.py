@@ -95,15 +95,18 @@ class Requantize(unittest.TestCase):
     def path(self, *p):
         return os.path.join(self.tmp.name, *p)
 
+    def quantize_and_verify(self, src, dst, recipe):
+        E.selq("quantize", src, dst, "--recipe", recipe, "--quiet")
+        v = E.selq("verify", dst, check=False)
+        self.assertEqual(v.returncode, 0, v.stdout[-3000:] + v.stderr)
+
     def test_block_fp8_to_channel_fp8_bit_exact(self):
         src = fp8_block_source(self.tmp.name)
         r = write_recipe(self.path("chan.yaml"),
                          "name: chan\narch: deepseek-v3\ndialect: quark\nrequantize: true\n"
                          "default: {scheme: fp8-channel, options: {activations: fp8-per-token}}\n")
         dst = self.path("ds-chan")
-        E.selq("quantize", src, dst, "--recipe", r, "--quiet")
-        v = E.selq("verify", dst, check=False)
-        self.assertEqual(v.returncode, 0, v.stdout[-3000:] + v.stderr)
+        self.quantize_and_verify(src, dst, r)
         sh, dh = E.safetensors_headers(src), E.safetensors_headers(dst)
         modules = [k[: -len(".weight_scale_inv")] for k in sh if k.endswith(".weight_scale_inv")]
         self.assertGreater(len(modules), 10)
@@ -141,9 +144,7 @@ class Requantize(unittest.TestCase):
                          "  - match: ['@experts']\n    scheme: mxfp4\n"
                          "    options: {activations: mxfp4-dynamic}\n")
         dst = self.path("k3-mx")
-        E.selq("quantize", src, dst, "--recipe", r, "--quiet")
-        v = E.selq("verify", dst, check=False)
-        self.assertEqual(v.returncode, 0, v.stdout[-3000:] + v.stderr)
+        self.quantize_and_verify(src, dst, r)
         sh, h = E.safetensors_headers(src), E.safetensors_headers(dst)
         experts = sorted(k[: -len(".weight_packed")] for k in sh if ".mlp.experts." in k and k.endswith(".weight_packed"))
         self.assertEqual(len(experts), 2 * 4 * 3)
@@ -175,9 +176,7 @@ class Requantize(unittest.TestCase):
                          "name: nv\narch: llama\ndialect: compressed-tensors\nrequantize: true\n"
                          "default: {scheme: nvfp4, options: {activations: none}}\n")
         dst = self.path("llama-nvfp4")
-        E.selq("quantize", src, dst, "--recipe", r, "--quiet")
-        v = E.selq("verify", dst, check=False)
-        self.assertEqual(v.returncode, 0, v.stdout[-3000:] + v.stderr)
+        self.quantize_and_verify(src, dst, r)
         sh, h = E.safetensors_headers(src), E.safetensors_headers(dst)
         modules = sorted(k[: -len(".weight_scale")] for k in sh if k.endswith(".weight_scale"))
         self.assertEqual(len(modules), 2 * 7)
