@@ -78,8 +78,6 @@ pipeline::QuantizeOptions quantize_options(bool overwrite, int threads, bool all
   qo.threads = threads;
   qo.allow_non_finite = allow_non_finite;
   qo.memory_budget = memory_budget;
-  if (qo.memory_budget < pipeline::kMinMemoryBudget)
-    throw_bad_input("memory_budget is below the minimum of 64 MiB");
   return qo;
 }
 

@@ -82,8 +82,6 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     qo.allow_non_finite = args->allow_non_finite;
     qo.split_by = args->split_by;
     qo.memory_budget = parse_size(args->memory_budget);
-    if (qo.memory_budget < pipeline::kMinMemoryBudget)
-      throw_bad_input(fmt::format("--memory-budget {} is below the minimum of 64MiB", args->memory_budget));
     qo.on_progress = [&bar](const pipeline::Progress& p) {
       bar.update(p.bytes_done, p.bytes_total, fmt::format("{}/{} tensors", p.tensors_done, p.tensors_total));
     };

@@ -354,7 +354,7 @@ const DialectOps& ct_ops() {
                               .comparable = ct_comparable,
                               .build = ct_build,
                               .module_entries = ct_module_entries,
-                              .vllm_engine = Engine::VllmCompressedTensors};
+                              .engines = {Engine::VllmCompressedTensors, Engine::SglangCompressedTensors}};
   return ops;
 }
 

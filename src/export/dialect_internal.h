@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_table.h"
 #include "export/dialect.h"
 #include "export/dialect_read.h"
 
@@ -24,7 +25,9 @@ struct DialectOps {
   nlohmann::json (*comparable)(const nlohmann::json& scheme_json);
   ConfigOutput (*build)(const ConfigInput&);
   std::vector<ConfigModuleEntry> (*module_entries)(const nlohmann::json& quantization_config);
-  Engine vllm_engine;  // the vLLM loader that reads it (the runtime loads as it does)
+  // The engines that read it (engine_resolve.h replays each), vLLM's loader
+  // first: the runtime loads as that one does.
+  std::vector<Engine> engines;
   const char* side_file{nullptr};  // a file beside config.json that carries the config too
 };
 const DialectOps& dialect_ops(Dialect d);
@@ -36,10 +39,8 @@ const DialectOps& modelopt_ops();
 // SchemeKind in enum order, each with its refusal text: checked at compile time.
 template <class Row, std::size_t N>
 constexpr bool rows_in_kind_order(const std::array<Row, N>& rows) {
-  if (N != quant::kSchemeKindCount) return false;
-  for (std::size_t i = 0; i < N; ++i)
-    if (rows[i].kind != static_cast<quant::SchemeKind>(i) || rows[i].why == nullptr) return false;
-  return true;
+  return rows_in_enum_order<quant::kSchemeKindCount>(
+      rows, [](const Row& r) { return r.kind; }, [](const Row& r) { return r.why != nullptr; });
 }
 
 [[noreturn]] void unsupported(Dialect d, const quant::SchemeSpec& spec, const std::string& why);

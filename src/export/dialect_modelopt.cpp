@@ -218,7 +218,7 @@ const DialectOps& modelopt_ops() {
                               .comparable = comparable_as_written,
                               .build = modelopt_build,
                               .module_entries = modelopt_module_entries,
-                              .vllm_engine = Engine::VllmModelOpt,
+                              .engines = {Engine::VllmModelOpt},
                               .side_file = kHfQuantConfig};
   return ops;
 }

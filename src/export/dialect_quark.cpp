@@ -293,7 +293,7 @@ const DialectOps& quark_ops() {
                               .comparable = comparable_as_written,
                               .build = quark_build,
                               .module_entries = quark_module_entries,
-                              .vllm_engine = Engine::VllmQuark};
+                              .engines = {Engine::VllmQuark, Engine::SglangQuark, Engine::AtomQuark}};
   return ops;
 }
 

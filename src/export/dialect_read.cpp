@@ -80,13 +80,11 @@ std::vector<ConfigModuleEntry> config_module_entries(Dialect d, const json& qc) 
   return detail::dialect_ops(d).module_entries(qc);
 }
 
-Engine vllm_engine_for(Dialect d) { return detail::dialect_ops(d).vllm_engine; }
-
-const char* config_side_file(Dialect d) { return detail::dialect_ops(d).side_file; }
+Engine vllm_engine_for(Dialect d) { return detail::dialect_ops(d).engines.front(); }
 
 nlohmann::json side_file_config(const std::string& checkpoint_dir) {
   for (auto d : kAllDialects) {
-    const char* f = config_side_file(d);
+    const char* f = detail::dialect_ops(d).side_file;
     if (!f) continue;
     std::ifstream in(std::filesystem::path(checkpoint_dir) / f);
     if (!in) continue;
@@ -98,7 +96,7 @@ nlohmann::json side_file_config(const std::string& checkpoint_dir) {
 
 bool is_config_side_file(const std::string& file_name) {
   for (auto d : kAllDialects)
-    if (const char* f = config_side_file(d); f && file_name == f) return true;
+    if (const char* f = detail::dialect_ops(d).side_file; f && file_name == f) return true;
   return false;
 }
 

@@ -41,10 +41,8 @@ struct ConfigModuleEntry {
 };
 std::vector<ConfigModuleEntry> config_module_entries(Dialect d, const nlohmann::json& quantization_config);
 
-// The file a dialect writes beside config.json that carries its config too
-// (ModelOpt's hf_quant_config.json, which some of its checkpoints have
-// alone), or nullptr.
-const char* config_side_file(Dialect d);
+// Side files: what a dialect writes beside config.json that carries its config
+// too (ModelOpt's hf_quant_config.json, which some of its checkpoints have alone).
 // True for any dialect's side file (a writer replaces it, never copies it).
 bool is_config_side_file(const std::string& file_name);
 // The config a local checkpoint directory holds in a dialect's side file (for

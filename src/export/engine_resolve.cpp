@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "export/dialect_internal.h"
 #include "export/module_names.h"
 
 namespace selq::exporter {
@@ -35,14 +36,7 @@ std::string engine_name(Engine e) {
   return "?";
 }
 
-std::vector<Engine> engines_for(Dialect d) {
-  switch (d) {
-    case Dialect::CompressedTensors: return {Engine::VllmCompressedTensors, Engine::SglangCompressedTensors};
-    case Dialect::Quark: return {Engine::VllmQuark, Engine::SglangQuark, Engine::AtomQuark};
-    case Dialect::ModelOpt: return {Engine::VllmModelOpt};
-  }
-  return {};
-}
+std::vector<Engine> engines_for(Dialect d) { return detail::dialect_ops(d).engines; }
 
 namespace {
 

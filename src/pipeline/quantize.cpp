@@ -56,6 +56,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   dist::Ranks& ranks = dist::ranks();
   const bool lead = ranks.rank() == 0;  // checks, and writes everything but the shards
   const std::string staging = staging_dir(dst);
+  require_memory_budget(options);
   if (options.on_plan) options.on_plan(plan);
   std::error_code ec;
   if (lead) {
@@ -211,8 +212,6 @@ QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options, 
     throw_bad_input(job.in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
   if (job.in_place && options.split_by == "tensor")
     throw_unsupported("--split-by tensor is file to file only (in place, each rank rewrites whole shards)");
-  if (options.memory_budget < kMinMemoryBudget)
-    throw_bad_input(fmt::format("the memory budget ({} bytes) is below the minimum of 64MiB", options.memory_budget));
   if (job.must_resume && dist::ranks().rank() == 0 &&
       interrupted_run(job.source, job.destination, job.in_place).empty())
     throw_bad_input("nothing to resume (no interrupted run found)",

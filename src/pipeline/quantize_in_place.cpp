@@ -131,6 +131,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
                                      const PlanOptions& plan_options, const QuantizeOptions& options,
                                      Plan* plan_out) {
   const auto start = std::chrono::steady_clock::now();
+  require_memory_budget(options);
   if (plan_options.max_shard_bytes)
     throw_bad_input("--in-place keeps the shard layout; --max-shard-size cannot be used with it", {dir});
   // Under mpirun each rank rewrites its shards (pipeline/distribute.h); rank 0

@@ -16,6 +16,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include "core/error.h"
+#include "core/format_bytes.h"
 #include "io/safetensors.h"
 #include "io/xxh3.h"
 #include "pipeline/buffer_pool.h"
@@ -563,6 +564,12 @@ void commit_shared_shard(const Plan& plan, const PlannedShard& shard, const std:
   }
   journal.record_intent(shard.name, writer.content_hash(), shard_records);
   writer.commit();
+}
+
+void require_memory_budget(const QuantizeOptions& options) {
+  if (options.memory_budget < kMinMemoryBudget)
+    throw_bad_input(fmt::format("the memory budget (--memory-budget, memory_budget=) of {} is below the minimum of {}",
+                                format_bytes(options.memory_budget), format_bytes(kMinMemoryBudget)));
 }
 
 void remove_all_quietly(const std::string& path) {

@@ -86,6 +86,9 @@ void adopt_committed_shard(const Plan& plan, const PlannedShard& shard, const st
 // shard is rewritten, and kept in the journal.
 std::map<std::string, float> journaled_group_amax(Journal& journal, const TensorSource& source, const Plan& plan);
 void remove_all_quietly(const std::string& path);
+// BadInput unless options.memory_budget is at least kMinMemoryBudget: both
+// quantize modes check it before anything is read or written.
+void require_memory_budget(const QuantizeOptions& options);
 // The amax of each fused group over the given members only (a group's
 // members on one rank; the ranks' values are then reduced with a max).
 std::map<std::string, float> group_amax_of(const TensorSource& source, const Plan& plan,

@@ -351,8 +351,7 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
   json qc = config.is_object() && config.contains("quantization_config") ? config["quantization_config"] : json();
   auto dialect = dialect_of(qc, manifest ? &*manifest : nullptr);
   if (dialect && qc.is_null())
-    if (const char* side = exporter::config_side_file(*dialect))
-      if (auto h = read_json_file(dir / side)) qc = *h;
+    if (json side = exporter::side_file_config(ckpt.dir()); exporter::dialect_of_config(side) == dialect) qc = side;
   if (!qc.is_object()) qc = json::object();
   const DType model_dtype = io::model_float_dtype(ckpt);
   const std::vector<std::string> modules = linear_modules(ckpt);

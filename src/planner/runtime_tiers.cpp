@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
+#include "runtime/calibrate.h"
 #include "runtime/eval.h"
 #include "runtime/text_overlap.h"
 #include "runtime/tokenizer.h"
@@ -152,22 +153,18 @@ InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout
                                const std::vector<Candidate>& candidates, runtime::LlamaModel& model,
                                const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options) {
   // Capture the first `rows` input rows of each unit's first member, and
-  // every member's input amax over all tokens.
+  // every linear's input amax over all tokens (as `selq calibrate` measures it).
   struct Capture {
     std::map<std::string, std::vector<float>> rows;
     std::int64_t limit{0};
     InputAmax amax;
   } cap;
   cap.limit = options.rows;
-  for (const auto& u : layout.units) {
-    cap.rows[u.members.front().module];
-    for (const auto& m : u.members) cap.amax[m.module] = 0.0f;
-  }
+  for (const auto& u : layout.units) cap.rows[u.members.front().module];
   model.set_activation_hook(
       [](void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
         auto& c = *static_cast<Capture*>(ctx);
-        if (auto a = c.amax.find(l.module); a != c.amax.end())
-          for (std::int64_t k = 0; k < rows * l.in; ++k) a->second = std::max(a->second, std::fabs(x[k]));
+        runtime::record_input_amax(c.amax, l, x, rows);
         auto it = c.rows.find(l.module);
         if (it == c.rows.end()) return;
         const std::int64_t have = static_cast<std::int64_t>(it->second.size()) / l.in;

@@ -5,6 +5,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "core/enum_table.h"
 #include "quant/detail.h"
 
 namespace selq::quant {
@@ -26,13 +27,10 @@ constexpr std::array<ActModeTraits, kActModeCount> kActModes = {{
     {ActMode::NVFP4, "nvfp4", "input nvfp4", IS::NVFP4Global, detail::qdq_act_nvfp4},
 }};
 
-// A mode without its row (a zero-initialized one) or a row out of place does not compile.
-constexpr bool rows_in_enum_order() {
-  for (std::size_t i = 0; i < kActModes.size(); ++i)
-    if (kActModes[i].mode != static_cast<ActMode>(i) || kActModes[i].name == nullptr) return false;
-  return true;
-}
-static_assert(rows_in_enum_order(), "quant/act_modes.cpp needs one row per ActMode, in enum order");
+static_assert(rows_in_enum_order<kActModeCount>(
+                  kActModes, [](const ActModeTraits& a) { return a.mode; },
+                  [](const ActModeTraits& a) { return a.name != nullptr; }),
+              "quant/act_modes.cpp needs one row per ActMode, in enum order");
 
 }  // namespace
 

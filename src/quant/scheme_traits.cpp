@@ -7,6 +7,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "core/enum_table.h"
 #include "quant/act_modes.h"
 #include "quant/detail.h"
 
@@ -157,13 +158,10 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      detail::quantize_fp8_e8m0, detail::dequantize_fp8_e8m0, budget_fp8},
 }};
 
-// A kind without its row (a zero-initialized one) or a row out of place does not compile.
-constexpr bool rows_in_enum_order() {
-  for (std::size_t i = 0; i < kTraits.size(); ++i)
-    if (kTraits[i].kind != static_cast<SchemeKind>(i) || kTraits[i].outputs == nullptr) return false;
-  return true;
-}
-static_assert(rows_in_enum_order(), "quant/scheme_traits.cpp needs one row per SchemeKind, in enum order");
+static_assert(rows_in_enum_order<kSchemeKindCount>(
+                  kTraits, [](const SchemeTraits& t) { return t.kind; },
+                  [](const SchemeTraits& t) { return t.outputs != nullptr; }),
+              "quant/scheme_traits.cpp needs one row per SchemeKind, in enum order");
 
 }  // namespace
 

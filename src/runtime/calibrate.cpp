@@ -21,6 +21,13 @@ nlohmann::json CalibrationResult::to_json() const {
           {"activation_amax", a}};
 }
 
+void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows) {
+  float m = 0;
+  for (std::int64_t i = 0; i < rows * l.in; ++i) m = std::max(m, std::fabs(x[i]));
+  float& slot = amax[l.module];
+  slot = std::max(slot, m);
+}
+
 CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
                             std::int64_t max_tokens, std::int64_t context,
                             const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
@@ -40,11 +47,7 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
       text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
   model->set_activation_hook(
       [](void* ctx, const Linear& l, const float* x, std::int64_t rows) {
-        auto& amax = *static_cast<std::map<std::string, float>*>(ctx);
-        float m = 0;
-        for (std::int64_t i = 0; i < rows * l.in; ++i) m = std::max(m, std::fabs(x[i]));
-        float& slot = amax[l.module];
-        slot = std::max(slot, m);
+        record_input_amax(*static_cast<std::map<std::string, float>*>(ctx), l, x, rows);
       },
       &r.amax);
   const auto n = static_cast<std::int64_t>(toks.size());

@@ -24,6 +24,12 @@ struct CalibrationResult {
   nlohmann::json to_json() const;
 };
 
+struct Linear;
+// Raises `amax[l.module]` to the max |x| of the `rows` inputs a linear-hook
+// call saw (LlamaModel::set_activation_hook): calibrate's measure, and the
+// planner's for its calibrated candidates.
+void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows);
+
 // Runs the text through the model in windows of `context` tokens (at most
 // `max_tokens`, 0: all) and records each linear's input amax. Fused inputs
 // (q/k/v, gate/up) read the same activations, so they get the same value.
