@@ -4,7 +4,9 @@
 # built (SELQ_BUILD_PYTHON=ON, so the libraries are not compiled a second
 # time: a wheel built from scratch recompiles all of them, see
 # docs/PYTHON.md), installs it into a fresh venv with its dependencies, and
-# runs the installed module and the installed `selq` command.
+# runs the installed module and the installed `selq` command. The wheel stays
+# in build/dist (SELQ_WHEEL_DIR), installable directly into any venv of the same
+# Python: `pip install build/dist/selq-*.whl` (docs/PYTHON.md).
 #   scripts/check_wheel.sh [BUILD_DIR]     (default build/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,9 +17,11 @@ trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 # The build tree's own settings are kept (tests, bench): the wheel needs only
 # its `python` install component.
-CMAKE_GENERATOR="Unix Makefiles" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" "$PY" -m pip wheel . -q --no-build-isolation --no-deps -w "$work/dist" \
+dist="${SELQ_WHEEL_DIR:-build/dist}"
+mkdir -p "$dist" && rm -f "$dist"/selq-*.whl
+CMAKE_GENERATOR="Unix Makefiles" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" "$PY" -m pip wheel . -q --no-build-isolation --no-deps -w "$dist" \
   -Cbuild-dir="$BUILD" -Ccmake.define.SELQ_BUILD_TESTS=ON -Ccmake.define.SELQ_BUILD_BENCH=ON
-wheel=$(ls "$work"/dist/selq-*.whl)
+wheel=$(realpath "$(ls "$dist"/selq-*.whl)")
 "$PY" -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --disable-pip-version-check "$wheel"
 cd "$work"  # away from the source tree: the installed package, not python/selq
@@ -36,4 +40,4 @@ import os
 assert os.path.exists(os.path.join(os.path.dirname(selq.__file__), "_selq.pyi"))
 print(f"check_wheel: the installed package at {os.path.dirname(selq.__file__)} works")
 PY
-echo "check_wheel: $(basename "$wheel") built, installed and run in $((SECONDS - start)) s"
+echo "check_wheel: $wheel built, installed and run in $((SECONDS - start)) s (pip install it into a venv of the same Python)"
