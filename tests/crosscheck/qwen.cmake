@@ -19,8 +19,9 @@ set_tests_properties(crosscheck_runtime_qwen PROPERTIES LABELS "crosscheck;qwen"
                      FIXTURES_REQUIRED qwen_import RESOURCE_LOCK big_model_ram)
 
 # Tokenizer parity with `tokenizers` (selq's tokenizer.json) and with the
-# tokenizer transformers builds from the GGUF, on WikiText-2 and GSM8K
-# (../shared/data; selq's default text without it). tokenizer_driver from tokenizer.cmake.
+# tokenizer transformers builds from the GGUF, on Austen's Emma, generated texts
+# and edge cases (WikiText-2 and GSM8K from ../shared/data too when it is there).
+# tokenizer_driver from tokenizer.cmake.
 add_test(NAME crosscheck_tokenizer_qwen
   COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/crosscheck/tokenizer_crosscheck.py
           $<TARGET_FILE:tokenizer_driver> ${PROJECT_SOURCE_DIR}/../shared/data

@@ -7,21 +7,27 @@ SmolLM2, Sequence[Split(Qwen2 pattern), ByteLevel] for Qwen); selq encodes the
 same texts from the GGUF and from that tokenizer.json. For Qwen a second,
 independent reference is the tokenizer transformers builds from the GGUF
 itself (its own Qwen2 pattern and added tokens), which checks that selq wrote
-the right pipeline, not only that it follows the one it wrote. Texts: the whole
-WikiText-2 test file, each of its lines, GSM8K questions and answers, and
-hand-written edge cases. Decoding is checked against both.
+the right pipeline, not only that it follows the one it wrote. Texts need
+nothing beside the clone: selq's default text (Austen's Emma, from the
+r-cran-janeaustenr package scripts/setup.sh installs) whole and line by line,
+texts generated here from a fixed seed (GSM8K-style word problems and worked
+answers, digit strings, whitespace runs, code, contractions, a dozen scripts,
+emoji and unusual spaces), and hand-written edge cases; the team's WikiText-2
+and GSM8K files are added when DATA_DIR has them (an optional extra: their
+absence is not a failure, under CI=true either). Decoding is checked against both.
 
 Qwen2's own tokenizer.json also has an NFC normalizer, which llama.cpp and
 selq do not apply (the GGUF does not record it); the texts are checked to be
 NFC already, so that difference cannot hide in the counts.
 
-usage: tokenizer_crosscheck.py DRIVER_EXE DATA_DIR WORKDIR [MODEL]
+usage: tokenizer_crosscheck.py DRIVER_EXE DATA_DIR WORKDIR [MODEL]   (DATA_DIR may be absent)
 Exit 77 (ctest skip) when a reference is missing locally; under CI=true it fails.
 """
 import importlib.util
 import json
 import os
 import pathlib
+import random
 import subprocess
 import sys
 import time
@@ -54,26 +60,90 @@ EDGE = [
 
 
 
+# Pieces the generated texts are drawn from: several scripts (all in Unicode
+# for decades, so that selq's \\p{L}/\\p{N} tables and the reference's regex
+# engine agree on them), digits of other systems, and unusual spaces.
+WORDS = [
+    "the", "The", "of", "and", "a", "to", "in", "is", "was", "I", "it", "for", "on", "you", "he",
+    "Emma", "Harriet", "Mr.", "Knightley", "Highbury", "e-mail", "well-known", "U.S.A.", "etc.",
+    "café", "naïve", "façade", "Ångström", "Øresund", "Straße", "Ἀθῆναι", "Москва", "Україна",
+    "東京", "日本語", "中文", "汉字", "ひらがな", "カタカナ", "한국어", "서울", "العربية", "القاهرة",
+    "עברית", "हिन्दी", "नमस्ते", "தமிழ்", "ภาษาไทย", "ქართული", "Ελληνικά", "ﬁne", "ǅemal",
+    "😀", "👍🏽", "👨‍👩‍👧", "🇫🇷", "✓", "→", "∑", "≤", "€", "£", "¥", "©", "™", "°C", "µs",
+]
+NUMBERS = ["٠١٢٣", "४२", "௰", "Ⅻ", "½", "²³", "１２３", "3.14159", "1,000,000", "2⁸", "0x1F", "1e-9", "-42"]
+SPACES = [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\n\n\n", " \n", "\n ", "\r\n", " \t \n",
+          "\u00a0", "\u2003", "\u3000", "\u2009", "\u202f", "\u2028", "    ", "        "]
+NAMES = ["Natalia", "Weng", "Betty", "Julie", "James", "Mark", "Albert", "Ken", "Alexis", "Tina"]
+THINGS = ["clips", "apples", "pages", "cookies", "marbles", "dollars", "eggs", "books", "tickets"]
+CODE = [
+    "def f(x):\n    return x * 2  # doubles\n",
+    "for (int i = 0; i < n; ++i) {\n\tsum += a[i];\n}\n",
+    "if x != None and y >= 10:\n        print(f\"{x!r}: {y:08.3f}\")\n",
+    "const s = `${a}+${b}`; // template\n",
+    "SELECT id, name FROM users WHERE age > 30 ORDER BY name;\n",
+    "    \n\n    pass\n\t\t# tabs\n",
+]
+CONTRACTIONS = ["don't", "I'M", "we'll", "they're", "you've", "she'd", "it's", "'S", "'Ll", "O'Brien's",
+                "rock 'n' roll", "isn’t", "‘quoted’", "“double”"]
+
+
+def generated_texts(n=600, seed=33):
+    """Texts made here from a fixed seed, so the check needs no data files:
+    GSM8K-style problems and worked answers, numbers of every length, runs of
+    whitespace, code, contractions and many scripts mixed in one string."""
+    rnd = random.Random(seed)
+    texts = []
+    for _ in range(n // 4):  # word problems and their worked answers, GSM8K's shape
+        who, what = rnd.choice(NAMES), rnd.choice(THINGS)
+        a, b, c = rnd.randint(2, 999), rnd.randint(2, 99), rnd.randint(2, 12)
+        texts.append(f"{who} had {a} {what} on Monday and bought {b} more each day for {c} days. "
+                     f"Each costs ${rnd.randint(1, 99)}.{rnd.randint(0, 99):02d}. How many {what} does {who} have now?")
+        texts.append(f"{who} bought {b} * {c} = <<{b}*{c}={b * c}>>{b * c} {what}.\n"
+                     f"So {who} has {a} + {b * c} = <<{a}+{b * c}={a + b * c}>>{a + b * c} {what}.\n#### {a + b * c}")
+    for _ in range(n // 4):  # digit strings: the Digits split and the Qwen pattern's \\p{N}{1,3}
+        parts = []
+        for _ in range(rnd.randint(1, 8)):
+            k = rnd.randint(1, 30)
+            parts.append(rnd.choice(["", "x", "v", "$", "-", "(", "#"]) + "".join(rnd.choice("0123456789") for _ in range(k))
+                         + rnd.choice(["", "%", "th", "px", ",", ".", ")", "k"]))
+        texts.append(rnd.choice(SPACES).join(parts) + rnd.choice(["", " ", rnd.choice(NUMBERS)]))
+    pool = WORDS + NUMBERS + CONTRACTIONS
+    for _ in range(n // 4):  # mixed scripts and whitespace runs, leading and trailing
+        out = [rnd.choice(["", " ", "  ", "\n", "\t"])]
+        for _ in range(rnd.randint(1, 25)):
+            out.append(rnd.choice(pool))
+            out.append(rnd.choice(SPACES) if rnd.random() < 0.5 else rnd.choice([" ", " ", ", ", ". ", "! ", "?\n", "—", "…", "-"]))
+        texts.append("".join(out))
+    for _ in range(n - 3 * (n // 4)):  # code and punctuation runs
+        texts.append("".join(rnd.choice(CODE) for _ in range(rnd.randint(1, 3)))
+                     + rnd.choice(["", "!!!", "???", "...", "---", "$$$", "  \n\n  "]))
+    # Qwen2's HF tokenizer would NFC-normalize first (see the docstring): keep them NFC.
+    return [unicodedata.normalize("NFC", t) for t in texts]
+
+
 def load_texts(data_dir, driver, work):
-    """WikiText-2 and GSM8K from the team's data; in a clone without it, selq's
-    default text (Austen's Emma, from r-cran-janeaustenr)."""
-    wiki = pathlib.Path(data_dir) / "wikitext2-test.txt"
-    gsm = pathlib.Path(data_dir) / "gsm8k-test.jsonl"
-    if wiki.is_file() and gsm.is_file():
-        whole = wiki.read_text(encoding="utf-8")
-        texts = [whole] + whole.splitlines(keepends=True)
-        for line in gsm.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)
-            texts += [rec["question"], rec["answer"]]
-        print(f"texts: {wiki}, {gsm}")
-        return texts + EDGE
-    if os.environ.get("CI") == "true":
-        missing(f"evaluation data under {data_dir}")
+    """Austen's Emma (selq's default text, r-cran-janeaustenr), the generated
+    texts and the edge cases; WikiText-2 and GSM8K too when DATA_DIR has them."""
     emma = work / "emma.txt"
     subprocess.run([driver, "default-text", str(emma)], check=True)
     whole = emma.read_text(encoding="utf-8")
-    print(f"texts: {data_dir} is absent; selq's default text (Emma, {len(whole)} bytes)")
-    return [whole] + whole.splitlines(keepends=True) + EDGE
+    gen = generated_texts()
+    texts = [whole] + whole.splitlines(keepends=True) + gen + EDGE
+    print(f"texts: selq's default text (Emma, {len(whole)} bytes) whole and by line, {len(gen)} generated, "
+          f"{len(EDGE)} edge cases")
+    wiki = pathlib.Path(data_dir) / "wikitext2-test.txt"
+    gsm = pathlib.Path(data_dir) / "gsm8k-test.jsonl"
+    if wiki.is_file() and gsm.is_file():
+        extra = wiki.read_text(encoding="utf-8")
+        texts += [extra] + extra.splitlines(keepends=True)
+        for line in gsm.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            texts += [rec["question"], rec["answer"]]
+        print(f"and the optional extra data: {wiki}, {gsm}")
+    else:
+        print(f"(no optional extra data under {data_dir}: WikiText-2 and GSM8K left out)")
+    return texts
 
 
 def run_selq(driver, kind, source, texts_path, work):
