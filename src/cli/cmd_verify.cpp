@@ -42,8 +42,10 @@ const CommandRegistration kVerify(45, [](CLI::App& root, int& status) {
       fmt::print("{}\n", r.report.dump(2));
     } else {
       for (const auto& f : r.findings) fmt::print("{}\n", pipeline::format_finding(f));
-      fmt::print("verify: {} finding(s) in {} ({} linear modules, {} quantized modules checked{})\n",
-                 r.findings.size(), args->path, r.report.value("linear_modules", 0),
+      for (const auto& f : r.notes) fmt::print("note: {}\n", pipeline::format_finding(f));
+      fmt::print("verify: {} finding(s){} in {} ({} linear modules, {} quantized modules checked{})\n",
+                 r.findings.size(), r.notes.empty() ? "" : fmt::format(", {} note(s)", r.notes.size()), args->path,
+                 r.report.value("linear_modules", 0),
                  r.report.value("verified_modules", 0),
                  r.report.value("has_manifest", false) ? ", manifest hashes checked" : ", no manifest");
     }

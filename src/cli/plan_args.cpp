@@ -23,6 +23,9 @@ void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required) {
   cmd.add_option("--calibration", args.calibration,
                  "Activation amax per module from `selq calibrate` (JSON); needed by schemes with static "
                  "activation scales (fp8-static, nvfp4 activations)");
+  cmd.add_flag("--strict", args.strict,
+               "Refuse a plan with warnings (e.g. a rule asking for a format that already-quantized modules of "
+               "the source are not in, without `requantize: true`), before anything is written");
 }
 
 std::uint64_t parse_size(const std::string& text) {
@@ -55,6 +58,7 @@ pipeline::PlanOptions plan_options(const PlanArgs& args) {
     o.dialect = exporter::parse_dialect(args.dialect);
   }
   if (!args.max_shard_size.empty()) o.max_shard_bytes = parse_size(args.max_shard_size);
+  o.strict = args.strict;
   if (!args.calibration.empty()) {
     o.activation_amax = pipeline::load_activation_amax(args.calibration);
     o.calibration_path = args.calibration;

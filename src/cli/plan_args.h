@@ -15,6 +15,7 @@ struct PlanArgs {
   std::string dialect;        // overrides the recipe's
   std::string max_shard_size; // "5GB", "500MB"; empty keeps the source layout
   std::string calibration;    // `selq calibrate` output, for static activation scales
+  bool strict{false};         // a plan warning is an error
 };
 
 // `recipe_required`: false for `plan`, which can also plan from a sensitivity table.

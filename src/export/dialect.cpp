@@ -126,6 +126,12 @@ void check_kind_row(Dialect d, const SchemeSpec& spec, bool writable, std::strin
 
 nlohmann::json comparable_as_written(const nlohmann::json& scheme_json) { return scheme_json; }
 
+bool config_sets(const nlohmann::json& qc, const char* key) {
+  if (!qc.is_object() || !qc.contains(key)) return false;
+  const auto& v = qc[key];
+  return !(v.is_null() || (v.is_boolean() && !v.get<bool>()) || ((v.is_object() || v.is_array()) && v.empty()));
+}
+
 std::vector<std::string> config_strings(const nlohmann::json& qc, const char* key) {
   std::vector<std::string> out;
   if (!qc.is_object() || !qc.contains(key) || !qc[key].is_array()) return out;

@@ -343,6 +343,17 @@ std::vector<ConfigModuleEntry> ct_module_entries(const json& qc) {
   return entries;
 }
 
+std::vector<std::string> ct_unimplemented(const json& qc) {
+  std::vector<std::string> out;
+  if (config_sets(qc, "kv_cache_scheme")) out.push_back("kv_cache_scheme: a quantized KV cache");
+  if (config_sets(qc, "transform_config")) out.push_back("transform_config: online rotations of activations");
+  if (qc.is_object() && qc.contains("config_groups") && qc["config_groups"].is_object())
+    for (const auto& [g, grp] : qc["config_groups"].items())
+      if (config_sets(grp, "output_activations"))
+        out.push_back(fmt::format("config_groups.{}.output_activations: quantized layer outputs", g));
+  return out;
+}
+
 }  // namespace
 
 const DialectOps& ct_ops() {
@@ -354,6 +365,7 @@ const DialectOps& ct_ops() {
                               .comparable = ct_comparable,
                               .build = ct_build,
                               .module_entries = ct_module_entries,
+                              .unimplemented_numerics = ct_unimplemented,
                               .engines = {Engine::VllmCompressedTensors, Engine::SglangCompressedTensors}};
   return ops;
 }

@@ -25,6 +25,10 @@ struct DialectOps {
   nlohmann::json (*comparable)(const nlohmann::json& scheme_json);
   ConfigOutput (*build)(const ConfigInput&);
   std::vector<ConfigModuleEntry> (*module_entries)(const nlohmann::json& quantization_config);
+  // Fields of a config that change what an engine computes beyond the linear
+  // weights (a quantized KV cache, output or softmax quantization, online
+  // rotations): "field: what it does", each one selq does not implement.
+  std::vector<std::string> (*unimplemented_numerics)(const nlohmann::json& quantization_config);
   // The engines that read it (engine_resolve.h replays each), vLLM's loader
   // first: the runtime loads as that one does.
   std::vector<Engine> engines;
@@ -51,6 +55,9 @@ void check_kind_row(Dialect d, const quant::SchemeSpec& spec, bool writable,
                     std::string (*problem)(const quant::SchemeSpec&), unsigned inputs, const char* why);
 // A comparable form that is the scheme's config object itself (DialectOps::comparable).
 nlohmann::json comparable_as_written(const nlohmann::json& scheme_json);
+
+// True when qc[key] is there and says something (not null, {}, [] or false).
+bool config_sets(const nlohmann::json& qc, const char* key);
 
 // The strings of qc[key] when it is an array (configs in the wild are loose:
 // another type names nothing).

@@ -207,6 +207,14 @@ std::vector<ConfigModuleEntry> modelopt_module_entries(const json& qc) {
   return entries;
 }
 
+std::vector<std::string> modelopt_unimplemented(const json& qc) {
+  const json& q = qc.is_object() && qc.contains("quantization") ? qc["quantization"] : qc;
+  std::vector<std::string> out;
+  if (config_sets(q, "kv_cache_quant_algo")) out.push_back("kv_cache_quant_algo: a quantized KV cache");
+  if (config_sets(qc, "kv_cache_scheme")) out.push_back("kv_cache_scheme: a quantized KV cache");
+  return out;
+}
+
 }  // namespace
 
 const DialectOps& modelopt_ops() {
@@ -218,6 +226,7 @@ const DialectOps& modelopt_ops() {
                               .comparable = comparable_as_written,
                               .build = modelopt_build,
                               .module_entries = modelopt_module_entries,
+                              .unimplemented_numerics = modelopt_unimplemented,
                               .engines = {Engine::VllmModelOpt},
                               .side_file = kHfQuantConfig};
   return ops;

@@ -207,6 +207,38 @@ json quark_scheme_json(const SchemeSpec& s) {
           {"bias", nullptr}};
 }
 
+// Keys of a Quark quant spec that say how the values were found, not what is
+// stored or how an engine loads it (Quark 0.13 writes the last two as well).
+constexpr std::array<const char*, 3> kCalibrationOnlyKeys = {"observer_cls", "enable_buffer_reuse",
+                                                             "max_input_numel"};
+
+json spec_comparable(json s) {
+  if (s.is_array()) {  // NVFP4's two-entry form
+    for (auto& e : s) e = spec_comparable(e);
+    return s;
+  }
+  if (!s.is_object()) return s;
+  for (const char* k : kCalibrationOnlyKeys) s.erase(k);
+  // Written as null by Quark 0.13 for the schemes that have no block.
+  if (s.contains("block_size") && s["block_size"].is_null()) s.erase("block_size");
+  // A symmetric spec stores no zero point, so its type changes nothing.
+  const bool asymmetric = s.contains("symmetric") && s["symmetric"].is_boolean() && !s["symmetric"].get<bool>();
+  if (!asymmetric) s.erase("zero_point_type");
+  return s;
+}
+
+// A layer config as Quark 0.10-0.13 and selq write it, less what does not
+// change the numerics; anything else (an unknown key, a value selq does not
+// write) still makes it unrecognised.
+json quark_comparable(const json& scheme) {
+  if (!scheme.is_object()) return scheme;
+  json out = scheme;
+  out.erase("target_device");
+  for (const char* k : {"weight", "input_tensors", "output_tensors", "bias"})
+    if (out.contains(k)) out[k] = spec_comparable(out[k]);
+  return out;
+}
+
 // Keys vLLM matches by substring: star a key that another looked-up name
 // (with a different scheme) is a substring of.
 void star_conflicting_keys(json& lqc, const ConfigInput& in) {
@@ -282,6 +314,25 @@ std::vector<ConfigModuleEntry> quark_module_entries(const json& qc) {
   return entries;
 }
 
+std::vector<std::string> quark_unimplemented(const json& qc) {
+  std::vector<std::string> out;
+  if (config_sets(qc, "kv_cache_quant_config")) out.push_back("kv_cache_quant_config: a quantized KV cache");
+  if (config_sets(qc, "softmax_quant_spec")) out.push_back("softmax_quant_spec: quantized attention softmax");
+  // AWQ, SmoothQuant and GPTQ leave nothing to do at load time; rotations do.
+  if (qc.is_object() && qc.contains("algo_config") && qc["algo_config"].is_array())
+    for (const auto& a : qc["algo_config"])
+      if (a.is_object() && a.value("name", "").find("rotation") != std::string::npos)
+        out.push_back(fmt::format("algo_config '{}': online rotations of activations", a.value("name", "")));
+  auto layer_outputs = [&](const std::string& where, const json& layer) {
+    if (config_sets(layer, "output_tensors")) out.push_back(where + ".output_tensors: quantized layer outputs");
+  };
+  if (qc.is_object() && qc.contains("global_quant_config")) layer_outputs("global_quant_config", qc["global_quant_config"]);
+  for (const char* table : {"layer_quant_config", "layer_type_quant_config"})
+    if (qc.is_object() && qc.contains(table) && qc[table].is_object())
+      for (const auto& [k, layer] : qc[table].items()) layer_outputs(fmt::format("{}.{}", table, k), layer);
+  return out;
+}
+
 }  // namespace
 
 const DialectOps& quark_ops() {
@@ -290,9 +341,10 @@ const DialectOps& quark_ops() {
                               .adapt = f32_scale_adapt,
                               .suffix = quark_suffix,
                               .scheme_json = quark_scheme_json,
-                              .comparable = comparable_as_written,
+                              .comparable = quark_comparable,
                               .build = quark_build,
                               .module_entries = quark_module_entries,
+                              .unimplemented_numerics = quark_unimplemented,
                               .engines = {Engine::VllmQuark, Engine::SglangQuark, Engine::AtomQuark}};
   return ops;
 }

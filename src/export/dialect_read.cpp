@@ -80,6 +80,10 @@ std::vector<ConfigModuleEntry> config_module_entries(Dialect d, const json& qc) 
   return detail::dialect_ops(d).module_entries(qc);
 }
 
+std::vector<std::string> unimplemented_numerics(Dialect d, const json& qc) {
+  return detail::dialect_ops(d).unimplemented_numerics(qc);
+}
+
 Engine vllm_engine_for(Dialect d) { return detail::dialect_ops(d).engines.front(); }
 
 nlohmann::json side_file_config(const std::string& checkpoint_dir) {

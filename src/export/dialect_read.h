@@ -49,6 +49,11 @@ bool is_config_side_file(const std::string& file_name);
 // a checkpoint whose config.json has no quantization_config), else null.
 nlohmann::json side_file_config(const std::string& checkpoint_dir);
 
+// What the config asks of an engine beyond its linear weights that selq does
+// not implement ("field: what it does"): a reader that computes with the
+// model (eval, calibrate) refuses it by name rather than compute otherwise.
+std::vector<std::string> unimplemented_numerics(Dialect d, const nlohmann::json& quantization_config);
+
 // The vLLM loader that reads a dialect (the runtime loads modules as it does).
 Engine vllm_engine_for(Dialect d);
 

@@ -29,18 +29,6 @@ bool is_regenerated(const std::string& name) {
 
 }  // namespace
 
-exporter::ConfigInput config_input(const io::Checkpoint& source, const Plan& plan) {
-  exporter::ConfigInput ci;
-  ci.linear_modules = plan.linear_modules;
-  std::vector<std::string> names;
-  for (const auto& t : source.tensors()) names.push_back(t.info.name);
-  ci.unstored_heads = exporter::unstored_head_modules(names);
-  const nlohmann::json& src_config = source.config();
-  if (src_config.is_object() && src_config.contains("quantization_config"))
-    ci.source_quantization_config = src_config["quantization_config"];
-  return ci;
-}
-
 void write_checkpoint_files(const io::Checkpoint& source, const Plan& plan, const std::string& dir, RunMode mode) {
   // Non-tensor files (tokenizer, generation config, remote code) verbatim.
   if (mode == RunMode::FileToFile)
@@ -48,7 +36,8 @@ void write_checkpoint_files(const io::Checkpoint& source, const Plan& plan, cons
       if (!is_regenerated(name)) source.copy_other_file(name, (fs::path(dir) / name).string());
 
   const nlohmann::json& src_config = source.config();
-  exporter::ConfigOutput co = exporter::build_quantization_config(plan.dialect, config_input(source, plan));
+  const exporter::ConfigOutput co =
+      plan.config ? *plan.config : exporter::build_quantization_config(plan.dialect, config_input(source, plan));
   nlohmann::json config = src_config.is_object() ? src_config : nlohmann::json::object();
   if (co.quantization_config.is_null())
     config.erase("quantization_config");

@@ -33,11 +33,6 @@ std::string finalize_checkpoint(const io::Checkpoint& source, const Plan& plan, 
                                 const std::vector<TensorRecord>& records, const std::string& dir,
                                 RunMode mode = RunMode::FileToFile);
 
-// What the dialect writer needs from the source and the plan: the linear
-// modules' decisions, the heads engines build without a stored weight, and
-// the source's own quantization_config.
-exporter::ConfigInput config_input(const io::Checkpoint& source, const Plan& plan);
-
 // config.json with the dialect's quantization_config, the index, and (file
 // to file) the source's non-tensor files. They depend on the plan alone.
 void write_checkpoint_files(const io::Checkpoint& source, const Plan& plan, const std::string& dir, RunMode mode);

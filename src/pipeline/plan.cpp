@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "export/module_names.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 
@@ -80,6 +81,40 @@ std::optional<quant::OutTensorSpec> static_activation_output(const quant::Scheme
     throw_bad_input(fmt::format("activation amax {} of module '{}' is not positive and finite", it->second, module),
                     {options.calibration_path, tensor});
   return out;
+}
+
+// A module that arrives quantized keeps its bytes, so the target dialect must
+// describe them exactly as stored: the scheme, its conventions (scale dtype,
+// NVFP4 global-scale convention) and every tensor name. Otherwise its config
+// would make an engine misread them; refused here, before anything is written.
+quant::SchemeSpec preexisting_scheme(exporter::Dialect d, const StoredWeight& stored, const std::string& module,
+                                     DType model_dtype, const std::string& source) {
+  const quant::SchemeSpec& s = stored.scheme;
+  const std::string why = fmt::format("is stored as {} in the source and passes through unchanged, but the {} "
+                                      "dialect",
+                                      s.name(), exporter::dialect_name(d));
+  try {
+    exporter::check_dialect_supports(d, s);
+  } catch (const Error& e) {
+    throw_unsupported(fmt::format("{} cannot express it ({}); use the source's dialect or `requantize: true`", why,
+                                  e.message()),
+                      {source, module});
+  }
+  if (!(exporter::adapt_scheme_for_dialect(d, s, model_dtype) == s))
+    throw_unsupported(fmt::format("{} stores {} with other conventions; use the source's dialect or "
+                                  "`requantize: true`",
+                                  why, s.name()),
+                      {source, module});
+  const auto outs = quant::scheme_outputs(s, stored.shape);
+  for (std::size_t k = 0; k < outs.size() && k < stored.tensors.size(); ++k) {
+    const std::string want = exporter::output_tensor_name(d, s, outs[k].role, module);
+    if (want != stored.tensors[k])
+      throw_unsupported(fmt::format("{} names its tensor '{}' where the source has '{}' (a pass-through does not "
+                                    "rename tensors); use the source's dialect or `requantize: true`",
+                                    why, want, stored.tensors[k]),
+                        {source, module});
+  }
+  return s;
 }
 
 }  // namespace
@@ -152,6 +187,10 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
   for (const auto& t : ckpt.tensors()) infos.push_back(t.info);
   recipe::Resolution res = recipe::resolve_recipe(recipe, infos, ckpt.config());
   plan.warnings = res.warnings;
+  if (options.strict && !plan.warnings.empty())
+    throw_bad_input(fmt::format("strict planning refuses {} warning(s); first: {}", plan.warnings.size(),
+                                plan.warnings.front()),
+                    {recipe.path});
   if (res.decisions.size() != infos.size())
     throw Error(ErrorKind::Internal, "recipe resolution returned a different tensor count");
 
@@ -166,6 +205,14 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     }
     return stored_weights->find(module);
   };
+  // compressed-tensors keeps a compressed-tensors source's own config groups
+  // for what passes through (export/dialect_ct.cpp); every other pairing
+  // describes pre-quantized modules by their stored scheme.
+  const nlohmann::json& source_qc = ckpt.config().is_object() && ckpt.config().contains("quantization_config")
+                                        ? ckpt.config()["quantization_config"]
+                                        : nlohmann::json();
+  const bool keeps_source_groups = plan.dialect == exporter::Dialect::CompressedTensors && source_qc.is_object() &&
+                                   source_qc.contains("config_groups");
   std::map<std::string, std::size_t> module_index;  // module -> linear_modules position
   plan.tensors.reserve(infos.size());
   for (std::size_t i = 0; i < infos.size(); ++i) {
@@ -220,6 +267,8 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
         md.module = pt.module;
         md.scheme = pt.scheme;
         md.preexisting = preexisting;
+        if (preexisting && !keeps_source_groups)
+          md.scheme = preexisting_scheme(plan.dialect, find_stored(pt.module), pt.module, model_dtype, ckpt.dir());
         plan.linear_modules.push_back(md);
       }
     }
@@ -240,7 +289,24 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
 
   plan.shards = options.max_shard_bytes ? layout_capped_shards(plan.tensors, options.max_shard_bytes)
                                         : layout_source_shards(ckpt, plan.tensors);
+  try {
+    plan.config = exporter::build_quantization_config(plan.dialect, config_input(ckpt, plan));
+  } catch (const Error& e) {
+    throw Error(e.kind(), e.message(), {recipe.path});
+  }
   return plan;
+}
+
+exporter::ConfigInput config_input(const io::Checkpoint& source, const Plan& plan) {
+  exporter::ConfigInput ci;
+  ci.linear_modules = plan.linear_modules;
+  std::vector<std::string> names;
+  for (const auto& t : source.tensors()) names.push_back(t.info.name);
+  ci.unstored_heads = exporter::unstored_head_modules(names);
+  const nlohmann::json& src_config = source.config();
+  if (src_config.is_object() && src_config.contains("quantization_config"))
+    ci.source_quantization_config = src_config["quantization_config"];
+  return ci;
 }
 
 }  // namespace selq::pipeline

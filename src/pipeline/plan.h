@@ -60,6 +60,8 @@ struct PlanOptions {
   // What text that calibration read (load_calibration_provenance), recorded
   // in the manifest; null without a calibration.
   nlohmann::json calibration;
+  // A warning refuses the plan (BadInput naming the first), before any write.
+  bool strict{false};
 };
 
 struct Plan {
@@ -71,6 +73,10 @@ struct Plan {
   std::vector<std::string> warnings;
   std::vector<exporter::ModuleDecision> linear_modules;
   nlohmann::json calibration;  // PlanOptions::calibration
+  // The dialect's quantization_config and side files, built (and checked
+  // against every engine) by make_plan, so a plan that cannot be written
+  // fails before anything is written; unset for a plan put together by hand.
+  std::optional<exporter::ConfigOutput> config;
 
   std::uint64_t source_bytes() const;
   // Extra disk an in-place run needs: its largest rewritten shard.
@@ -91,8 +97,16 @@ struct Plan {
 };
 
 
+// Every check that can refuse a recipe on this checkpoint runs here (schemes,
+// shapes, names, calibration, the final config for every engine): `selq plan`
+// and both quantize modes fail before their first write, through this call.
 Plan make_plan(const io::Checkpoint& checkpoint, const recipe::Recipe& recipe,
                const PlanOptions& options = {});
+
+// What the dialect writer needs from the source and the plan: the linear
+// modules' decisions, the heads engines build without a stored weight, and
+// the source's own quantization_config.
+exporter::ConfigInput config_input(const io::Checkpoint& source, const Plan& plan);
 
 // Short human summary (per-scheme counts and bytes, size before/after, bpw,
 // per-layer map, warnings).

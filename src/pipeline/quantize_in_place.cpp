@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "export/dialect_read.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -69,7 +70,11 @@ void save_original_headers(const io::Checkpoint& live, const std::string& orig_d
   fs::create_directories(staging);
   for (const auto& shard : live.shards())
     write_sparse_header_copy((fs::path(live.dir()) / shard).string(), (fs::path(staging) / shard).string());
-  for (const char* name : {"config.json", io::kIndexName}) {
+  // config.json, the index and a dialect's side file (ModelOpt's may carry the only config).
+  std::vector<std::string> names = {"config.json", io::kIndexName};
+  for (const auto& name : live.other_files())
+    if (exporter::is_config_side_file(name)) names.push_back(name);
+  for (const auto& name : names) {
     const fs::path p = fs::path(live.dir()) / name;
     if (fs::exists(p)) io::copy_file_atomic(p.string(), (fs::path(staging) / name).string());
   }
@@ -142,6 +147,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   const std::string done_marker = work.string() + ".done";
   const std::string orig_dir = (work / "orig").string();
   std::string done_manifest;
+  bool first_run = false;  // this run saved the original headers: nothing else is journaled yet
   if (lead) {
     remove_all_quietly(done_marker);  // a finished run killed while cleaning up
     if (!fs::exists(orig_dir)) {
@@ -150,6 +156,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
       } else {
         fs::create_directories(work);
         save_original_headers(*io::Checkpoint::open(dir), orig_dir);
+        first_run = true;
       }
     }
   }
@@ -161,8 +168,19 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     return result;
   }
   const auto original = io::Checkpoint::open(orig_dir);
-  Plan plan = make_plan(*original, recipe, plan_options);
-  refuse_in_place_requantize(plan, dir);
+  // Every check that can refuse the recipe runs here, before the first write;
+  // a refused first run leaves the directory exactly as it found it.
+  Plan plan;
+  try {
+    plan = make_plan(*original, recipe, plan_options);
+    refuse_in_place_requantize(plan, dir);
+  } catch (const Error& e) {
+    if (first_run) remove_all_quietly(work.string());
+    // Planned on the saved headers: name the checkpoint the user gave.
+    ErrorWhere where = e.where();
+    if (where.file.starts_with(orig_dir)) where.file = dir + where.file.substr(orig_dir.size());
+    throw Error(e.kind(), e.message(), where);
+  }
   plan.source = dir;
   if (plan_out) *plan_out = plan;
   if (options.on_plan) options.on_plan(plan);

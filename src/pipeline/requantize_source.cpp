@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
+#include "export/native_fp8.h"
 
 namespace selq::pipeline {
 
@@ -17,6 +18,7 @@ struct StoredWeightFinder::Impl {
   nlohmann::json qc;
   std::string method;
   std::optional<exporter::Dialect> dialect;          // of qc, when it is one of selq's three
+  std::optional<exporter::NativeFp8> native_fp8;     // DeepSeek/Kimi block FP8
   std::unique_ptr<exporter::EngineResolver> resolver;  // built on first use
 
   // The stored tensors `spec` needs for `module`, named by `name_of`, given
@@ -50,7 +52,7 @@ struct StoredWeightFinder::Impl {
 
 StoredWeightFinder::StoredWeightFinder(const io::Checkpoint& ckpt, std::vector<std::string> modules,
                                        DType model_dtype)
-    : impl_(new Impl{ckpt, std::move(modules), model_dtype, {}, {}, {}, {}}) {
+    : impl_(new Impl{ckpt, std::move(modules), model_dtype, {}, {}, {}, {}, {}}) {
   const auto& cfg = ckpt.config();
   if (cfg.is_object() && cfg.contains("quantization_config") && cfg["quantization_config"].is_object())
     impl_->qc = cfg["quantization_config"];
@@ -59,6 +61,7 @@ StoredWeightFinder::StoredWeightFinder(const io::Checkpoint& ckpt, std::vector<s
   if (impl_->qc.is_object()) {
     impl_->method = impl_->qc.value("quant_method", "");
     impl_->dialect = exporter::dialect_of_config(impl_->qc);
+    impl_->native_fp8 = exporter::native_fp8_config(impl_->qc, ckpt.dir() + "/config.json");
   }
 }
 
@@ -66,20 +69,9 @@ StoredWeightFinder::~StoredWeightFinder() = default;
 
 StoredWeight StoredWeightFinder::find(const std::string& module) {
   Impl& m = *impl_;
-  if (m.method == "fp8" && m.qc.contains("weight_block_size")) {
-    // weight F8_E4M3 + weight_scale_inv F32 per block; dequant is q * scale_inv.
-    const auto& b = m.qc["weight_block_size"];
-    if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer())
-      throw_bad_input("quantization_config.weight_block_size should be [rows, cols]", {m.ckpt.dir() + "/config.json"});
-    quant::SchemeSpec s;
-    s.kind = quant::SchemeKind::FP8Block;
-    s.block_rows = b[0].get<int>();
-    s.block_cols = b[1].get<int>();
-    s.scale_dtype = DType::F32;
-    return m.match(module, s, [&](quant::OutRole r) {
-      return module + (r == quant::OutRole::Weight ? ".weight" : ".weight_scale_inv");
-    });
-  }
+  if (m.native_fp8)
+    return m.match(module, m.native_fp8->scheme,
+                   [&](quant::OutRole r) { return exporter::native_fp8_tensor(module, r); });
   if (m.dialect) {
     const exporter::Dialect d = *m.dialect;
     const std::string name = exporter::dialect_name(d);

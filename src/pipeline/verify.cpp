@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -17,6 +18,7 @@
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
+#include "export/native_fp8.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
 #include "quant/scheme_traits.h"
@@ -38,6 +40,9 @@ struct Ctx {
   VerifyResult& out;
   void add(std::string check, std::string file, std::string tensor, std::string problem) {
     out.findings.push_back({std::move(check), std::move(file), std::move(tensor), std::move(problem)});
+  }
+  void note(std::string check, std::string file, std::string tensor, std::string problem) {
+    out.notes.push_back({std::move(check), std::move(file), std::move(tensor), std::move(problem)});
   }
   std::string shard_of(const std::string& tensor) const {
     const auto* t = ckpt.find(tensor);
@@ -153,12 +158,14 @@ struct ModuleScheme {
   std::vector<std::string> names;        // stored tensor name per output
 };
 
-// Checks the tensors `spec` needs for `module`; returns them when all exist
-// with the right dtype and shape.
-std::optional<ModuleScheme> check_scheme_tensors(Ctx& c, exporter::Dialect d, const SchemeSpec& spec,
+using TensorNameOf = std::function<std::string(OutRole)>;
+
+// Checks the tensors `spec` needs for `module`, named by `name_of`; returns
+// them when all exist with the right dtype and shape.
+std::optional<ModuleScheme> check_scheme_tensors(Ctx& c, const TensorNameOf& name_of, const SchemeSpec& spec,
                                                  const std::string& module, const std::string& why) {
   const auto* w = stored_weight(c.ckpt, module);
-  std::string wname = output_tensor_name(d, spec, OutRole::Weight, module);
+  std::string wname = name_of(OutRole::Weight);
   const auto* wt = c.ckpt.find(wname);
   if (!wt) {
     c.add("structure", w ? w->shard : "", wname,
@@ -183,7 +190,7 @@ std::optional<ModuleScheme> check_scheme_tensors(Ctx& c, exporter::Dialect d, co
   }
   bool ok = true;
   for (const auto& o : ms.outs) {
-    std::string name = output_tensor_name(d, spec, o.role, module);
+    std::string name = name_of(o.role);
     ms.names.push_back(name);
     const auto* t = c.ckpt.find(name);
     if (!t) {
@@ -322,9 +329,44 @@ void check_dead_entries(Ctx& c, exporter::Dialect d, const json& qc, const std::
   for (auto fam : {exporter::EngineFamily::Vllm, exporter::EngineFamily::Sglang, exporter::EngineFamily::Atom})
     for (const auto& em : exporter::engine_modules(fam, modules)) names.push_back(em.name);
   for (const auto& [where, e] : exporter::config_module_entries(d, qc)) {
-    // lm_head and similar may be listed although the checkpoint ties it to the embedding.
+    // Presets carry generic patterns, and lm_head may be listed although the
+    // checkpoint ties it to the embedding: legal, so a note.
     if (!entry_names_something(e, names))
-      c.add("config", "config.json", e, fmt::format("quantization_config.{} entry names no module", where));
+      c.note("config", "config.json", e, fmt::format("quantization_config.{} entry names no module", where));
+  }
+}
+
+// Block FP8 as DeepSeek-V3 ships it: vLLM's Fp8Config builds every linear in
+// block FP8 but those it skips (modules_to_not_convert) and those it builds
+// without quant_config (router, heads).
+void check_native_fp8(Ctx& c, const exporter::NativeFp8& f, const std::vector<std::string>& modules,
+                      std::map<std::string, ModuleScheme>& verified) {
+  for (const auto& m : modules) {
+    const auto* w = stored_weight(c.ckpt, m);
+    const bool skipped = exporter::native_fp8_not_converted(f, m);
+    if (w->info.dtype == DType::F8_E4M3) {
+      if (skipped) {
+        c.add("engine", w->shard, m, "stored in FP8 but listed in modules_to_not_convert: vLLM builds it unquantized");
+        continue;
+      }
+      const TensorNameOf name_of = [&](OutRole r) { return exporter::native_fp8_tensor(m, r); };
+      if (auto ms = check_scheme_tensors(c, name_of, f.scheme, m, "quant_method fp8"))
+        verified.emplace(m, std::move(*ms));
+      continue;
+    }
+    if (stored_quantized(c.ckpt, m)) {
+      c.add("structure", w->shard, m,
+            fmt::format("stored as {} with scales, which quant_method fp8 (block FP8) does not describe",
+                        dtype_name(w->info.dtype)));
+      continue;
+    }
+    bool linear = true;
+    const bool engine_float = !recipe::detail::protected_kind(recipe::detail::NameInfo(m), linear).empty();
+    if (!skipped && !engine_float)
+      c.add("engine", w->shard, m,
+            fmt::format("stored in float ({}) but vLLM's Fp8Config builds it in block FP8 (it is not in "
+                        "modules_to_not_convert)",
+                        dtype_name(w->info.dtype)));
   }
 }
 
@@ -368,11 +410,17 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
   auto take_scheme = [&](const SchemeSpec& spec, const std::string& module, const std::string& why) {
     auto it = verified.find(module);
     if (it != verified.end() && it->second.spec == spec) return;
-    if (auto ms = check_scheme_tensors(c, *dialect, spec, module, why))
+    const exporter::Dialect d = *dialect;
+    const TensorNameOf name_of = [&](OutRole r) { return exporter::output_tensor_name(d, spec, r, module); };
+    if (auto ms = check_scheme_tensors(c, name_of, spec, module, why))
       if (it == verified.end()) verified.emplace(module, std::move(*ms));
   };
 
-  if (!dialect) {
+  const auto native_fp8 = exporter::native_fp8_config(qc, (dir / "config.json").string());
+  if (native_fp8) {
+    report["dialect"] = "fp8";
+    check_native_fp8(c, *native_fp8, modules, verified);
+  } else if (!dialect) {
     report["dialect"] = nullptr;
     for (const auto& m : modules)
       if (stored_quantized(ckpt, m))
@@ -440,8 +488,12 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
           continue;
         }
         if (!spec) {
-          // A scheme kept from the source in a form selq does not write: the
-          // engine still quantizes it; the tensors are checked by the manifest only.
+          // A scheme selq cannot read: the engine still quantizes the module,
+          // so unless the manifest checked its tensors, nothing has.
+          if (!manifest_scheme.count(m))
+            c.add("engine", file, m,
+                  fmt::format("{} resolves a scheme selq does not recognise, so its tensors are unchecked: {}", en,
+                              res->dump()));
           continue;
         }
         auto ms = manifest_scheme.find(m);
@@ -482,6 +534,10 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
   for (const auto& f : result.findings)
     fj.push_back({{"check", f.check}, {"file", f.file}, {"tensor", f.tensor}, {"problem", f.problem}});
   report["findings"] = fj;
+  json nj = json::array();
+  for (const auto& f : result.notes)
+    nj.push_back({{"check", f.check}, {"file", f.file}, {"tensor", f.tensor}, {"problem", f.problem}});
+  report["notes"] = nj;
   report["ok"] = result.findings.empty();
   return result;
 }

@@ -24,6 +24,9 @@ struct VerifyFinding {
 
 struct VerifyResult {
   std::vector<VerifyFinding> findings;
+  // What is legal but worth knowing (a config entry that names no module of
+  // this model, as generic presets carry): printed, never a failure.
+  std::vector<VerifyFinding> notes;
   nlohmann::json report;  // everything, for --json (findings, engines, errors)
 };
 

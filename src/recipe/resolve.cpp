@@ -153,6 +153,7 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
   res.decisions.resize(tensors.size());
   std::vector<Origin> origins(tensors.size());
   std::vector<RuleStats> stats(rules.size());
+  RuleStats default_stats;  // pre-quantized modules only the default claims
 
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const TensorInfo& t = tensors[i];
@@ -199,8 +200,8 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
           choice.scheme = recipe.default_scheme;
         }
         done = prequantized_decision.emplace(owner, choice).first;
-        if (choice.scheme && !recipe.requantize && choice.rule >= 0) {
-          auto& st = stats[static_cast<std::size_t>(choice.rule)];
+        if (choice.scheme && !recipe.requantize) {
+          auto& st = choice.rule >= 0 ? stats[static_cast<std::size_t>(choice.rule)] : default_stats;
           if (st.prequantized++ == 0) st.prequantized_example = owner;
         }
       }
@@ -395,14 +396,22 @@ Resolution resolve_recipe(const Recipe& recipe, const std::vector<TensorInfo>& t
     }
     if (stats[r].prequantized)
       res.warnings.push_back(fmt::format(
-          "{}: rule matches {} already-quantized module(s) such as '{}'; they pass through unchanged "
-          "(set `requantize: true` in the recipe to dequantize and quantize them again)",
-          where_text(recipe.rules[r].where), stats[r].prequantized, stats[r].prequantized_example));
+          "{}: rule asks for {} but matches {} module(s) such as '{}' that are already quantized in the source; "
+          "they pass through unchanged (set `requantize: true` in the recipe to dequantize and quantize them again)",
+          where_text(recipe.rules[r].where),
+          describe_scheme(recipe.rules[r].scheme),
+          stats[r].prequantized, stats[r].prequantized_example));
     else if (any_hit && stats[r].decided == 0)
       res.warnings.push_back(fmt::format(
           "{}: rule decides no tensor: everything it matches is excluded, protected, or taken by an earlier rule",
           where_text(recipe.rules[r].where)));
   }
+  if (default_stats.prequantized)
+    res.warnings.push_back(fmt::format(
+        "{}: default asks for {} but {} module(s) such as '{}' are already quantized in the source; they pass "
+        "through unchanged (set `requantize: true` in the recipe to dequantize and quantize them again)",
+        recipe.path, describe_scheme(*recipe.default_scheme), default_stats.prequantized,
+        default_stats.prequantized_example));
   return res;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
+#include "export/native_fp8.h"
 #include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
 #include "recipe/recipe.h"
@@ -115,6 +117,7 @@ SchemeSpec scheme_for_config(exporter::Dialect d, const nlohmann::json& scheme_j
 struct LinearLoader::Impl {
   const io::Checkpoint* ckpt{nullptr};
   std::optional<exporter::Dialect> dialect;
+  std::optional<exporter::NativeFp8> native_fp8;  // DeepSeek/Kimi block FP8 (not one of selq's dialects)
   std::unique_ptr<exporter::EngineResolver> resolver;
   std::map<std::string, SchemeSpec> by_json;  // memo of scheme_from_config_json
   std::map<std::string, std::uint64_t> module_bytes;  // stored bytes each module owns
@@ -128,11 +131,20 @@ LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> 
   if (cfg.is_object() && cfg.contains("quantization_config") && !cfg["quantization_config"].is_null()) {
     const auto& qc = cfg["quantization_config"];
     impl_->dialect = exporter::dialect_of_config(qc);
+    impl_->native_fp8 = exporter::native_fp8_config(qc, ckpt.dir() + "/config.json");
+    if (impl_->native_fp8) {
+      dialect_ = "fp8";
+      return;
+    }
     if (!impl_->dialect)
       throw_unsupported(fmt::format("{}/config.json: quantization_config.quant_method '{}' is not one of "
-                                    "compressed-tensors, quark, modelopt",
+                                    "compressed-tensors, quark, modelopt or fp8 (block FP8 as DeepSeek-V3 ships it)",
                                     ckpt.dir(), qc.is_object() ? qc.value("quant_method", "") : ""));
     dialect_ = exporter::dialect_name(*impl_->dialect);
+    if (const auto what = exporter::unimplemented_numerics(*impl_->dialect, qc); !what.empty())
+      throw_unsupported(fmt::format("{}/config.json: quantization_config.{}, which the runtime does not implement "
+                                    "(its results would not be the engine's)",
+                                    ckpt.dir(), what.front()));
     impl_->resolver = std::make_unique<exporter::EngineResolver>(exporter::vllm_engine_for(*impl_->dialect), qc,
                                                                  std::move(modules));
   }
@@ -154,9 +166,26 @@ Linear LinearLoader::load(const std::string& module) const {
     l.bias.resize(shape_numel(b->info.shape));
     load_floats(v.info->dtype, v.bytes.data(), 0, l.bias.size(), l.bias.data());
   }
-  std::optional<nlohmann::json> resolved;
-  if (impl_->resolver) resolved = impl_->resolver->resolve(module);
-  if (!resolved) {
+  // The module's scheme and where each of its tensors is, or float.
+  std::optional<SchemeSpec> stored;
+  std::function<std::string(quant::OutRole)> tensor_for;
+  if (impl_->native_fp8) {
+    const auto* w = ck.find(module + ".weight");
+    if (w && w->info.dtype == DType::F8_E4M3) {
+      stored = impl_->native_fp8->scheme;
+      tensor_for = [&](quant::OutRole role) { return exporter::native_fp8_tensor(module, role); };
+    }
+  } else if (impl_->resolver) {
+    if (auto resolved = impl_->resolver->resolve(module)) {
+      const exporter::Dialect d = *impl_->dialect;
+      auto key = resolved->dump();
+      auto it = impl_->by_json.find(key);
+      stored = it != impl_->by_json.end() ? it->second : scheme_for_config(d, *resolved, ck);
+      impl_->by_json.emplace(key, *stored);
+      tensor_for = [&, d](quant::OutRole role) { return exporter::output_tensor_name(d, *stored, role, module); };
+    }
+  }
+  if (!stored) {
     auto v = ck.view(module + ".weight");
     const Shape& s = v.info->shape;
     if (s.size() != 2)
@@ -169,15 +198,7 @@ Linear LinearLoader::load(const std::string& module) const {
     l.stored_bits = stored_bits(module);
     return l;
   }
-  const exporter::Dialect d = *impl_->dialect;
-  auto key = resolved->dump();
-  auto it = impl_->by_json.find(key);
-  SchemeSpec spec = it != impl_->by_json.end() ? it->second : scheme_for_config(d, *resolved, ck);
-  impl_->by_json.emplace(key, spec);
-
-  auto tensor_for = [&](quant::OutRole role) {
-    return exporter::output_tensor_name(d, spec, role, module);
-  };
+  SchemeSpec& spec = *stored;
   // Scale dtype and rank are whatever the file holds (the config does not say),
   // for the kinds whose scale dtype is an option.
   if (const auto* sc = ck.find(tensor_for(quant::OutRole::Scale))) {

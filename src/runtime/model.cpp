@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "runtime/blas.h"
+#include "runtime/hf_config.h"
 
 namespace selq::runtime {
 
@@ -51,14 +52,14 @@ void per_token(std::int64_t n, const Fn& fn) {
 
 }  // namespace
 
-LlamaConfig llama_config_from_json(const nlohmann::json& c, const std::string& source) {
-  if (!c.is_object()) throw_bad_input(fmt::format("{}: no config.json object", source));
-  std::string mt = c.value("model_type", "llama");
+LlamaConfig llama_config_from_json(const nlohmann::json& file, const std::string& source) {
+  if (!file.is_object()) throw_bad_input(fmt::format("{}: no config.json object", source));
+  const nlohmann::json& c = decoder_config(file);
+  if (!c.contains("model_type") || !c["model_type"].is_string())
+    throw_bad_input(fmt::format("{}: config.json has no 'model_type'", source));
+  const std::string mt = c["model_type"];
   if (mt != "llama" && mt != "mistral" && mt != "qwen2")
     throw_unsupported(fmt::format("{}: model_type '{}' is not a Llama-family decoder the runtime runs", source, mt));
-  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
-    throw_unsupported(fmt::format("{}: rope_scaling {} is not implemented by the reference runtime", source,
-                                  c["rope_scaling"].dump()));
   LlamaConfig cfg;
   cfg.hidden = req_int(c, "hidden_size", source);
   cfg.intermediate = req_int(c, "intermediate_size", source);
@@ -74,8 +75,8 @@ LlamaConfig llama_config_from_json(const nlohmann::json& c, const std::string& s
                                                                               : cfg.hidden / cfg.heads;
   if (cfg.head_dim % 2 != 0) throw_bad_input(fmt::format("{}: head_dim {} must be even", source, cfg.head_dim));
   cfg.max_positions = c.value("max_position_embeddings", std::int64_t{2048});
-  cfg.rms_eps = c.value("rms_norm_eps", 1e-5f);
-  cfg.rope_theta = c.value("rope_theta", 10000.0f);
+  cfg.rms_eps = static_cast<float>(required_number(c, "rms_norm_eps", source));
+  cfg.rope_theta = static_cast<float>(rope_from_config(c, source).theta);
   cfg.tie_embeddings = c.value("tie_word_embeddings", false);
   return cfg;
 }

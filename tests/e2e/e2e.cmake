@@ -7,8 +7,18 @@ foreach(script test_main_job test_shipped_recipes test_output_hashes test_resume
   set_tests_properties(e2e_${script} PROPERTIES LABELS e2e TIMEOUT 900)
 endforeach()
 
-# The README's commands as a user copies them: the demo from a copy of the tree
-# with no ../shared beside it and no network, and every command the README shows.
+# Checkpoints other tools published (AMD Quark 0.13 run here, DeepSeek's native
+# block FP8, transformers-5 configs) through every subcommand; ~3 min, most of
+# it Quark's import and run, hence PROCESSORS 2.
+add_test(NAME e2e_test_published_sources
+         COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_published_sources.py
+         --selq $<TARGET_FILE:selq> --source-dir ${PROJECT_SOURCE_DIR})
+set_tests_properties(e2e_test_published_sources PROPERTIES LABELS e2e TIMEOUT 900 PROCESSORS 2)
+
+# The README's commands as a user copies them: the demo then test.sh's setup and
+# configure, in that order, in a copy of the tree with no ../shared beside it (the
+# demo offline, its configure before Open MPI is visible; test.sh's configure must
+# then build with MPI; ~2 min), and every command the README shows.
 add_test(NAME e2e_demo_bare_clone
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/demo_bare_clone.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:selq>)
 set_tests_properties(e2e_demo_bare_clone PROPERTIES LABELS e2e TIMEOUT 900)

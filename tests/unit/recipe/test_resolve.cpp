@@ -377,7 +377,7 @@ TEST(RecipeResolve, PreQuantizedTensorsPassThrough) {
   // A rule reaching for pre-quantized modules leaves them alone and says so.
   const Resolution r2 = resolve("name: x\narch: kimi-k3\nrules:\n  - match: '@experts'\n    scheme: mxfp4\n", m);
   EXPECT_EQ(count_action(r2, Action::PassThrough), 144);
-  EXPECT_HAS(all_warnings(r2), "already-quantized");
+  EXPECT_HAS(all_warnings(r2), "already quantized in the source");
 
   // An FP8 (block) source: the weight is F8 and its scale_inv passes with it.
   NameList f;
@@ -388,6 +388,9 @@ TEST(RecipeResolve, PreQuantizedTensorsPassThrough) {
   EXPECT_EQ(r3.decisions[0].action, Action::PassThrough);
   EXPECT_EQ(r3.decisions[1].action, Action::PassThrough);
   EXPECT_EQ(r3.decisions[2].action, Action::Quantize);
+  // The default asked for FP8 per channel: the pass-through is said, not silent.
+  EXPECT_HAS(all_warnings(r3), "default asks for fp8-channel");
+  EXPECT_HAS(all_warnings(r3), "model.layers.0.self_attn.o_proj");
 }
 
 TEST(RecipeResolve, EligibilityByRankAndDtype) {

@@ -190,7 +190,7 @@ INSTANTIATE_TEST_SUITE_P(TiedAndUntied, ModelTest, ::testing::Bool());
 TEST(ModelConfig, RejectsWhatItCannotRun) {
   nlohmann::json c = {{"model_type", "llama"}, {"hidden_size", 64}, {"intermediate_size", 128},
                       {"num_hidden_layers", 1}, {"num_attention_heads", 4}, {"num_key_value_heads", 3},
-                      {"vocab_size", 10}};
+                      {"vocab_size", 10},  {"rms_norm_eps", 1e-5},       {"rope_theta", 10000.0}};
   EXPECT_THROW(llama_config_from_json(c, "x"), Error);  // 4 heads not divisible by 3 KV heads
   c["num_key_value_heads"] = 2;
   EXPECT_NO_THROW(llama_config_from_json(c, "x"));
@@ -199,6 +199,48 @@ TEST(ModelConfig, RejectsWhatItCannotRun) {
   c.erase("rope_scaling");
   c["model_type"] = "deepseek_v3";
   EXPECT_THROW(llama_config_from_json(c, "x"), Error);
+}
+
+// transformers 5 writes RoPE as rope_parameters and may nest the decoder as
+// text_config; a missing field is an error, never the runtime's guess.
+TEST(ModelConfig, ReadsTransformers4And5Forms) {
+  const nlohmann::json base = {{"model_type", "llama"}, {"hidden_size", 64},   {"intermediate_size", 128},
+                               {"num_hidden_layers", 1}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                               {"vocab_size", 10},      {"rms_norm_eps", 1e-6}};
+  nlohmann::json v4 = base;
+  v4["rope_theta"] = 100000.0;
+  v4["rope_scaling"] = nullptr;
+  EXPECT_EQ(llama_config_from_json(v4, "x").rope_theta, 100000.0f);
+  v4["rope_scaling"] = {{"type", "default"}};
+  EXPECT_EQ(llama_config_from_json(v4, "x").rope_theta, 100000.0f);
+
+  nlohmann::json v5 = base;
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 100000.0}};
+  v5["dtype"] = "bfloat16";
+  EXPECT_EQ(llama_config_from_json(v5, "x").rope_theta, 100000.0f);
+  EXPECT_EQ(llama_config_from_json(v5, "x").rms_eps, 1e-6f);
+
+  const nlohmann::json nested = {{"model_type", "llava"}, {"text_config", v5}};
+  EXPECT_EQ(llama_config_from_json(nested, "x").rope_theta, 100000.0f);
+
+  auto message = [](const nlohmann::json& c) {
+    try {
+      llama_config_from_json(c, "src");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(base).find("rope_theta"), std::string::npos) << message(base);
+  nlohmann::json yarn = v5;
+  yarn["rope_parameters"]["rope_type"] = "yarn";
+  EXPECT_NE(message(yarn).find("yarn"), std::string::npos) << message(yarn);
+  nlohmann::json per_layer_type = base;
+  per_layer_type["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
+  EXPECT_NE(message(per_layer_type).find("rope_parameters"), std::string::npos);
+  nlohmann::json no_eps = v5;
+  no_eps.erase("rms_norm_eps");
+  EXPECT_NE(message(no_eps).find("rms_norm_eps"), std::string::npos);
 }
 
 TEST(ModelInput, RejectsTokenOutsideVocabulary) {
