@@ -1,26 +1,62 @@
 #!/usr/bin/env bash
-# The README's first command as a user meets it: scripts/demo.sh in a copy of
-# the tree with nothing beside it (no ../shared), without network, on a short
-# budget. Fails unless it ends with exit status 0 and the quality table filled
-# for every recipe. Usage: demo_bare_clone.sh SOURCE_DIR SELQ_BINARY
+# The README's two commands as a user meets them, in their order, in a copy of
+# the tree with nothing beside it (no ../shared), on a short budget:
+#  1. scripts/demo.sh as on a fresh machine, where Open MPI is not installed yet:
+#     the demo's own configure of build/release runs with Open MPI hidden (a
+#     mount namespace), then the demo itself runs offline (network namespace)
+#     with SELQ_BINARY instead of its build. It must exit 0 with the quality
+#     table filled for every recipe and its report.
+#  2. scripts/test.sh's first steps in the same clone: `scripts/setup.sh test`
+#     (offline: installed already, it must only check) and the test build's
+#     configure of that same tree, which must now resolve SELQ_WITH_MPI to ON
+#     and register the real e2e_mpi (the issue-33 regression: the demo's first
+#     configure cached MPI OFF and test.sh silently built and skipped without it).
+#     Its build and ctest are the test run this test belongs to, so not repeated.
+#  3. SELQ_BINARY itself (the build under test) runs across 2 mpirun ranks.
+# Usage: demo_bare_clone.sh SOURCE_DIR SELQ_BINARY
 set -euo pipefail
 SRC="$1"; SELQ_BIN="$(realpath "$2")"
 T="$(mktemp -d /tmp/selq-bare-XXXXXX)"
 trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+start=$SECONDS
 mkdir -p "$T/clone"
 if git -C "$SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   (cd "$SRC" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$T/clone")
 else
   cp -r "$SRC"/. "$T/clone" && rm -rf "$T/clone/build"
 fi
-[ ! -e "$T/shared" ] || { echo "FAIL: $T/shared exists"; exit 1; }
+[ ! -e "$T/shared" ] || fail "$T/shared exists"
+[ ! -e "$T/clone/build" ] || fail "the copy has a build tree"
 
 isolate=()
 if unshare -n true 2>/dev/null; then isolate=(unshare -n)
 elif unshare -rn true 2>/dev/null; then isolate=(unshare -rn)
-else echo "FAIL: cannot make a network namespace (unshare -n) to run the demo offline"; exit 1; fi
+else fail "cannot make a network namespace (unshare -n) to run the demo offline"; fi
+mountns=()
+if unshare -m true 2>/dev/null; then mountns=(unshare -m)
+elif unshare -rm true 2>/dev/null; then mountns=(unshare -rm)
+else fail "cannot make a mount namespace (unshare -m) to hide Open MPI from the demo's configure"; fi
+
+# Open MPI is what scripts/setup.sh test installs; this test runs after it.
+MPICC="$(command -v mpicc || true)"; MPIRUN="$(command -v mpirun || true)"
+[ -n "$MPICC" ] && [ -n "$MPIRUN" ] || fail "Open MPI is not installed (scripts/setup.sh test installs libopenmpi-dev openmpi-bin)"
+MPI_WRAPPER="$(readlink -f "$MPICC")"
+MPI_INC="$("$MPICC" --showme:incdirs | awk '{print $1}')"
+MPI_HOME="$(dirname "$MPI_INC")"   # /usr/lib/x86_64-linux-gnu/openmpi on Debian: headers, libraries, pkg-config
+# The scripts' own configure lines, so that this test follows them as they change.
+DEMO_CONFIGURE="$(grep -m1 -E '^[[:space:]]*cmake --preset release' "$T/clone/scripts/demo.sh")"
+TEST_CONFIGURE="$(grep -m1 -E '^[[:space:]]*cmake --preset release' "$T/clone/scripts/test.sh" | sed 's#>/dev/null##')"
+[ -n "$DEMO_CONFIGURE" ] && [ -n "$TEST_CONFIGURE" ] || fail "no 'cmake --preset release' line in scripts/demo.sh or scripts/test.sh"
 
 cd "$T/clone"
+echo "== 1a. the demo's configure, Open MPI not installed yet ($MPI_HOME, $MPI_WRAPPER hidden)"
+mkdir -p "$T/empty"; : >"$T/empty-file"
+"${mountns[@]}" bash -c 'set -euo pipefail
+  mount --bind "$1" "$2"; mount --bind "$3" "$4"; shift 4; eval "$1"' _ \
+  "$T/empty" "$MPI_HOME" "$T/empty-file" "$MPI_WRAPPER" "$DEMO_CONFIGURE" | tee "$T/configure-demo.txt"
+grep -q 'SELQ_WITH_MPI=0' build/release/src/CMakeFiles/selq_dist.dir/flags.make || fail "Open MPI was not hidden from the demo's configure"
+echo "== 1b. scripts/demo.sh (offline, $SELQ_BIN instead of its build)"
 set +e
 SELQ="$SELQ_BIN" SELQ_DEMO_DIR="$T/work" "${isolate[@]}" scripts/demo.sh \
   --max-tokens 256 --context 32 --max-prompts 8 --gen-tokens 4 --quiet >"$T/out.txt" 2>&1
@@ -59,3 +95,21 @@ for part in 'id="map-fmt"' 'id="map-snr"' 'id="bars-format"' 'id="eval-table"' '
   grep -q "$part" "$T/work/smollm2/report.html" || { echo "FAIL: the demo's report has no $part"; exit 1; }
 done
 echo "demo report: ok, $(wc -c <"$T/work/smollm2/report.html") bytes"
+
+echo "== 2. scripts/test.sh's setup (offline: it must find everything installed) and configure, same tree"
+"${isolate[@]}" scripts/setup.sh test || fail "scripts/setup.sh test failed offline after the test run's setup"
+eval "$TEST_CONFIGURE" >"$T/configure-test.txt" || { cat "$T/configure-test.txt"; fail "test.sh's configure failed"; }
+grep '^-- selq:' "$T/configure-test.txt"
+grep -q 'SELQ_WITH_MPI=AUTO -> ON' "$T/configure-test.txt" || fail "test.sh's configure left Open MPI out after the demo's"
+grep -q 'SELQ_WITH_MPI=1' build/release/src/CMakeFiles/selq_dist.dir/flags.make || fail "selq_dist is not compiled with SELQ_WITH_MPI=1"
+ctest --test-dir build/release -N -R '^e2e_mpi$' | grep -q 'e2e_mpi' || fail "e2e_mpi is not registered"
+grep -q 'e2e/test_mpi.py' build/release/tests/CTestTestfile.cmake || fail "e2e_mpi is registered without test_mpi.py (the no-MPI placeholder)"
+echo "the test build of the demo's tree has MPI: ok"
+
+echo "== 3. $SELQ_BIN across 2 mpirun ranks"
+"$SELQ_BIN" synth --arch llama --layers 2 --scale 16 "$T/mpi-src" >/dev/null
+"$MPIRUN" --oversubscribe --allow-run-as-root -np 2 --mca btl self,vader \
+  "$SELQ_BIN" quantize "$T/mpi-src" "$T/mpi-out" --recipe llama-fp8 >"$T/mpi.txt" 2>&1 || { cat "$T/mpi.txt"; fail "mpirun -np 2 selq quantize failed"; }
+grep -q '^2 ranks' "$T/mpi.txt" || { cat "$T/mpi.txt"; fail "the selq under test did not run as 2 ranks (built without MPI?)"; }
+echo "selq under mpirun: ok ($(grep '^2 ranks' "$T/mpi.txt"))"
+echo "demo_bare_clone: ok in $((SECONDS - start)) s"
