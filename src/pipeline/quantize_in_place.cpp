@@ -154,9 +154,15 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
       if (auto done = finished_run_manifest(dir, recipe)) {
         done_manifest = std::move(*done);
       } else {
+        const auto live = io::Checkpoint::open(dir);  // not a checkpoint: nothing created
         fs::create_directories(work);
-        save_original_headers(*io::Checkpoint::open(dir), orig_dir);
         first_run = true;
+        try {
+          save_original_headers(*live, orig_dir);
+        } catch (...) {
+          remove_all_quietly(work.string());
+          throw;
+        }
       }
     }
   }

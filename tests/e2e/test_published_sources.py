@@ -236,6 +236,30 @@ class PublishedSources(unittest.TestCase):
         self.assertIn("already quantized in the source", s.stderr)
         self.assertEqual(len(s.stderr.strip().splitlines()), 1, s.stderr)
 
+    # ---- ModelOpt (its layout as selq's modelopt dialect writes it: hf_quant_config.json) ----
+
+    def test_modelopt_in_place_upgrade(self):
+        work = self.path("modelopt")
+        E.selq("quantize", self.base, work, "--recipe",
+               self.recipe("mo-mlp", "name: mo\narch: llama\ndialect: modelopt\n"
+                                     "rules:\n  - match: ['*.mlp.*']\n    scheme: nvfp4\n"), "--quiet")
+        os.remove(os.path.join(work, "selq-manifest.json"))  # as a peer's checkpoint: no manifest
+        # MIXED_PRECISION takes MXFP8 beside W4A16_NVFP4; FP8 per channel it cannot mix: refused, nothing written.
+        before = E.tree_bytes(work)
+        bad = E.selq("quantize", "--in-place", work, "--recipe", self.recipe("mo-bad", ATTENTION_FP8.format(
+            dialect="modelopt")), "--quiet", check=False)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        self.assertIn("cannot mix", bad.stderr)
+        self.assertEqual(E.tree_bytes(work), before)
+        E.selq("quantize", "--in-place", work, "--recipe",
+               self.recipe("mo-attn", "name: a\narch: llama\ndialect: modelopt\nrules:\n"
+                                      "  - match: ['*.self_attn.*']\n    scheme: mxfp8\n"
+                                      "    options: {activations: mxfp8-dynamic}\n"), "--quiet")
+        v = verify(work)
+        self.assertEqual(v.returncode, 0, v.stdout[-3000:])
+        self.assertEqual(checked_modules(v), MLP + ATTENTION, v.stdout[-500:])
+        self.assertGreater(eval_kl(self.base, work)[0], 0)
+
     # ---- verify never passes silently ----
 
     def test_verify_notes_dead_entries_and_flags_unknown_schemes(self):

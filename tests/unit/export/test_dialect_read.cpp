@@ -137,3 +137,63 @@ TEST(DialectRead, UnknownModelDtypeTriesEachFloat) {
 
 }  // namespace
 }  // namespace selq::exporter
+
+namespace selq::exporter {
+namespace {
+
+// Configs as the projects publish them (field for field), read by what they mean.
+TEST(PublishedConfigs, KimiK2ThinkingInt4GroupOf32) {
+  // moonshotai/Kimi-K2-Thinking config.json quantization_config (compressed-tensors, pack-quantized).
+  const nlohmann::json qc = nlohmann::json::parse(R"({
+    "config_groups": {"group_0": {"input_activations": null, "output_activations": null, "targets": ["Linear"],
+      "weights": {"actorder": null, "block_structure": null, "dynamic": false, "group_size": 32, "num_bits": 4,
+                  "observer": "minmax", "observer_kwargs": {}, "strategy": "group", "symmetric": true,
+                  "type": "int"}}},
+    "format": "pack-quantized", "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                                           "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"],
+    "kv_cache_scheme": null, "quant_method": "compressed-tensors", "quantization_status": "compressed"})");
+  const std::vector<std::string> modules = {"model.layers.1.mlp.experts.0.up_proj",
+                                            "model.layers.1.self_attn.o_proj", "model.layers.0.mlp.down_proj"};
+  EngineResolver r(vllm_engine_for(Dialect::CompressedTensors), qc, modules);
+  const auto& expert = r.resolve(modules[0]);
+  ASSERT_TRUE(expert);
+  const auto s = scheme_from_config_json(Dialect::CompressedTensors, *expert, DType::BF16);
+  ASSERT_TRUE(s) << expert->dump();
+  EXPECT_EQ(s->name(), "int4-g32");
+  EXPECT_FALSE(r.resolve(modules[1]));  // ignored by regex
+  EXPECT_FALSE(r.resolve(modules[2]));
+  EXPECT_TRUE(unimplemented_numerics(Dialect::CompressedTensors, qc).empty());
+}
+
+TEST(PublishedConfigs, Quark013SpecFieldsThatDoNotChangeTheNumerics) {
+  // AMD Quark 0.13's MXFP4 weight spec as direct_quantize_checkpoint writes it.
+  const nlohmann::json spec = nlohmann::json::parse(R"({"dtype": "fp4", "is_dynamic": false, "qscheme": "per_group",
+    "ch_axis": -1, "group_size": 32, "block_size": null, "symmetric": null, "round_method": "half_even",
+    "scale_type": "float", "zero_point_type": "int32", "scale_format": "e8m0", "scale_calculation_mode": "even",
+    "mx_element_dtype": null, "observer_cls": "PerBlockMXObserver", "is_scale_quant": false,
+    "enable_buffer_reuse": false, "max_input_numel": 4194304})");
+  nlohmann::json layer = {{"weight", spec}, {"input_tensors", nullptr}, {"output_tensors", nullptr},
+                          {"bias", nullptr}, {"target_device", nullptr}};
+  auto s = scheme_from_config_json(Dialect::Quark, layer, DType::BF16);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->name(), "mxfp4");
+  // A field that does change them still has to match: another scale rule is another scheme.
+  layer["weight"]["scale_calculation_mode"] = "floor";
+  s = scheme_from_config_json(Dialect::Quark, layer, DType::BF16);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->scale_rule, ScaleRule::Floor);
+  layer["weight"]["dtype"] = "int3";
+  EXPECT_FALSE(scheme_from_config_json(Dialect::Quark, layer, DType::BF16));
+  // Output quantization and a quantized softmax are named, not computed otherwise.
+  const nlohmann::json qc = {{"quant_method", "quark"},
+                             {"global_quant_config", {{"weight", spec}, {"output_tensors", spec}}},
+                             {"softmax_quant_spec", spec},
+                             {"kv_cache_quant_config", nlohmann::json::object()}};
+  const auto what = unimplemented_numerics(Dialect::Quark, qc);
+  ASSERT_EQ(what.size(), 2u);
+  EXPECT_NE(what[0].find("softmax_quant_spec"), std::string::npos);
+  EXPECT_NE(what[1].find("global_quant_config.output_tensors"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace selq::exporter
