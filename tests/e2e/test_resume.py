@@ -47,48 +47,67 @@ class Resume(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def reference(self, path, in_place):
+    def reference(self, path, in_place, src=None, recipe=None):
         """Uninterrupted run at `path` (paths appear in the manifest); returns (bytes, seconds)."""
+        src, recipe = src or self.src, recipe or self.recipe
         shutil.rmtree(path, ignore_errors=True)
         t0 = time.time()
         if in_place:
-            shutil.copytree(self.src, path)
-            u.selq("quantize", "--in-place", path, "--recipe", self.recipe, "--quiet")
+            shutil.copytree(src, path)
+            u.selq("quantize", "--in-place", path, "--recipe", recipe, "--quiet")
             out = u.tree_bytes(path)
         else:
-            u.selq("quantize", self.src, path, "--recipe", self.recipe, "--quiet")
+            u.selq("quantize", src, path, "--recipe", recipe, "--quiet")
             out = u.tree_bytes(path)
         elapsed = time.time() - t0
         shutil.rmtree(path)
         return out, elapsed
 
-    def check_shards_old_or_new(self, path, final):
+    def check_shards_old_or_new(self, path, final, original=None):
+        original = original or self.src_bytes
         for f in shard_files(path):
             with open(os.path.join(path, f), "rb") as fh:
                 b = fh.read()
-            self.assertTrue(b == self.src_bytes.get(f) or b == final.get(f),
+            self.assertTrue(b == original.get(f) or b == final.get(f),
                             f"{f} is neither the original nor the final shard")
 
-    def test_in_place_kill_and_resume(self):
-        path = os.path.join(self.tmp.name, "inplace")
-        final, seconds = self.reference(path, in_place=True)
-        rng = random.Random(1234)
-        shutil.copytree(self.src, path)
-        cmd = [u.ARGS.selq, "quantize", "--in-place", path, "--recipe", self.recipe, "--quiet"]
+    def kill_and_resume_in_place(self, path, src, recipe, seed):
+        final, seconds = self.reference(path, in_place=True, src=src, recipe=recipe)
+        original = u.tree_bytes(src)
+        rng = random.Random(seed)
+        shutil.copytree(src, path)
+        cmd = [u.ARGS.selq, "quantize", "--in-place", path, "--recipe", recipe, "--quiet"]
         kills = 0
         while kills < KILLS_PER_MODE:
             if run_with_kill(cmd, rng.uniform(0.0, seconds * 1.1)) == 0:
                 # Finished before the kill: start a fresh copy so every trial kills something.
                 shutil.rmtree(path)
-                shutil.copytree(self.src, path)
+                shutil.copytree(src, path)
                 continue
             kills += 1
-            self.check_shards_old_or_new(path, final)
+            self.check_shards_old_or_new(path, final, original)
         self.assertIsNotNone(run_with_kill(cmd, 600))
         got = u.tree_bytes(path)
         self.assertEqual(sorted(got), sorted(final), "stray or missing files after resume")
         for k in final:
             self.assertEqual(got[k], final[k], k)
+
+    def test_in_place_kill_and_resume(self):
+        self.kill_and_resume_in_place(os.path.join(self.tmp.name, "inplace"), self.src, self.recipe, 1234)
+
+    def test_in_place_upgrade_of_a_quantized_source_kill_and_resume(self):
+        """The published-checkpoint case: MLP already MXFP4 (quark), attention upgraded to FP8 in place."""
+        pre = os.path.join(self.tmp.name, "pre-mxfp4")
+        mlp = os.path.join(self.tmp.name, "mlp.yaml")
+        with open(mlp, "w") as f:
+            f.write("name: mlp\narch: llama\ndialect: quark\nrules:\n  - match: ['*.mlp.*']\n    scheme: mxfp4\n"
+                    "    options: {activations: mxfp4-dynamic}\n")
+        u.selq("quantize", self.src, pre, "--recipe", mlp, "--quiet")
+        attn = os.path.join(self.tmp.name, "attn.yaml")
+        with open(attn, "w") as f:
+            f.write("name: attn\narch: llama\ndialect: quark\nrules:\n  - match: ['*.self_attn.*']\n"
+                    "    scheme: fp8-channel\n    options: {activations: fp8-per-token}\n")
+        self.kill_and_resume_in_place(os.path.join(self.tmp.name, "upgrade"), pre, attn, 4321)
 
     def test_file_to_file_kill_and_resume(self):
         dst = os.path.join(self.tmp.name, "f2f")
