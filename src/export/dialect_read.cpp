@@ -23,6 +23,15 @@ std::optional<Dialect> dialect_of_config(const json& qc) {
   return std::nullopt;
 }
 
+std::optional<std::string> unread_quant_method(const json& qc) {
+  if (!qc.is_object() || qc.empty() || dialect_of_config(qc)) return std::nullopt;
+  const std::string method = qc.contains("quant_method") && qc["quant_method"].is_string()
+                                 ? qc["quant_method"].get<std::string>()
+                                 : std::string("(none)");
+  if (method == "fp8") return std::nullopt;  // native_fp8_config reads it or names what it refuses
+  return method;
+}
+
 namespace {
 
 struct AdaptedCandidates {

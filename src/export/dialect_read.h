@@ -19,6 +19,13 @@ namespace selq::exporter {
 // object is none of the three.
 std::optional<Dialect> dialect_of_config(const nlohmann::json& quantization_config);
 
+// The quant_method of a quantization_config selq cannot read (neither one of
+// its dialects nor DeepSeek's native block FP8, export/native_fp8.h), e.g.
+// gpt-oss's native "mxfp4"; nullopt when it reads it or there is none. Its
+// quantized tensors would be misdescribed by any config selq writes, so plan
+// and verify refuse such a source by name rather than pass it through.
+std::optional<std::string> unread_quant_method(const nlohmann::json& quantization_config);
+
 // Inverse of scheme_config_json: the dialect-adapted scheme (from
 // quant::writable_schemes) whose config object equals `scheme_json`, or
 // nullopt when selq writes no such scheme. `model_dtype` decides the options

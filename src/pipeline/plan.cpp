@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "export/dialect_read.h"
 #include "export/module_names.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
@@ -211,6 +212,12 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
   const nlohmann::json& source_qc = ckpt.config().is_object() && ckpt.config().contains("quantization_config")
                                         ? ckpt.config()["quantization_config"]
                                         : nlohmann::json();
+  if (auto method = exporter::unread_quant_method(source_qc))
+    throw_unsupported(fmt::format("the source's quantization_config (quant_method '{}') is not one selq reads "
+                                  "(compressed-tensors, quark, modelopt, or fp8 with weight_block_size); its "
+                                  "quantized tensors cannot pass through or be re-quantized",
+                                  *method),
+                      {ckpt.dir() + "/config.json"});
   const bool keeps_source_groups = plan.dialect == exporter::Dialect::CompressedTensors && source_qc.is_object() &&
                                    source_qc.contains("config_groups");
   std::map<std::string, std::size_t> module_index;  // module -> linear_modules position

@@ -417,7 +417,12 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
   };
 
   const auto native_fp8 = exporter::native_fp8_config(qc, (dir / "config.json").string());
-  if (native_fp8) {
+  if (auto method = exporter::unread_quant_method(qc)) {
+    report["dialect"] = *method;
+    c.add("config", "config.json", "",
+          fmt::format("quantization_config.quant_method '{}' is not one selq reads: nothing of it is checked",
+                      *method));
+  } else if (native_fp8) {
     report["dialect"] = "fp8";
     check_native_fp8(c, *native_fp8, modules, verified);
   } else if (!dialect) {

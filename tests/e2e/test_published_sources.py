@@ -328,6 +328,27 @@ class PublishedSources(unittest.TestCase):
         self.assertEqual(len(q.stderr.strip().splitlines()), 1, q.stderr)
         self.assertEqual(E.tree_bytes(work), before)
 
+    # ---- a quantization selq does not read: refused by name, never passed through ----
+
+    def test_gpt_oss_native_mxfp4_is_refused_by_name(self):
+        d = self.copy(self.selq_mxfp4, "gpt-oss-like")
+        os.remove(os.path.join(d, "selq-manifest.json"))
+        # gpt-oss's own quantization_config (its experts' *_blocks/*_scales are read by nothing in selq yet).
+        edit_config(d, lambda c: c.update(quantization_config={
+            "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                       "model.embed_tokens", "lm_head"],
+            "quant_method": "mxfp4"}))
+        r = self.recipe("attn-q", ATTENTION_FP8.format(dialect="quark"))
+        for cmd in (["plan", d, "--recipe", r], ["quantize", d, self.path("gpt-oss-out"), "--recipe", r, "-q"]):
+            p = E.selq(*cmd, check=False)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("quant_method 'mxfp4'", p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        self.assertFalse(os.path.exists(self.path("gpt-oss-out")))
+        v = verify(d)
+        self.assertEqual(v.returncode, 1, v.stdout[-2000:])
+        self.assertIn("quant_method 'mxfp4' is not one selq reads", v.stdout)
+
     # ---- transformers 5 configs ----
 
     def test_transformers5_config_evaluates_as_its_v4_form(self):

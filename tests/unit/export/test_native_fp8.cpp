@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "export/dialect_read.h"
 #include "export/native_fp8.h"
 
 namespace selq::exporter {
@@ -52,6 +53,15 @@ TEST(NativeFp8, FormsNotImplementedAreNamed) {
   EXPECT_NE(refusal(qc).find("weight_block_size"), std::string::npos);
   qc.erase("weight_block_size");
   EXPECT_NE(refusal(qc).find("weight_block_size"), std::string::npos);
+}
+
+TEST(UnreadQuantMethod, NamesWhatNoReaderTakes) {
+  EXPECT_FALSE(unread_quant_method(nlohmann::json()));
+  EXPECT_FALSE(unread_quant_method({{"quant_method", "compressed-tensors"}}));
+  EXPECT_FALSE(unread_quant_method({{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}}));
+  EXPECT_FALSE(unread_quant_method({{"quantization", {{"quant_algo", "FP8"}}}}));  // ModelOpt side file
+  EXPECT_EQ(unread_quant_method({{"quant_method", "mxfp4"}}), "mxfp4");           // gpt-oss
+  EXPECT_EQ(unread_quant_method({{"quant_method", "gptq"}, {"bits", 4}}), "gptq");
 }
 
 }  // namespace
