@@ -19,6 +19,11 @@ CurlApi load() {
   api.easy_perform = library.function<decltype(api.easy_perform)>("curl_easy_perform");
   api.easy_getinfo = library.function<decltype(api.easy_getinfo)>("curl_easy_getinfo");
   api.easy_strerror = library.function<decltype(api.easy_strerror)>("curl_easy_strerror");
+  api.url = library.function<decltype(api.url)>("curl_url");
+  api.url_cleanup = library.function<decltype(api.url_cleanup)>("curl_url_cleanup");
+  api.url_set = library.function<decltype(api.url_set)>("curl_url_set");
+  api.url_get = library.function<decltype(api.url_get)>("curl_url_get");
+  api.free = library.function<decltype(api.free)>("curl_free");
   if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw_io("curl_global_init failed", {SELQ_CURL_SONAME});
   return api;
 }

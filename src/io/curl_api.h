@@ -15,6 +15,12 @@ struct CurlApi {
   decltype(&curl_easy_perform) easy_perform;
   decltype(&curl_easy_getinfo) easy_getinfo;
   decltype(&curl_easy_strerror) easy_strerror;
+  // The URL API: which scheme, host and port a URL names (who gets credentials).
+  decltype(&curl_url) url;
+  decltype(&curl_url_cleanup) url_cleanup;
+  decltype(&curl_url_set) url_set;
+  decltype(&curl_url_get) url_get;
+  decltype(&curl_free) free;
 };
 
 // Loads libcurl (SELQ_CURL_SONAME, found at configure time) and runs

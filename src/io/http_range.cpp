@@ -6,6 +6,7 @@
 #include <cstring>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -51,7 +52,70 @@ struct Response {
   bool aborted_long{false};    // more bytes than asked for
   CURLcode code{CURLE_OK};
   std::string curl_error;
+  std::string redirect_url;  // where a 3xx points (absolute)
+  // For a 401/403's message.
+  bool token_sent{false};     // HF_TOKEN went with the request
+  bool hf_origin{false};      // the request was for a Hugging Face origin
+  std::string host;           // the host the request was for
+  std::string redirected_to;  // the host that answered, when a redirect led elsewhere
 };
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Who credentials are for: scheme, host and port.
+struct Origin {
+  std::string scheme, host, port;
+  bool operator==(const Origin&) const = default;
+};
+
+// The origin as libcurl itself parses the URL: a parser of our own that read
+// a URL differently could hand a token to the wrong host. nullopt if unparsable.
+std::optional<Origin> origin_of(const std::string& url) {
+  const CurlApi& curl = curl_api();
+  const std::unique_ptr<CURLU, decltype(curl.url_cleanup)> u(curl.url(), curl.url_cleanup);
+  if (!u || curl.url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return std::nullopt;
+  const auto part = [&](CURLUPart what, unsigned flags) -> std::optional<std::string> {
+    char* p = nullptr;
+    if (curl.url_get(u.get(), what, &p, flags) != CURLUE_OK || !p) return std::nullopt;
+    std::string out = lower(p);
+    curl.free(p);
+    return out;
+  };
+  auto scheme = part(CURLUPART_SCHEME, 0);
+  auto host = part(CURLUPART_HOST, 0);
+  auto port = part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
+  if (!scheme || !host || !port) return std::nullopt;
+  return Origin{std::move(*scheme), std::move(*host), std::move(*port)};
+}
+
+// Where HF_TOKEN may go: huggingface.co over HTTPS, and HF_ENDPOINT (a mirror) if set.
+bool is_hf_origin(const Origin& o) {
+  static const std::vector<Origin> hf = [] {
+    std::vector<Origin> v{{"https", "huggingface.co", "443"}};
+    const char* endpoint = std::getenv("HF_ENDPOINT");
+    if (endpoint && *endpoint)
+      if (auto e = origin_of(endpoint)) v.push_back(std::move(*e));
+    return v;
+  }();
+  return std::find(hf.begin(), hf.end(), o) != hf.end();
+}
+
+// What a request to one origin authenticates with: HF_TOKEN as a bearer token
+// (Hugging Face origins only), or else the ~/.netrc entry for its host.
+struct Credentials {
+  std::string bearer;
+  bool netrc{false};
+};
+
+Credentials credentials_for(const std::optional<Origin>& o) {
+  if (!o) return {};
+  const char* token = std::getenv("HF_TOKEN");
+  if (token && *token && is_hf_origin(*o)) return {token, false};
+  return {{}, true};
+}
 
 std::string trim(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
@@ -82,10 +146,13 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   return size * n;
 }
 
+bool is_redirect(long s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
+
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto* r = static_cast<Response*>(user);
   const std::size_t len = size * n;
   g_bytes_received += len;
+  if (is_redirect(r->status)) return len;  // a redirect's body is not the file
   // Stop at once instead of downloading a whole multi-GB shard from a
   // server that ignores Range or sends more than asked.
   if (r->range_request && r->status != 206) {
@@ -108,8 +175,9 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   return len;
 }
 
-Response perform(const std::string& url, bool head, const std::string& range, std::uint64_t cap,
-                 std::uint8_t* dst = nullptr, const std::atomic<bool>* cancel = nullptr) {
+// One HTTP exchange, redirects not followed.
+Response request(const std::string& url, bool head, const std::string& range, std::uint64_t cap, std::uint8_t* dst,
+                 const std::atomic<bool>* cancel, const Credentials& cred) {
   const CurlApi& curl = curl_api();
   CURL* h = thread_handle(url);
   Response r;
@@ -121,9 +189,6 @@ Response perform(const std::string& url, bool head, const std::string& range, st
   const HttpPolicy& p = http_policy();
   curl.easy_setopt(h, CURLOPT_URL, url.c_str());
   curl.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl.easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-  curl.easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
   curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT, p.connect_timeout_s);
   curl.easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
@@ -139,12 +204,66 @@ Response perform(const std::string& url, bool head, const std::string& range, st
   curl.easy_setopt(h, CURLOPT_WRITEDATA, &r);
   if (head) curl.easy_setopt(h, CURLOPT_NOBODY, 1L);
   if (!range.empty()) curl.easy_setopt(h, CURLOPT_RANGE, range.c_str());
+  if (!cred.bearer.empty()) {
+    curl.easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+    curl.easy_setopt(h, CURLOPT_XOAUTH2_BEARER, cred.bearer.c_str());
+  } else if (cred.netrc) {
+    curl.easy_setopt(h, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_OPTIONAL));
+  }
   r.code = curl.easy_perform(h);
   long status = 0;
   curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
   if (status) r.status = status;
+  char* location = nullptr;
+  if (is_redirect(r.status) && curl.easy_getinfo(h, CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location)
+    r.redirect_url = location;
   r.curl_error = errbuf[0] ? errbuf : curl.easy_strerror(r.code);
   return r;
+}
+
+constexpr int kMaxRedirects = 5;
+
+// A request, following redirects here rather than in libcurl: credentials go
+// with a hop only while it stays on the origin of `url` (Hugging Face answers
+// 302 to its CDN, which must never see the token), whatever libcurl version.
+Response perform(const std::string& url, bool head, const std::string& range, std::uint64_t cap,
+                 std::uint8_t* dst = nullptr, const std::atomic<bool>* cancel = nullptr) {
+  const std::optional<Origin> origin = origin_of(url);
+  const Credentials cred = credentials_for(origin);
+  std::string at = url;
+  for (int hop = 0;; ++hop) {
+    const std::optional<Origin> here = hop == 0 ? origin : origin_of(at);
+    const bool home = here && here == origin;
+    Response r = request(at, head, range, cap, dst, cancel, home ? cred : Credentials{});
+    if (!is_redirect(r.status) || r.redirect_url.empty()) {
+      r.token_sent = !cred.bearer.empty();
+      r.hf_origin = origin && is_hf_origin(*origin);
+      r.host = origin ? origin->host : url;
+      if (hop > 0 && !home) r.redirected_to = here ? here->host : at;
+      return r;
+    }
+    if (hop == kMaxRedirects) throw_io(fmt::format("more than {} redirects", kMaxRedirects), {url});
+    at = std::move(r.redirect_url);
+  }
+}
+
+// What to do about a 401 or 403 (never the token itself).
+std::string denied_advice(const Response& r) {
+  if (r.status == 401) {
+    if (r.token_sent) return "the token was refused: check HF_TOKEN";
+    if (r.hf_origin) return "needs a token: set HF_TOKEN (or check the repository name)";
+    return fmt::format("needs credentials (a ~/.netrc entry for {})", r.host);
+  }
+  if (r.token_sent) return "the token was refused or lacks access to this repository";
+  return r.hf_origin ? "access refused: set HF_TOKEN to a token with access to this repository" : "access refused";
+}
+
+// A 401 or 403 is final (no retry) and one line saying what to do.
+void throw_if_denied(const Response& r, const ErrorWhere& where) {
+  if (r.status != 401 && r.status != 403) return;
+  std::string message = fmt::format("HTTP {}: {}", r.status, denied_advice(r));
+  if (!r.redirected_to.empty()) message += fmt::format(" (answered by {} after a redirect)", r.redirected_to);
+  throw_io(message, where);
 }
 
 bool transient_status(long s) { return s == 408 || s == 429 || (s >= 500 && s <= 599); }
@@ -246,6 +365,7 @@ void http_get_range_into(const std::string& url, std::uint64_t offset, std::span
     done += r.received;
     const ErrorWhere where{url, tensor, off};
     if (r.cancelled) throw_io("download cancelled", where);
+    throw_if_denied(r, where);
     if (r.status == 404 || r.status == 410) throw_io(fmt::format("not found (HTTP {})", r.status), where);
     if (r.status == 200)
       throw_unsupported(
@@ -299,6 +419,7 @@ std::optional<std::string> http_get_file(const std::string& url, bool missing_ok
       throw_io(fmt::format("download failed after {} attempts: {}", attempts, last_problem), {url});
     if (attempt > 0) backoff(attempt - 1);
     Response r = perform(url, false, "", 0);
+    throw_if_denied(r, {url});
     if ((r.status == 404 || r.status == 410) && missing_ok) return std::nullopt;
     if (r.status == 404 || r.status == 410) throw_io(fmt::format("not found (HTTP {})", r.status), {url});
     if (transient_status(r.status) || (r.code != CURLE_OK && transient_curl(r.code))) {
@@ -319,6 +440,7 @@ bool http_exists(const std::string& url) {
       throw_io(fmt::format("HEAD failed after {} attempts: {}", attempts, last_problem), {url});
     if (attempt > 0) backoff(attempt - 1);
     Response r = perform(url, true, "", 0);
+    throw_if_denied(r, {url});
     if (r.status == 404 || r.status == 410) return false;
     if (transient_status(r.status) || (r.code != CURLE_OK && transient_curl(r.code))) {
       last_problem = r.code != CURLE_OK ? r.curl_error : fmt::format("HTTP {}", r.status);

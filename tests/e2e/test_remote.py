@@ -1,5 +1,8 @@
 """Remote checkpoints: selq reads a checkpoint over HTTP range requests from a
-real nginx on 127.0.0.1, and fails with one clear line on broken servers."""
+real nginx on 127.0.0.1, and fails with one clear line on broken servers.
+A Hugging Face-shaped server (a token, then a redirect to a CDN on another
+host) checks that credentials reach their own host and never the CDN."""
+import base64
 import http.server
 import json
 import os
@@ -137,6 +140,71 @@ class BadHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+TOKEN = "hf_selq_test_token_0123456789"
+HF_PATH = "/org/repo/resolve/main/"  # the shape of a Hugging Face base URL; serves www/ckpt
+
+
+class CdnHandler(BadHandler):
+    """The CDN (127.0.0.2): serves the bytes and records every Authorization it sees."""
+    SEEN = []  # Authorization header of each request (None when absent)
+
+    def serve(self, head):
+        self.SEEN.append(self.headers.get("Authorization"))
+        self.path = self.path.split("?")[0]  # the signature query a real CDN checks
+        super().serve(head)
+
+
+class HubHandler(http.server.BaseHTTPRequestHandler):
+    """The hub (127.0.0.1): 401 without a token, 403 with a wrong one, else as
+    huggingface.co: JSON files 307 to a cache path on this host first, then
+    everything 302 to the CDN. Accepts the token as a bearer or, as from a
+    ~/.netrc entry, as the password of HTTP Basic."""
+    CDN = None  # "http://127.0.0.2:PORT"
+    SEEN = []   # (path, Authorization) of each request
+
+    def log_message(self, *a):
+        pass
+
+    def do_HEAD(self):
+        self.serve()
+
+    def do_GET(self):
+        self.serve()
+
+    def authorized(self):
+        auth = self.headers.get("Authorization")
+        self.SEEN.append((self.path, auth))
+        if auth is None:
+            return 401
+        basic = base64.b64encode(f"user:{TOKEN}".encode()).decode()
+        return 200 if auth in (f"Bearer {TOKEN}", f"Basic {basic}") else 403
+
+    def redirect(self, code, location):
+        self.send_response(code)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def serve(self):
+        status = self.authorized()
+        if status != 200:
+            self.send_error(status)
+            return
+        if self.path.startswith("/cache/"):
+            self.redirect(302, f"{self.CDN}/ok/ckpt/{self.path[len('/cache/'):]}?sig=x")
+            return
+        if not self.path.startswith(HF_PATH):
+            self.send_error(404)
+            return
+        rel = self.path[len(HF_PATH):]
+        if not os.path.isfile(os.path.join(BadHandler.ROOT, "ckpt", rel)):
+            self.send_error(404)  # as the hub answers a missing file itself
+        elif rel.endswith(".json"):
+            self.redirect(307, f"/cache/{rel}")  # relative, on this host: the token goes along
+        else:
+            self.redirect(302, f"{self.CDN}/ok/ckpt/{rel}?sig=x")
+
+
 class RemoteTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -152,6 +220,25 @@ class RemoteTest(unittest.TestCase):
         cls.bad_thread = threading.Thread(target=cls.bad.serve_forever, daemon=True)
         cls.bad_thread.start()
         cls.bad_base = f"http://127.0.0.1:{cls.bad.server_address[1]}"
+        cls.start_hub()
+
+    @classmethod
+    def serve_in_thread(cls, server):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        cls.servers.append(server)
+
+    @classmethod
+    def start_hub(cls):
+        cls.servers = []
+        cdn = http.server.ThreadingHTTPServer(("127.0.0.2", 0), CdnHandler)
+        cls.serve_in_thread(cdn)
+        HubHandler.CDN = f"http://127.0.0.2:{cdn.server_address[1]}"
+        hub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HubHandler)
+        cls.serve_in_thread(hub)
+        cls.hub = f"http://127.0.0.1:{hub.server_address[1]}"
+        cls.hub_url = cls.hub + HF_PATH
+        cls.home = os.path.join(cls.tmp, "home")  # no ~/.netrc of the user's
+        os.makedirs(cls.home)
 
     @classmethod
     def start_nginx(cls):
@@ -201,9 +288,10 @@ http {{
             except subprocess.TimeoutExpired:
                 cls.nginx.kill()
                 cls.nginx.wait()
-        if getattr(cls, "bad", None):
-            cls.bad.shutdown()
-            cls.bad.server_close()
+        for server in [getattr(cls, "bad", None)] + getattr(cls, "servers", []):
+            if server:
+                server.shutdown()
+                server.server_close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def log_bytes(self, uri_prefix):
@@ -360,6 +448,75 @@ http {{
         local_dst = os.path.join(self.tmp, "out-midtensor-local")
         u.selq("quantize", self.ckpt, local_dst, "--recipe", r, "--quiet")
         self.assert_same_output(local_dst, dst, self.ckpt, url)
+
+    def hub_env(self, **extra):
+        """selq's environment for the hub: the hub is HF_ENDPOINT (its token's host)."""
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_ENDPOINT")}
+        env.update(HOME=self.home, SELQ_HTTP_ATTEMPTS="2", HF_ENDPOINT=self.hub)
+        env.update(extra)
+        HubHandler.SEEN.clear()
+        CdnHandler.SEEN.clear()
+        return env
+
+    def assert_token_stayed_home(self, expect_hub):
+        """Every hub request carried `expect_hub`; the CDN served and never saw one."""
+        self.assertTrue(HubHandler.SEEN)
+        self.assertEqual({auth for _, auth in HubHandler.SEEN}, {expect_hub})
+        self.assertIn("/cache/config.json", [path for path, _ in HubHandler.SEEN])  # same-host redirect
+        self.assertTrue(CdnHandler.SEEN, "nothing came through the redirect")
+        self.assertEqual(set(CdnHandler.SEEN), {None})
+
+    def test_hub_token_reaches_the_hub_and_never_the_cdn(self):
+        local = json.loads(u.selq("inspect", "--json", self.ckpt).stdout)
+        remote = json.loads(u.selq("inspect", "--json", self.hub_url, env=self.hub_env(HF_TOKEN=TOKEN)).stdout)
+        self.assertEqual(strip_paths(local), strip_paths(remote))
+        self.assert_token_stayed_home(f"Bearer {TOKEN}")
+
+    def test_quantize_through_hub_redirect_is_byte_identical(self):
+        r = u.recipe("llama-mix")
+        # The reports' title names the source's last component: "main" both ways.
+        local_src = os.path.join(self.tmp, "hub-local", "main")
+        shutil.copytree(self.ckpt, local_src)
+        local_dst = os.path.join(self.tmp, "out-hub-local")
+        remote_dst = os.path.join(self.tmp, "out-hub-remote")
+        u.selq("quantize", local_src, local_dst, "--recipe", r, "--quiet")
+        env = self.hub_env(HF_TOKEN=TOKEN)
+        u.selq("quantize", self.hub_url, remote_dst, "--recipe", r, "--quiet", env=env)
+        self.assert_same_output(local_dst, remote_dst, local_src, self.hub_url.rstrip("/"))  # named without the slash
+        self.assert_token_stayed_home(f"Bearer {TOKEN}")
+
+    def test_netrc_entry_for_the_hub(self):
+        with open(os.path.join(self.home, ".netrc"), "w") as f:
+            f.write(f"machine 127.0.0.1 login user password {TOKEN}\n")
+        try:
+            u.selq("inspect", "--json", self.hub_url, env=self.hub_env())
+        finally:
+            os.remove(os.path.join(self.home, ".netrc"))
+        basic = base64.b64encode(f"user:{TOKEN}".encode()).decode()
+        self.assert_token_stayed_home(f"Basic {basic}")
+
+    def denied_run(self, env, expect):
+        r = u.selq("inspect", self.hub_url, check=False, env=env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(self.hub_url.rstrip("/"), lines[0])
+        self.assertIn(expect, lines[0])
+        self.assertNotIn(TOKEN, r.stderr)
+        self.assertEqual(CdnHandler.SEEN, [])
+
+    def test_hub_without_token_is_401(self):
+        self.denied_run(self.hub_env(), "HTTP 401: needs a token: set HF_TOKEN")
+
+    def test_hub_with_wrong_token_is_403(self):
+        self.denied_run(self.hub_env(HF_TOKEN="hf_wrong"),
+                        "HTTP 403: the token was refused or lacks access to this repository")
+
+    def test_hf_token_goes_to_hugging_face_hosts_only(self):
+        env = self.hub_env(HF_TOKEN=TOKEN)
+        del env["HF_ENDPOINT"]  # 127.0.0.1 is then not a host the token is for
+        self.denied_run(env, "HTTP 401: needs credentials (a ~/.netrc entry for 127.0.0.1)")
+        self.assertEqual({auth for _, auth in HubHandler.SEEN}, {None})
 
 
 if __name__ == "__main__":
