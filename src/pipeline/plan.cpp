@@ -296,6 +296,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
 
   plan.shards = options.max_shard_bytes ? layout_capped_shards(plan.tensors, options.max_shard_bytes)
                                         : layout_source_shards(ckpt, plan.tensors);
+  if (!options.build_config) return plan;
   try {
     plan.config = exporter::build_quantization_config(plan.dialect, config_input(ckpt, plan));
   } catch (const Error& e) {

@@ -62,6 +62,9 @@ struct PlanOptions {
   nlohmann::json calibration;
   // A warning refuses the plan (BadInput naming the first), before any write.
   bool strict{false};
+  // Build and check the final config (Plan::config). Off only for plans that
+  // are never written, such as the planner's byte count (seconds at 70k modules).
+  bool build_config{true};
 };
 
 struct Plan {

@@ -48,7 +48,9 @@ UnitLayout decision_units(const io::Checkpoint& ckpt, exporter::Dialect dialect)
     layout.units.push_back(std::move(u));
   }
   // Everything else the plan counts as linear stays as it is in every choice.
-  auto plan = pipeline::make_plan(ckpt, keep_all);
+  pipeline::PlanOptions count_only;
+  count_only.build_config = false;  // never written: its bytes are all this needs
+  auto plan = pipeline::make_plan(ckpt, keep_all, count_only);
   const auto totals = plan.linear_totals();
   layout.fixed_bytes = totals.bytes - unit_bytes;
   layout.linear_elements = totals.elements;
