@@ -22,7 +22,7 @@ constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
 // weights; the destructor puts the source weights back.
 class AppliedMix {
  public:
-  AppliedMix(const MixPlanner& planner, runtime::LlamaModel& model, const InputAmax& input_amax)
+  AppliedMix(const MixPlanner& planner, runtime::CausalLM& model, const InputAmax& input_amax)
       : planner_(planner),
         model_(model),
         input_amax_(input_amax),
@@ -48,7 +48,7 @@ class AppliedMix {
 
  private:
   const MixPlanner& planner_;
-  runtime::LlamaModel& model_;
+  runtime::CausalLM& model_;
   const InputAmax& input_amax_;
   std::vector<std::vector<runtime::Linear>> saved_;  // per unit: the source linears while quantized
   std::vector<std::size_t> option_;
@@ -113,7 +113,7 @@ std::string change_text(const MixPlanner& planner, const std::vector<std::size_t
 }  // namespace
 
 RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64_t unit_budget,
-                        runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                        runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
                         const RefineOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (options.evaluations < 0) throw_bad_input("refinement needs a number of evaluations >= 0");
@@ -124,7 +124,7 @@ RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64
   std::uint64_t used = start.linear_bytes - planner.layout().fixed_bytes;
   if (used > unit_budget) throw_unsupported("planner bug: the mix to refine is over its budget");
 
-  const std::int64_t vocab = model.config().vocab;
+  const std::int64_t vocab = model.vocab();
   const auto base = calibration_logprobs(model, tokens, options.context);
   r.positions = static_cast<std::int64_t>(base.size()) / vocab;
   AppliedMix applied(planner, model, options.input_amax);

@@ -49,7 +49,7 @@ struct RefineResult {
 // (MixPlanner::unit_budget). `model` is the unquantized checkpoint; it is
 // left as it was given. `tokens`: calibration text, never evaluation text.
 RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64_t unit_budget,
-                        runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+                        runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
                         const RefineOptions& options);
 
 }  // namespace selq::planner

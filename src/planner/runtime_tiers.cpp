@@ -19,7 +19,7 @@
 namespace selq::planner {
 namespace {
 
-runtime::Linear& linear_of(runtime::LlamaModel& model, const std::string& module) {
+runtime::Linear& linear_of(runtime::CausalLM& model, const std::string& module) {
   runtime::Linear* l = model.find_linear(module);
   if (!l) throw_unsupported(fmt::format("the runtime has no linear {} (the planner's runtime tiers run Llama-family "
                                         "models only; use the data-free tier)",
@@ -54,7 +54,7 @@ runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weig
 
 }  // namespace
 
-std::vector<float> calibration_logprobs(runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+std::vector<float> calibration_logprobs(runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
                                         std::int64_t context) {
   double nll = 0;
   auto out = runtime::text_logprobs(model, tokens, runtime::windows(static_cast<std::int64_t>(tokens.size()), context),
@@ -78,7 +78,7 @@ Divergence mean_divergence(const std::vector<float>& base, const std::vector<flo
 }
 
 std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
-                                                       const Candidate& candidate, runtime::LlamaModel& model) {
+                                                       const Candidate& candidate, runtime::CausalLM& model) {
   const quant::SchemeSpec spec = dialect_spec(layout, candidate);
   std::vector<std::vector<float>> out;
   std::map<std::string, float> group_amax;
@@ -117,7 +117,7 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
 }
 
 std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
-                                               const Candidate& candidate, runtime::LlamaModel& model,
+                                               const Candidate& candidate, runtime::CausalLM& model,
                                                const InputAmax& input_amax) {
   // Checked before any member is swapped, so that a refusal leaves the model as it was.
   if (candidate.calibrated())
@@ -133,7 +133,7 @@ std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const D
   return saved;
 }
 
-void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, runtime::LlamaModel& model) {
+void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, runtime::CausalLM& model) {
   for (std::size_t i = 0; i < unit.members.size(); ++i) linear_of(model, unit.members[i].module) = std::move(saved[i]);
 }
 
@@ -150,7 +150,7 @@ CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const Ca
 }
 
 InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
-                               const std::vector<Candidate>& candidates, runtime::LlamaModel& model,
+                               const std::vector<Candidate>& candidates, runtime::CausalLM& model,
                                const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options) {
   // Capture the first `rows` input rows of each unit's first member, and
   // every linear's input amax over all tokens (as `selq calibrate` measures it).
@@ -285,9 +285,9 @@ Slope interpolated_slope(const UnitLayout& layout, const std::vector<Slope>& slo
 }  // namespace
 
 void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
-                  runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
+                  runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
                   const RuntimeTierOptions& options) {
-  const std::int64_t V = model.config().vocab;
+  const std::int64_t V = model.vocab();
   const auto base = calibration_logprobs(model, tokens, options.context);
   const auto measure = measured_units(layout, options.probe_every);
   std::vector<Slope> slopes(layout.units.size());
@@ -357,7 +357,7 @@ void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const 
   const auto t0 = std::chrono::steady_clock::now();
   auto cal = calibration_tokens(checkpoint_dir, text);
   table.text_provenance = std::move(cal.provenance);
-  auto model = runtime::LlamaModel::load(checkpoint_dir);
+  auto model = runtime::load_model(checkpoint_dir);
   const InputAmax amax = add_activation_aware(table, layout, candidates, *model, cal.tokens, options);
   if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, cal.tokens, amax, options);
   table.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -37,19 +37,19 @@ struct RuntimeTierOptions {
 // share their input, as engines fuse them for that reason). Returns every
 // member's input amax over all of `tokens`, what calibrated candidates take.
 InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
-                               const std::vector<Candidate>& candidates, runtime::LlamaModel& model,
+                               const std::vector<Candidate>& candidates, runtime::CausalLM& model,
                                const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options);
 
 // Needs add_activation_aware first. Adds kl and tv to every scored candidate:
 // measured for the probes, fitted for the rest; records which in `measured`.
 void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
-                  runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
+                  runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
                   const RuntimeTierOptions& options);
 
 // The weights a unit's members have once `candidate` has quantized them
 // (dequantized to F32; NVFP4 members of a fused group share its global amax).
 std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
-                                                       const Candidate& candidate, runtime::LlamaModel& model);
+                                                       const Candidate& candidate, runtime::CausalLM& model);
 
 struct CalibrationText {
   std::string text, source;   // default: runtime::default_text(Calibration)
@@ -67,7 +67,7 @@ CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const Ca
 // Log-probabilities of every predicted position of `tokens` in windows of
 // `context` (the evaluation's own routine, so the planner scores what
 // `selq eval` measures); rows of the model's vocabulary size.
-std::vector<float> calibration_logprobs(runtime::LlamaModel& model, const std::vector<std::int32_t>& tokens,
+std::vector<float> calibration_logprobs(runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
                                         std::int64_t context);
 
 // Mean KL(base || q) and mean total variation 1 - sum min(p, q) over the rows.
@@ -80,9 +80,9 @@ Divergence mean_divergence(const std::vector<float>& base, const std::vector<flo
 // scale from `input_amax` when calibrated) into the unit's linears of `model`
 // and returns the linears they replaced, for swap_back.
 std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
-                                               const Candidate& candidate, runtime::LlamaModel& model,
+                                               const Candidate& candidate, runtime::CausalLM& model,
                                                const InputAmax& input_amax = {});
-void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, runtime::LlamaModel& model);
+void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, runtime::CausalLM& model);
 
 // Tiers 2 (and 3 when `tier` is Measured) on top of `table`: loads the model
 // from the checkpoint directory, tokenizes the text, records its provenance.

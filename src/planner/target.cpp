@@ -49,7 +49,7 @@ namespace {
 void refine(const io::Checkpoint& ckpt, const TargetRequest& req, const MixPlanner& planner, TargetResult& r) {
   auto cal = calibration_tokens(ckpt.dir(), req.refine_text);
   r.refine_text = std::move(cal.provenance);
-  auto model = runtime::LlamaModel::load(ckpt.dir());
+  auto model = runtime::load_model(ckpt.dir());
   RefineOptions ro;
   ro.evaluations = req.refine;
   ro.context = req.refine_context;

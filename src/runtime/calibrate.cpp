@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "runtime/eval.h"
-#include "runtime/model.h"
+#include "runtime/causal_lm.h"
 #include "runtime/text_overlap.h"
 
 namespace selq::runtime {
@@ -37,7 +37,7 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
   if (max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > max_tokens)
     toks.resize(static_cast<std::size_t>(max_tokens));
   if (toks.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text_source));
-  auto model = LlamaModel::load(checkpoint);
+  auto model = load_model(checkpoint);
   CalibrationResult r;
   r.model = checkpoint;
   r.text_source = text_source;

@@ -26,7 +26,7 @@ struct CalibrationResult {
 
 struct Linear;
 // Raises `amax[l.module]` to the max |x| of the `rows` inputs a linear-hook
-// call saw (LlamaModel::set_activation_hook): calibrate's measure, and the
+// call saw (CausalLM::set_activation_hook): calibrate's measure, and the
 // planner's for its calibrated candidates.
 void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows);
 

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "runtime/base_logprobs.h"
+#include "runtime/causal_lm.h"
 #include "runtime/model.h"
 #include "runtime/text_overlap.h"
 #include "runtime/tokenizer.h"
@@ -224,9 +225,9 @@ struct SpecStats {
   double greedy{0}, expected{0};
 };
 
-void speculate(LlamaModel& base, LlamaModel& draft, const std::vector<std::int32_t>& prompt,
+void speculate(CausalLM& base, CausalLM& draft, const std::vector<std::int32_t>& prompt,
                const std::set<std::int32_t>& stop, const EvalOptions& o, SpecStats& st) {
-  const std::int64_t V = base.config().vocab;
+  const std::int64_t V = base.vocab();
   const int k = o.draft_k;
   if (prompt.size() < 2) return;
   base.reset();
@@ -235,7 +236,7 @@ void speculate(LlamaModel& base, LlamaModel& draft, const std::vector<std::int32
   base.forward(head, false);
   draft.forward(head, false);
   std::int32_t last = prompt.back();
-  const std::int64_t limit = std::min<std::int64_t>(base.config().max_positions, draft.config().max_positions) - k - 2;
+  const std::int64_t limit = std::min<std::int64_t>(base.max_positions(), draft.max_positions()) - k - 2;
   std::int64_t generated = 0;
   std::vector<float> qlog(static_cast<std::size_t>(k * V));
   std::vector<std::int32_t> d(static_cast<std::size_t>(k));
@@ -291,7 +292,7 @@ std::vector<std::vector<std::int32_t>> prompt_tokens(const Tokenizer& tok, const
 
 // The base's rows over the text: from the cache when it holds them for this
 // model, text and window length, else computed (and then cached).
-BaseLogProbs base_logprobs(LlamaModel& base, const std::string& base_path, const std::vector<std::int32_t>& toks,
+BaseLogProbs base_logprobs(CausalLM& base, const std::string& base_path, const std::vector<std::int32_t>& toks,
                            const std::vector<std::int32_t>& targets, const Windows& w, const EvalOptions& o,
                            EvalReport& rep, const std::function<void()>& tick) {
   std::string key;
@@ -299,17 +300,17 @@ BaseLogProbs base_logprobs(LlamaModel& base, const std::string& base_path, const
     key = base_logprobs_key(base_path, toks, o.context);
     rep.base_cache_file = (fs::path(o.base_cache_dir) / (key + ".blp")).string();
     if (auto cached = BaseLogProbs::load(rep.base_cache_file, key);
-        cached && cached->rows() == w.predicted && cached->vocab() == base.config().vocab) {
+        cached && cached->rows() == w.predicted && cached->vocab() == base.vocab()) {
       rep.base_cache_hit = true;
       std::error_code ec;
       fs::last_write_time(rep.base_cache_file, fs::file_time_type::clock::now(), ec);  // recently used
       return std::move(*cached);
     }
   }
-  BaseLogProbs out(w.predicted, base.config().vocab);
+  BaseLogProbs out(w.predicted, base.vocab());
   for_each_window_logprobs(base, toks, w, [&](std::size_t, std::int64_t row0, const float* lp, std::int64_t rows) {
     for (std::int64_t i = 0; i < rows; ++i)
-      out.set_row(row0 + i, lp + i * base.config().vocab, targets[static_cast<std::size_t>(row0 + i)]);
+      out.set_row(row0 + i, lp + i * base.vocab(), targets[static_cast<std::size_t>(row0 + i)]);
     tick();
   });
   if (!key.empty()) {
@@ -338,9 +339,9 @@ Windows windows(std::int64_t n, std::int64_t context) {
   return w;
 }
 
-void for_each_window_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+void for_each_window_logprobs(CausalLM& m, const std::vector<std::int32_t>& toks, const Windows& w,
                               const std::function<void(std::size_t, std::int64_t, const float*, std::int64_t)>& fn) {
-  const std::int64_t V = m.config().vocab;
+  const std::int64_t V = m.vocab();
   std::int64_t row = 0;
   for (std::size_t wi = 0; wi < w.spans.size(); ++wi) {
     auto [b, e] = w.spans[wi];
@@ -353,9 +354,9 @@ void for_each_window_logprobs(LlamaModel& m, const std::vector<std::int32_t>& to
   }
 }
 
-std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+std::vector<float> text_logprobs(CausalLM& m, const std::vector<std::int32_t>& toks, const Windows& w,
                                  double& nll_sum, const std::function<void(std::uint64_t)>& tick) {
-  const std::int64_t V = m.config().vocab;
+  const std::int64_t V = m.vocab();
   std::vector<float> out(static_cast<std::size_t>(w.predicted * V));
   nll_sum = 0;
   for_each_window_logprobs(m, toks, w, [&](std::size_t wi, std::int64_t row, const float* lp, std::int64_t rows) {
@@ -407,8 +408,8 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
   };
 
   auto t0 = std::chrono::steady_clock::now();
-  auto base = LlamaModel::load(base_path);
-  const std::int64_t V = base->config().vocab;
+  auto base = load_model(base_path);
+  const std::int64_t V = base->vocab();
   rep.base.path = base_path;
   rep.base.dialect = base->dialect();
   rep.base.stored_bytes = stored_bytes(base_path);
@@ -432,9 +433,9 @@ EvalReport evaluate(const std::string& base_path, const std::vector<std::string>
     auto t1 = std::chrono::steady_clock::now();
     ModelQuality mq;
     mq.path = qpath;
-    auto m = LlamaModel::load(qpath);
-    if (m->config().vocab != V)
-      throw_bad_input(fmt::format("{} has vocabulary {}, base {} has {}", qpath, m->config().vocab, base_path, V));
+    auto m = load_model(qpath);
+    if (m->vocab() != V)
+      throw_bad_input(fmt::format("{} has vocabulary {}, base {} has {}", qpath, m->vocab(), base_path, V));
     mq.dialect = m->dialect();
     mq.stored_bytes = stored_bytes(qpath);
     mq.linear_bits_per_weight = m->linear_bits_per_weight();

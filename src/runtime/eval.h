@@ -15,7 +15,7 @@
 
 namespace selq::runtime {
 
-class LlamaModel;
+class CausalLM;
 class Tokenizer;
 
 struct EvalOptions {
@@ -37,7 +37,7 @@ struct ModelQuality {
   std::string path;
   std::string dialect;             // "" for an unquantized checkpoint
   std::uint64_t stored_bytes{0};   // safetensors bytes on disk
-  double linear_bits_per_weight{0};  // LlamaModel::linear_bits_per_weight (= selq plan's)
+  double linear_bits_per_weight{0};  // CausalLM::linear_bits_per_weight (= selq plan's)
   std::int64_t tokens{0};          // predicted positions
   double nll{0};                   // mean negative log-likelihood (nats)
   double perplexity{0};
@@ -107,12 +107,12 @@ Windows windows(std::int64_t n, std::int64_t context);
 // Calls fn(window, first_row, logp, rows) with the log-probabilities
 // [rows, vocab] of each window's predicted positions (the model's cache is
 // reset per window); rows are numbered over all windows.
-void for_each_window_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+void for_each_window_logprobs(CausalLM& m, const std::vector<std::int32_t>& toks, const Windows& w,
                               const std::function<void(std::size_t, std::int64_t, const float*, std::int64_t)>& fn);
 
 // Log-probabilities [w.predicted, vocab] of every predicted position of every
 // window; `nll_sum` gets their NLL.
-std::vector<float> text_logprobs(LlamaModel& m, const std::vector<std::int32_t>& toks, const Windows& w,
+std::vector<float> text_logprobs(CausalLM& m, const std::vector<std::int32_t>& toks, const Windows& w,
                                  double& nll_sum, const std::function<void(std::uint64_t)>& tick);
 
 // sum_x p(x) (log p(x) - log q(x)) from log-probabilities.

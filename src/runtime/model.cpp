@@ -14,8 +14,13 @@
 #include "io/checkpoint.h"
 #include "runtime/blas.h"
 #include "runtime/hf_config.h"
+#include "runtime/model_ops.h"
 
 namespace selq::runtime {
+
+using ops::load_vector;
+using ops::per_token;
+using ops::rms_norm;
 
 namespace {
 
@@ -23,31 +28,6 @@ std::int64_t req_int(const nlohmann::json& c, const char* key, const std::string
   if (!c.contains(key) || !c[key].is_number_integer())
     throw_bad_input(fmt::format("{}: config.json needs an integer '{}'", source, key));
   return c[key].get<std::int64_t>();
-}
-
-void rms_norm(const float* x, const float* w, std::int64_t n, float eps, float* y) {
-  double ss = 0;
-  for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
-  for (std::int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * r);
-}
-
-std::vector<float> load_vector(const io::Checkpoint& ck, const std::string& name, std::int64_t expect) {
-  auto v = ck.view(name);
-  auto n = shape_numel(v.info->shape);
-  if (static_cast<std::int64_t>(n) != expect)
-    throw_bad_input(fmt::format("{}: {} has {} elements, config implies {}", ck.dir(), name, n, expect));
-  std::vector<float> out(n);
-  load_floats(v.info->dtype, v.bytes.data(), 0, n, out.data());
-  return out;
-}
-
-// fn(t) for t < n, over TBB threads when there is more than one token (each
-// token's work is independent, so the result does not depend on the split).
-template <typename Fn>
-void per_token(std::int64_t n, const Fn& fn) {
-  if (n == 1) return fn(0);
-  tbb::parallel_for(std::int64_t{0}, n, [&](std::int64_t t) { fn(t); });
 }
 
 }  // namespace
@@ -86,6 +66,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   auto m = std::unique_ptr<LlamaModel>(new LlamaModel());
   m->path_ = path;
   m->cfg_ = llama_config_from_json(ck->config(), path);
+  m->model_type_ = decoder_config(ck->config())["model_type"].get<std::string>();
   const LlamaConfig& c = m->cfg_;
   m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden);
   m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
@@ -147,6 +128,13 @@ Linear* LlamaModel::find_linear(const std::string& module) {
   return nullptr;
 }
 
+std::vector<const Linear*> LlamaModel::linears() const {
+  std::vector<const Linear*> out;
+  for (const auto& l : layers_)
+    for (const Linear* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) out.push_back(lin);
+  return out;
+}
+
 std::uint64_t LlamaModel::parameters() const {
   std::uint64_t n = embed_.size() + head_.size() + final_norm_.size();
   for (const auto& L : layers_) {
@@ -187,11 +175,6 @@ void LlamaModel::ensure_cache(std::int64_t total) {
   for (auto* caches : {&k_cache_, &v_cache_})
     for (auto& c : *caches) c.resize(static_cast<std::size_t>(cap * kvd));
   capacity_ = cap;
-}
-
-void LlamaModel::linear(const Linear& l, const float* x, std::int64_t rows, float* y) {
-  if (hook_) hook_(hook_ctx_, l, x, rows);
-  l.forward(x, rows, y);
 }
 
 std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, bool all_logits) {

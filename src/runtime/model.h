@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/causal_lm.h"
 #include "runtime/linear.h"
 
 namespace selq::runtime {
@@ -33,48 +34,39 @@ struct LlamaLayer {
   Linear q, k, v, o, gate, up, down;
 };
 
-class LlamaModel {
+class LlamaModel : public CausalLM {
  public:
   // A checkpoint directory (config.json + safetensors). Quantized linears are
   // resolved from its quantization_config.
   static std::unique_ptr<LlamaModel> load(const std::string& path);
 
   const LlamaConfig& config() const { return cfg_; }
-  const std::string& path() const { return path_; }
-  const std::string& dialect() const { return dialect_; }
+  const std::string& model_type() const override { return model_type_; }
+  const std::string& path() const override { return path_; }
+  const std::string& dialect() const override { return dialect_; }
+  std::int64_t vocab() const override { return cfg_.vocab; }
+  std::int64_t max_positions() const override { return cfg_.max_positions; }
   const std::vector<LlamaLayer>& layers() const { return layers_; }
-  // The linear named `module` (checkpoint name), or nullptr: the planner swaps
-  // in quantized weights one unit at a time.
-  Linear* find_linear(const std::string& module);
+  Linear* find_linear(const std::string& module) override;
+  std::vector<const Linear*> linears() const override;
 
-  // Runs `tokens` after the cached ones (positions cached()..) and returns
-  // logits [tokens.size(), vocab] row-major (only the last row when
-  // `all_logits` is false).
-  std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits = true);
-  std::int64_t cached() const { return cached_; }
-  void reset() { cached_ = 0; }
-  // Forgets cached positions >= n (speculative decoding rollback).
-  void truncate(std::int64_t n);
+  std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits = true) override;
+  std::int64_t cached() const override { return cached_; }
+  void reset() override { cached_ = 0; }
+  void truncate(std::int64_t n) override;
 
-  // Called with each linear's input rows just before its matmul (calibration).
-  using ActivationHook = void (*)(void* ctx, const Linear& l, const float* x, std::int64_t rows);
-  void set_activation_hook(ActivationHook hook, void* ctx) { hook_ = hook; hook_ctx_ = ctx; }
-
-  // Parameter count of the decoder weights as the runtime holds them.
-  std::uint64_t parameters() const;
-  // Bytes of those weights as held (BF16 or F32 each): what one decode token reads.
-  std::uint64_t weight_bytes() const;
+  std::uint64_t parameters() const override;
+  std::uint64_t weight_bytes() const override;
   // Stored bits per linear weight element over the seven projections of
   // every layer and an untied head, scales included (LinearLoader::stored_bits):
   // pipeline::Plan::bits_per_weight's definition, so `selq eval` and
   // `selq plan` agree on any checkpoint.
-  double linear_bits_per_weight() const;
+  double linear_bits_per_weight() const override;
 
  private:
-  void linear(const Linear& l, const float* x, std::int64_t rows, float* y);
   void ensure_cache(std::int64_t total);
 
-  std::string path_, dialect_;
+  std::string path_, dialect_, model_type_;
   LlamaConfig cfg_;
   Matrix embed_;                // [vocab, hidden]
   Matrix head_;                 // [vocab, hidden], empty when tied
@@ -84,8 +76,6 @@ class LlamaModel {
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [capacity, kv_heads*head_dim]
   std::int64_t capacity_{0}, cached_{0};
   std::vector<float> inv_freq_;
-  ActivationHook hook_{nullptr};
-  void* hook_ctx_{nullptr};
 };
 
 // log-softmax of one row of logits, in place; returns nothing.

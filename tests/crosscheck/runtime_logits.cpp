@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/model.h"
+#include "runtime/causal_lm.h"
 
 int main(int argc, char** argv) {
   if (argc != 4 && argc != 5) {
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     std::vector<std::int32_t> toks;
     std::ifstream in(argv[2]);
     for (std::int32_t t; in >> t;) toks.push_back(t);
-    auto model = selq::runtime::LlamaModel::load(argv[1]);
+    auto model = selq::runtime::load_model(argv[1]);
     auto write = [&](const std::string& path, const std::vector<float>& v) {
       std::ofstream o(path, std::ios::binary);
       o.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
       all.insert(all.end(), row.begin(), row.end());
     }
     write(std::string(argv[3]) + ".cached.f32", all);
-    std::cout << "tokens " << toks.size() << " vocab " << model->config().vocab << "\n";
+    std::cout << "tokens " << toks.size() << " vocab " << model->vocab() << "\n";
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

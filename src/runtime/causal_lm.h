@@ -1,0 +1,88 @@
+#pragma once
+// The runtime's model seam: one interface for a causal language model (a
+// batch of tokens through a KV cache, logits, a hook on every linear's input)
+// and the registry that picks the implementation by config.json `model_type`.
+// eval, calibrate and the planner's runtime tiers see only this interface.
+//
+// Adding an architecture: a class deriving from CausalLM in its own file(s)
+// under src/runtime/, a `load` taking the checkpoint directory, and one row in
+// the table of causal_lm.cpp (`kArchitectures`) naming the model_type values
+// it runs. The class routes every linear through CausalLM::linear so hooks see
+// what each module reads (per expert for MoE layers), and refuses in one line
+// any config field it does not implement (hf_config.h's helpers name it).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/linear.h"
+
+namespace selq::runtime {
+
+class CausalLM {
+ public:
+  virtual ~CausalLM();
+
+  // config.json's model_type ("llama", "deepseek_v3", ...).
+  virtual const std::string& model_type() const = 0;
+  virtual const std::string& path() const = 0;
+  // "compressed-tensors", "quark", "modelopt", "fp8" or "" (unquantized).
+  virtual const std::string& dialect() const = 0;
+  virtual std::int64_t vocab() const = 0;
+  // The longest context the config states (max_position_embeddings).
+  virtual std::int64_t max_positions() const = 0;
+
+  // Runs `tokens` after the cached ones (positions cached()..) and returns
+  // logits [tokens.size(), vocab] row-major (only the last row when
+  // `all_logits` is false).
+  virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits = true) = 0;
+  virtual std::int64_t cached() const = 0;
+  virtual void reset() = 0;
+  // Forgets cached positions >= n (speculative decoding rollback).
+  virtual void truncate(std::int64_t n) = 0;
+
+  // The linear named `module` (checkpoint name, no ".weight"), or nullptr:
+  // the planner swaps in quantized weights one unit at a time.
+  virtual Linear* find_linear(const std::string& module) = 0;
+  // Every linear module the model runs, in load order.
+  virtual std::vector<const Linear*> linears() const = 0;
+
+  // Parameter count of the decoder weights as the runtime holds them.
+  virtual std::uint64_t parameters() const = 0;
+  // Bytes of those weights as held (BF16 or F32 each).
+  virtual std::uint64_t weight_bytes() const = 0;
+  // Stored bits per linear weight element over every linear module and an
+  // untied head, scales included (LinearLoader::stored_bits).
+  virtual double linear_bits_per_weight() const = 0;
+
+  // Called with each linear's input rows just before its matmul (calibration;
+  // a routed expert sees only the rows routed to it).
+  using ActivationHook = void (*)(void* ctx, const Linear& l, const float* x, std::int64_t rows);
+  void set_activation_hook(ActivationHook hook, void* ctx) {
+    hook_ = hook;
+    hook_ctx_ = ctx;
+  }
+
+ protected:
+  // y = l(x) for `rows` rows, after the hook.
+  void linear(const Linear& l, const float* x, std::int64_t rows, float* y) {
+    if (hook_) hook_(hook_ctx_, l, x, rows);
+    l.forward(x, rows, y);
+  }
+
+ private:
+  ActivationHook hook_{nullptr};
+  void* hook_ctx_{nullptr};
+};
+
+// The checkpoint directory's model, by its config.json model_type: llama,
+// mistral, qwen2 (LlamaModel); deepseek_v3, kimi_k2, deepseek_v2 where its
+// config is DeepSeek-V3's (DeepseekV3Model). Anything else: Unsupported,
+// naming the model_type and the ones the runtime runs.
+std::unique_ptr<CausalLM> load_model(const std::string& path);
+
+// The model_type values load_model runs.
+std::vector<std::string> runtime_model_types();
+
+}  // namespace selq::runtime

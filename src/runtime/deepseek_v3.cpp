@@ -1,0 +1,587 @@
+// DeepSeek-V3 forward pass. Math follows transformers' modeling_deepseek_v3.py
+// (5.x): RMSNorm in F32 (q_a/kv_a norms with eps 1e-6, as DeepseekV3RMSNorm's
+// default), cos/sin times YaRN's attention factor in F32, softmax attention
+// scaled by qk_head_dim^-0.5 times mscale(factor, mscale_all_dim)^2, routed
+// experts accumulated per token in expert order, then the shared experts.
+#include "runtime/deepseek_v3.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <tbb/parallel_for.h>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "runtime/blas.h"
+#include "runtime/model_ops.h"
+
+namespace selq::runtime {
+
+using nlohmann::json;
+using ops::load_vector;
+using ops::per_token;
+using ops::rms_norm;
+
+namespace {
+
+constexpr float kLatentNormEps = 1e-6f;  // DeepseekV3RMSNorm(q_lora_rank / kv_lora_rank): its default eps
+
+std::int64_t req_int(const json& c, const char* key, const std::string& source) {
+  if (!c.contains(key) || !c[key].is_number_integer())
+    throw_bad_input(fmt::format("{}: config.json needs an integer '{}'", source, key));
+  return c[key].get<std::int64_t>();
+}
+
+bool req_bool(const json& c, const char* key, const std::string& source) {
+  if (!c.contains(key) || !c[key].is_boolean())
+    throw_bad_input(fmt::format("{}: config.json needs a boolean '{}'", source, key));
+  return c[key].get<bool>();
+}
+
+// A string field that, when present, must have the value the runtime implements.
+void require_value(const json& c, const char* key, const char* implemented, bool required, const std::string& source) {
+  if (!c.contains(key) || c[key].is_null()) {
+    if (required)
+      throw_unsupported(fmt::format("{}: config.json has no '{}'; the runtime implements {} '{}' only (DeepSeek-V3's)",
+                                    source, key, key, implemented));
+    return;
+  }
+  if (!c[key].is_string() || c[key].get<std::string>() != implemented)
+    throw_unsupported(fmt::format("{}: {} {} is not implemented by the reference runtime (only '{}')", source, key,
+                                  c[key].dump(), implemented));
+}
+
+inline float silu(float a) { return a / (1.0f + std::exp(-a)); }
+
+}  // namespace
+
+DeepseekV3Config deepseek_v3_config_from_json(const json& file, const std::string& source) {
+  if (!file.is_object()) throw_bad_input(fmt::format("{}: no config.json object", source));
+  const json& c = decoder_config(file);
+  if (!c.contains("model_type") || !c["model_type"].is_string())
+    throw_bad_input(fmt::format("{}: config.json has no 'model_type'", source));
+  DeepseekV3Config cfg;
+  cfg.model_type = c["model_type"];
+  if (cfg.model_type != "deepseek_v3" && cfg.model_type != "kimi_k2" && cfg.model_type != "deepseek_v2")
+    throw_unsupported(fmt::format("{}: model_type '{}' is not a DeepSeek-V3 family decoder", source, cfg.model_type));
+  // DeepSeek-V2's own router (softmax, greedy top-k) is another model: a V2
+  // config runs here only when it states V3's.
+  const bool v2 = cfg.model_type == "deepseek_v2";
+  require_value(c, "scoring_func", "sigmoid", v2, source);
+  require_value(c, "topk_method", "noaux_tc", v2, source);
+  if (c.contains("hidden_act")) require_value(c, "hidden_act", "silu", false, source);
+  if (c.contains("moe_layer_freq") && !(c["moe_layer_freq"].is_number_integer() && c["moe_layer_freq"] == 1))
+    throw_unsupported(fmt::format("{}: moe_layer_freq {} is not implemented by the reference runtime (only 1)", source,
+                                  c["moe_layer_freq"].dump()));
+  cfg.hidden = req_int(c, "hidden_size", source);
+  cfg.intermediate = req_int(c, "intermediate_size", source);
+  cfg.moe_intermediate = req_int(c, "moe_intermediate_size", source);
+  cfg.layers = req_int(c, "num_hidden_layers", source);
+  cfg.heads = req_int(c, "num_attention_heads", source);
+  if (c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null() &&
+      req_int(c, "num_key_value_heads", source) != cfg.heads)
+    throw_unsupported(fmt::format("{}: num_key_value_heads {} differs from num_attention_heads {} (MLA expands one "
+                                  "latent to every head; the runtime implements no grouping on top)",
+                                  source, c["num_key_value_heads"].dump(), cfg.heads));
+  cfg.vocab = req_int(c, "vocab_size", source);
+  cfg.q_lora_rank = c.contains("q_lora_rank") && c["q_lora_rank"].is_null() ? 0 : req_int(c, "q_lora_rank", source);
+  cfg.kv_lora_rank = req_int(c, "kv_lora_rank", source);
+  cfg.qk_nope_dim = req_int(c, "qk_nope_head_dim", source);
+  cfg.qk_rope_dim = req_int(c, "qk_rope_head_dim", source);
+  cfg.v_dim = req_int(c, "v_head_dim", source);
+  cfg.routed_experts = req_int(c, "n_routed_experts", source);
+  cfg.shared_experts = c.contains("n_shared_experts") && c["n_shared_experts"].is_null()
+                           ? 0
+                           : req_int(c, "n_shared_experts", source);
+  cfg.experts_per_token = req_int(c, "num_experts_per_tok", source);
+  cfg.n_group = req_int(c, "n_group", source);
+  cfg.topk_group = req_int(c, "topk_group", source);
+  cfg.first_dense = req_int(c, "first_k_dense_replace", source);
+  cfg.norm_topk_prob = req_bool(c, "norm_topk_prob", source);
+  cfg.routed_scaling = static_cast<float>(required_number(c, "routed_scaling_factor", source));
+  cfg.rms_eps = static_cast<float>(required_number(c, "rms_norm_eps", source));
+  cfg.max_positions = c.value("max_position_embeddings", std::int64_t{2048});
+  cfg.tie_embeddings = c.value("tie_word_embeddings", false);
+  // Absent: transformers' default (true), which is also what DeepSeek's own
+  // code does (it permutes q/k into rotate-half order).
+  if (c.contains("rope_interleave") && !c["rope_interleave"].is_null())
+    cfg.rope_interleave = req_bool(c, "rope_interleave", source);
+  cfg.rope = rope_or_yarn_from_config(c, source);
+
+  if (cfg.hidden <= 0 || cfg.intermediate <= 0 || cfg.moe_intermediate <= 0 || cfg.layers <= 0 || cfg.heads <= 0 ||
+      cfg.vocab <= 0 || cfg.q_lora_rank < 0 || cfg.kv_lora_rank <= 0 || cfg.qk_nope_dim < 0 || cfg.qk_rope_dim <= 0 ||
+      cfg.qk_rope_dim % 2 != 0 || cfg.v_dim <= 0 || cfg.routed_experts <= 0 || cfg.shared_experts < 0 ||
+      cfg.first_dense < 0)
+    throw_bad_input(fmt::format("{}: inconsistent config (hidden {}, heads {}, kv_lora_rank {}, qk_rope_head_dim {}, "
+                                "n_routed_experts {})",
+                                source, cfg.hidden, cfg.heads, cfg.kv_lora_rank, cfg.qk_rope_dim, cfg.routed_experts));
+  if (cfg.n_group <= 0 || cfg.routed_experts % cfg.n_group != 0 || cfg.routed_experts / cfg.n_group < 2 ||
+      cfg.topk_group <= 0 || cfg.topk_group > cfg.n_group || cfg.experts_per_token <= 0 ||
+      cfg.experts_per_token > cfg.topk_group * (cfg.routed_experts / cfg.n_group))
+    throw_bad_input(fmt::format("{}: n_routed_experts {}, n_group {}, topk_group {}, num_experts_per_tok {} do not "
+                                "make a group-limited top-k (each group needs at least 2 experts, the chosen groups "
+                                "at least num_experts_per_tok)",
+                                source, cfg.routed_experts, cfg.n_group, cfg.topk_group, cfg.experts_per_token));
+  return cfg;
+}
+
+std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) {
+  auto ck = io::Checkpoint::open(path);
+  auto m = std::unique_ptr<DeepseekV3Model>(new DeepseekV3Model());
+  m->path_ = path;
+  m->cfg_ = deepseek_v3_config_from_json(ck->config(), path);
+  const DeepseekV3Config& c = m->cfg_;
+  const std::int64_t qk = c.qk_dim();
+  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden);
+  m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
+
+  auto is_moe = [&](std::int64_t layer) { return layer >= c.first_dense; };
+  std::vector<std::string> modules;
+  for (std::int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    if (c.q_lora_rank > 0) {
+      modules.push_back(p + "self_attn.q_a_proj");
+      modules.push_back(p + "self_attn.q_b_proj");
+    } else {
+      modules.push_back(p + "self_attn.q_proj");
+    }
+    for (const char* n : {"self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj", "self_attn.o_proj"})
+      modules.push_back(p + n);
+    auto add_mlp = [&](const std::string& q) {
+      for (const char* n : {"gate_proj", "up_proj", "down_proj"}) modules.push_back(q + n);
+    };
+    if (!is_moe(i)) {
+      add_mlp(p + "mlp.");
+    } else {
+      for (std::int64_t e = 0; e < c.routed_experts; ++e) add_mlp(p + fmt::format("mlp.experts.{}.", e));
+      if (c.shared_experts > 0) add_mlp(p + "mlp.shared_experts.");
+    }
+  }
+  LinearLoader loader(*ck, modules);
+  m->dialect_ = loader.dialect();
+  if (ck->find("lm_head.weight")) {
+    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden);
+    m->head_stored_bits_ = loader.stored_bits("lm_head");
+  } else if (!c.tie_embeddings) {
+    throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
+  }
+  auto load = [&](const std::string& module, std::int64_t out, std::int64_t in) {
+    if (!ck->find(module + ".weight") && !ck->find(module + ".weight_packed") && !ck->find(module + ".weight_scale")) {
+      // A checkpoint whose experts are one 3-D tensor per layer (transformers
+      // 5's in-memory layout) names no per-expert weight.
+      const auto dot = module.find(".mlp.experts.");
+      if (dot != std::string::npos) {
+        const std::string stack = module.substr(0, dot) + ".mlp.experts.gate_up_proj";
+        if (ck->find(stack) || ck->find(stack + ".weight"))
+          throw_unsupported(fmt::format("{}: {} stores the routed experts as 3-D stacks; the runtime reads per-expert "
+                                        "tensors (mlp.experts.N.gate_proj.weight) only",
+                                        path, stack));
+      }
+    }
+    Linear l = loader.load(module);
+    if (l.out != out || l.in != in)
+      throw_bad_input(fmt::format("{}: {} is [{}, {}], config implies [{}, {}]", path, l.module, l.out, l.in, out, in));
+    if (!l.bias.empty() && static_cast<std::int64_t>(l.bias.size()) != out)
+      throw_bad_input(fmt::format("{}: {}.bias has {} elements, the weight has {} rows", path, l.module, l.bias.size(), out));
+    return l;
+  };
+  auto load_mlp = [&](const std::string& p, std::int64_t inter) {
+    DeepseekMlp mm;
+    mm.gate = load(p + "gate_proj", inter, c.hidden);
+    mm.up = load(p + "up_proj", inter, c.hidden);
+    mm.down = load(p + "down_proj", c.hidden, inter);
+    return mm;
+  };
+  m->layers_.resize(static_cast<std::size_t>(c.layers));
+  m->routed_.assign(static_cast<std::size_t>(c.layers), {});
+  for (std::int64_t i = 0; i < c.layers; ++i) {
+    auto& L = m->layers_[static_cast<std::size_t>(i)];
+    const std::string p = fmt::format("model.layers.{}.", i);
+    L.attn_norm = load_vector(*ck, p + "input_layernorm.weight", c.hidden);
+    L.mlp_norm = load_vector(*ck, p + "post_attention_layernorm.weight", c.hidden);
+    if (c.q_lora_rank > 0) {
+      L.q_a = load(p + "self_attn.q_a_proj", c.q_lora_rank, c.hidden);
+      L.q_a_norm = load_vector(*ck, p + "self_attn.q_a_layernorm.weight", c.q_lora_rank);
+      L.q_b = load(p + "self_attn.q_b_proj", c.heads * qk, c.q_lora_rank);
+    } else {
+      L.q = load(p + "self_attn.q_proj", c.heads * qk, c.hidden);
+    }
+    L.kv_a = load(p + "self_attn.kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_dim, c.hidden);
+    L.kv_a_norm = load_vector(*ck, p + "self_attn.kv_a_layernorm.weight", c.kv_lora_rank);
+    L.kv_b = load(p + "self_attn.kv_b_proj", c.heads * (c.qk_nope_dim + c.v_dim), c.kv_lora_rank);
+    L.o = load(p + "self_attn.o_proj", c.hidden, c.heads * c.v_dim);
+    L.moe = is_moe(i);
+    if (!L.moe) {
+      L.dense = load_mlp(p + "mlp.", c.intermediate);
+      continue;
+    }
+    const std::string gate = p + "mlp.gate.weight";
+    if (const auto* g = ck->find(gate); g && !dtype_is_float_source(g->info.dtype))
+      throw_unsupported(fmt::format("{}: router {} is {}; the runtime reads the router as floats (BF16/F16/F32)", path,
+                                    gate, dtype_name(g->info.dtype)));
+    L.router = load_vector(*ck, gate, c.routed_experts * c.hidden);
+    L.router_bias = load_vector(*ck, p + "mlp.gate.e_score_correction_bias", c.routed_experts);
+    L.experts.reserve(static_cast<std::size_t>(c.routed_experts));
+    for (std::int64_t e = 0; e < c.routed_experts; ++e)
+      L.experts.push_back(load_mlp(p + fmt::format("mlp.experts.{}.", e), c.moe_intermediate));
+    if (c.shared_experts > 0) {
+      L.shared = load_mlp(p + "mlp.shared_experts.", c.moe_intermediate * c.shared_experts);
+      L.has_shared = true;
+    }
+    m->routed_[static_cast<std::size_t>(i)].assign(static_cast<std::size_t>(c.routed_experts), 0);
+  }
+  m->rope_ = rope_tables(c.rope, c.qk_rope_dim, c.max_positions);
+  // transformers' yarn_apply_mscale: for any RoPE type but "default".
+  double scale = 1.0 / std::sqrt(static_cast<double>(qk));
+  if (c.rope.type != "default" && c.rope.mscale_all_dim != 0) {
+    const double ms = yarn_get_mscale(c.rope.factor, c.rope.mscale_all_dim);
+    scale = scale * ms * ms;
+  }
+  m->attn_scale_ = static_cast<float>(scale);
+  m->k_cache_.resize(static_cast<std::size_t>(c.layers));
+  m->v_cache_.resize(static_cast<std::size_t>(c.layers));
+  return m;
+}
+
+namespace {
+
+// fn(l) for every loaded linear (const or not, as `layers` is).
+template <typename Layers, typename Fn>
+void for_each_linear(Layers& layers, const Fn& fn) {
+  for (auto& L : layers) {
+    for (auto* l : {&L.q, &L.q_a, &L.q_b, &L.kv_a, &L.kv_b, &L.o})
+      if (l->out > 0) fn(*l);
+    auto mlp = [&](auto& m) {
+      for (auto* l : {&m.gate, &m.up, &m.down})
+        if (l->out > 0) fn(*l);
+    };
+    if (!L.moe) mlp(L.dense);
+    for (auto& e : L.experts) mlp(e);
+    if (L.has_shared) mlp(L.shared);
+  }
+}
+
+}  // namespace
+
+Linear* DeepseekV3Model::find_linear(const std::string& module) {
+  Linear* found = nullptr;
+  for_each_linear(layers_, [&](Linear& l) {
+    if (!found && l.module == module) found = &l;
+  });
+  return found;
+}
+
+std::vector<const Linear*> DeepseekV3Model::linears() const {
+  std::vector<const Linear*> out;
+  for_each_linear(layers_, [&](const Linear& l) { out.push_back(&l); });
+  return out;
+}
+
+std::uint64_t DeepseekV3Model::parameters() const {
+  std::uint64_t n = embed_.size() + head_.size() + final_norm_.size();
+  for (const auto& L : layers_)
+    n += L.attn_norm.size() + L.mlp_norm.size() + L.q_a_norm.size() + L.kv_a_norm.size() + L.router.size() +
+         L.router_bias.size();
+  for (const Linear* l : linears()) n += l->weight.size();
+  return n;
+}
+
+std::uint64_t DeepseekV3Model::weight_bytes() const {
+  std::uint64_t n = embed_.bytes() + head_.bytes() + 4 * final_norm_.size();
+  for (const auto& L : layers_)
+    n += 4 * (L.attn_norm.size() + L.mlp_norm.size() + L.q_a_norm.size() + L.kv_a_norm.size() + L.router.size() +
+              L.router_bias.size());
+  for (const Linear* l : linears()) n += l->weight.bytes();
+  return n;
+}
+
+double DeepseekV3Model::linear_bits_per_weight() const {
+  double bits = head_stored_bits_, elements = static_cast<double>(head_.size());
+  for (const Linear* l : linears()) {
+    bits += l->stored_bits;
+    elements += static_cast<double>(l->out * l->in);
+  }
+  return elements > 0 ? bits / elements : 0.0;
+}
+
+void DeepseekV3Model::reset_routing_counts() {
+  for (auto& r : routed_) std::fill(r.begin(), r.end(), 0);
+}
+
+void DeepseekV3Model::truncate(std::int64_t n) {
+  if (n < 0 || n > cached_) throw_bad_input(fmt::format("truncate({}) with {} cached positions", n, cached_));
+  cached_ = n;
+}
+
+void DeepseekV3Model::ensure_cache(std::int64_t total) {
+  if (total <= capacity_) return;
+  const std::int64_t cap = std::max<std::int64_t>(total, capacity_ * 2);
+  const std::int64_t kd = cfg_.heads * cfg_.qk_dim(), vd = cfg_.heads * cfg_.v_dim;
+  for (auto& k : k_cache_) k.resize(static_cast<std::size_t>(cap * kd));
+  for (auto& v : v_cache_) v.resize(static_cast<std::size_t>(cap * vd));
+  capacity_ = cap;
+}
+
+void DeepseekV3Model::attention(std::size_t li, const float* h, std::int64_t T, std::int64_t pos0, const float* cosv,
+                                const float* sinv, float* out) {
+  const DeepseekV3Config& c = cfg_;
+  const DeepseekV3Layer& L = layers_[li];
+  const std::int64_t nope = c.qk_nope_dim, rd = c.qk_rope_dim, half = rd / 2, qk = c.qk_dim(), vdim = c.v_dim;
+  const std::int64_t qd = c.heads * qk, kd = qd, vd = c.heads * vdim, kvl = c.kv_lora_rank;
+  const std::int64_t total = pos0 + T;
+  std::vector<float> q(static_cast<std::size_t>(T * qd));
+  if (c.q_lora_rank > 0) {
+    const std::int64_t r = c.q_lora_rank;
+    std::vector<float> qa(static_cast<std::size_t>(T * r)), qn(qa.size());
+    linear(L.q_a, h, T, qa.data());
+    per_token(T, [&](std::int64_t t) { rms_norm(qa.data() + t * r, L.q_a_norm.data(), r, kLatentNormEps, qn.data() + t * r); });
+    linear(L.q_b, qn.data(), T, q.data());
+  } else {
+    linear(L.q, h, T, q.data());
+  }
+  const std::int64_t kva_d = kvl + rd;
+  std::vector<float> kva(static_cast<std::size_t>(T * kva_d)), latent(static_cast<std::size_t>(T * kvl));
+  linear(L.kv_a, h, T, kva.data());
+  per_token(T, [&](std::int64_t t) {
+    rms_norm(kva.data() + t * kva_d, L.kv_a_norm.data(), kvl, kLatentNormEps, latent.data() + t * kvl);
+  });
+  const std::int64_t kvb_d = c.heads * (nope + vdim);
+  std::vector<float> kvb(static_cast<std::size_t>(T * kvb_d));
+  linear(L.kv_b, latent.data(), T, kvb.data());
+
+  // RoPE of one rope_dim vector in place: interleaved pairs (x0, x1), ... come
+  // out as [rotated evens | rotated odds] (transformers' interleave form), else
+  // rotate-half.
+  const bool inter = c.rope_interleave;
+  auto rope = [&](float* v, std::int64_t t) {
+    const float* cs = cosv + t * half;
+    const float* sn = sinv + t * half;
+    float tmp[2 * 512];
+    float* r = rd <= 1024 ? tmp : nullptr;
+    std::vector<float> big;
+    if (!r) {
+      big.resize(static_cast<std::size_t>(rd));
+      r = big.data();
+    }
+    for (std::int64_t i = 0; i < half; ++i) {
+      const float a = inter ? v[2 * i] : v[i], b = inter ? v[2 * i + 1] : v[i + half];
+      r[i] = a * cs[i] - b * sn[i];
+      r[i + half] = b * cs[i] + a * sn[i];
+    }
+    std::copy(r, r + rd, v);
+  };
+  float* kc = k_cache_[li].data();
+  float* vc = v_cache_[li].data();
+  per_token(T, [&](std::int64_t t) {
+    for (std::int64_t hh = 0; hh < c.heads; ++hh) rope(q.data() + t * qd + hh * qk + nope, t);
+    float* krot = kva.data() + t * kva_d + kvl;
+    rope(krot, t);
+    float* krow = kc + (pos0 + t) * kd;
+    float* vrow = vc + (pos0 + t) * vd;
+    const float* src = kvb.data() + t * kvb_d;
+    for (std::int64_t hh = 0; hh < c.heads; ++hh) {
+      const float* s = src + hh * (nope + vdim);
+      std::copy(s, s + nope, krow + hh * qk);
+      std::copy(krot, krot + rd, krow + hh * qk + nope);
+      std::copy(s + nope, s + nope + vdim, vrow + hh * vdim);
+    }
+  });
+  const float scale = attn_scale_;
+  tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
+    thread_local std::vector<float> scores_buf;
+    if (scores_buf.size() < static_cast<std::size_t>(T * total)) scores_buf.resize(static_cast<std::size_t>(T * total));
+    float* scores = scores_buf.data();
+    if (T == 1)
+      blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(qk), scale, kc + hh * qk,
+                  static_cast<int>(kd), q.data() + hh * qk, 1, 0.0f, scores, 1);
+    else
+      blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
+                  static_cast<int>(qk), scale, q.data() + hh * qk, static_cast<int>(qd), kc + hh * qk,
+                  static_cast<int>(kd), 0.0f, scores, static_cast<int>(total));
+    for (std::int64_t t = 0; t < T; ++t) {
+      float* row = scores + t * total;
+      const std::int64_t visible = pos0 + t + 1;  // causal
+      float mx = row[0];
+      for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
+      float sum = 0;
+      for (std::int64_t j = 0; j < visible; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
+      }
+      const float inv = 1.0f / sum;
+      for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
+      std::fill(row + visible, row + total, 0.0f);
+    }
+    if (T == 1)
+      blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(vdim), 1.0f, vc + hh * vdim,
+                  static_cast<int>(vd), scores, 1, 0.0f, out + hh * vdim, 1);
+    else
+      blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(vdim),
+                  static_cast<int>(total), 1.0f, scores, static_cast<int>(total), vc + hh * vdim,
+                  static_cast<int>(vd), 0.0f, out + hh * vdim, static_cast<int>(vd));
+  });
+}
+
+void DeepseekV3Model::mlp(const DeepseekMlp& m, const float* h, std::int64_t rows, std::int64_t inter, float* y) {
+  std::vector<float> g(static_cast<std::size_t>(rows * inter)), u(g.size());
+  linear(m.gate, h, rows, g.data());
+  linear(m.up, h, rows, u.data());
+  per_token(rows, [&](std::int64_t t) {
+    float* gt = g.data() + t * inter;
+    const float* ut = u.data() + t * inter;
+    for (std::int64_t i = 0; i < inter; ++i) gt[i] = silu(gt[i]) * ut[i];
+  });
+  linear(m.down, g.data(), rows, y);
+}
+
+void DeepseekV3Model::moe(std::size_t li, const float* h, std::int64_t T, float* y) {
+  const DeepseekV3Config& c = cfg_;
+  const DeepseekV3Layer& L = layers_[li];
+  const std::int64_t H = c.hidden, E = c.routed_experts, K = c.experts_per_token;
+  const std::int64_t G = c.n_group, per_group = E / G;
+  // Router in F32: logits, sigmoid scores, group-limited top-k on the
+  // bias-corrected scores, weights from the uncorrected ones.
+  std::vector<std::int32_t> chosen(static_cast<std::size_t>(T * K));
+  std::vector<float> weight(static_cast<std::size_t>(T * K));
+  per_token(T, [&](std::int64_t t) {
+    std::vector<float> score(static_cast<std::size_t>(E)), choice(static_cast<std::size_t>(E));
+    const float* x = h + t * H;
+    for (std::int64_t e = 0; e < E; ++e) {
+      const float* w = L.router.data() + e * H;
+      float acc = 0;
+      for (std::int64_t i = 0; i < H; ++i) acc += x[i] * w[i];
+      score[static_cast<std::size_t>(e)] = 1.0f / (1.0f + std::exp(-acc));
+      choice[static_cast<std::size_t>(e)] = score[static_cast<std::size_t>(e)] + L.router_bias[static_cast<std::size_t>(e)];
+    }
+    // Each group's score: the sum of its two best corrected scores.
+    std::vector<float> gscore(static_cast<std::size_t>(G));
+    for (std::int64_t g = 0; g < G; ++g) {
+      float b1 = -std::numeric_limits<float>::infinity(), b2 = b1;
+      for (std::int64_t j = 0; j < per_group; ++j) {
+        const float v = choice[static_cast<std::size_t>(g * per_group + j)];
+        if (v > b1) {
+          b2 = b1;
+          b1 = v;
+        } else if (v > b2) {
+          b2 = v;
+        }
+      }
+      gscore[static_cast<std::size_t>(g)] = b1 + b2;
+    }
+    std::vector<std::int64_t> gorder(static_cast<std::size_t>(G));
+    std::iota(gorder.begin(), gorder.end(), 0);
+    std::stable_sort(gorder.begin(), gorder.end(), [&](std::int64_t a, std::int64_t b) {
+      return gscore[static_cast<std::size_t>(a)] > gscore[static_cast<std::size_t>(b)];
+    });
+    std::vector<char> allowed(static_cast<std::size_t>(G), 0);
+    for (std::int64_t i = 0; i < c.topk_group; ++i) allowed[static_cast<std::size_t>(gorder[static_cast<std::size_t>(i)])] = 1;
+    std::vector<std::int64_t> eorder;
+    for (std::int64_t e = 0; e < E; ++e)
+      if (allowed[static_cast<std::size_t>(e / per_group)]) eorder.push_back(e);
+    std::stable_sort(eorder.begin(), eorder.end(), [&](std::int64_t a, std::int64_t b) {
+      return choice[static_cast<std::size_t>(a)] > choice[static_cast<std::size_t>(b)];
+    });
+    float sum = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      const std::int64_t e = eorder[static_cast<std::size_t>(k)];
+      chosen[static_cast<std::size_t>(t * K + k)] = static_cast<std::int32_t>(e);
+      weight[static_cast<std::size_t>(t * K + k)] = score[static_cast<std::size_t>(e)];
+      sum += score[static_cast<std::size_t>(e)];
+    }
+    const float denom = sum + 1e-20f;
+    for (std::int64_t k = 0; k < K; ++k) {
+      float& w = weight[static_cast<std::size_t>(t * K + k)];
+      if (c.norm_topk_prob) w /= denom;
+      w *= c.routed_scaling;
+    }
+  });
+  // Tokens per expert (in token order), then each expert over its rows; each
+  // token's output sums its experts in expert order, as transformers' index_add_.
+  std::vector<std::vector<std::pair<std::int64_t, float>>> rows_of(static_cast<std::size_t>(E));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t k = 0; k < K; ++k)
+      rows_of[static_cast<std::size_t>(chosen[static_cast<std::size_t>(t * K + k)])].emplace_back(
+          t, weight[static_cast<std::size_t>(t * K + k)]);
+  std::fill(y, y + T * H, 0.0f);
+  std::vector<float> xin, yout;
+  auto& counts = routed_[li];
+  for (std::int64_t e = 0; e < E; ++e) {
+    const auto& rows = rows_of[static_cast<std::size_t>(e)];
+    if (rows.empty()) continue;
+    const auto n = static_cast<std::int64_t>(rows.size());
+    counts[static_cast<std::size_t>(e)] += n;
+    xin.resize(static_cast<std::size_t>(n * H));
+    yout.resize(xin.size());
+    for (std::int64_t r = 0; r < n; ++r)
+      std::copy(h + rows[static_cast<std::size_t>(r)].first * H, h + (rows[static_cast<std::size_t>(r)].first + 1) * H,
+                xin.data() + r * H);
+    mlp(L.experts[static_cast<std::size_t>(e)], xin.data(), n, c.moe_intermediate, yout.data());
+    for (std::int64_t r = 0; r < n; ++r) {
+      const auto [t, w] = rows[static_cast<std::size_t>(r)];
+      float* yt = y + t * H;
+      const float* src = yout.data() + r * H;
+      for (std::int64_t i = 0; i < H; ++i) yt[i] += src[i] * w;
+    }
+  }
+  if (L.has_shared) {
+    std::vector<float> s(static_cast<std::size_t>(T * H));
+    mlp(L.shared, h, T, c.moe_intermediate * c.shared_experts, s.data());
+    for (std::size_t i = 0; i < s.size(); ++i) y[i] += s[i];
+  }
+}
+
+std::vector<float> DeepseekV3Model::forward(std::span<const std::int32_t> tokens, bool all_logits) {
+  const DeepseekV3Config& c = cfg_;
+  const auto T = static_cast<std::int64_t>(tokens.size());
+  if (T == 0) return {};
+  const std::int64_t pos0 = cached_, total = cached_ + T;
+  ensure_cache(total);
+  const std::int64_t H = c.hidden;
+  std::vector<float> x(static_cast<std::size_t>(T * H)), h(x.size()), tmp(x.size());
+  std::vector<float> attn(static_cast<std::size_t>(T * c.heads * c.v_dim));
+  for (std::int64_t t = 0; t < T; ++t) {
+    const std::int32_t id = tokens[static_cast<std::size_t>(t)];
+    if (id < 0 || id >= c.vocab) throw_bad_input(fmt::format("token id {} outside vocabulary of {}", id, c.vocab));
+    embed_.row_f32(id, x.data() + t * H);
+  }
+  const std::int64_t half = c.qk_rope_dim / 2;
+  std::vector<float> cosv(static_cast<std::size_t>(T * half)), sinv(cosv.size());
+  const float af = rope_.attention_factor;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t i = 0; i < half; ++i) {
+      const float ang = static_cast<float>(pos0 + t) * rope_.inv_freq[static_cast<std::size_t>(i)];
+      cosv[static_cast<std::size_t>(t * half + i)] = std::cos(ang) * af;
+      sinv[static_cast<std::size_t>(t * half + i)] = std::sin(ang) * af;
+    }
+  for (std::size_t li = 0; li < layers_.size(); ++li) {
+    const DeepseekV3Layer& L = layers_[li];
+    per_token(T, [&](std::int64_t t) { rms_norm(x.data() + t * H, L.attn_norm.data(), H, c.rms_eps, h.data() + t * H); });
+    attention(li, h.data(), T, pos0, cosv.data(), sinv.data(), attn.data());
+    linear(L.o, attn.data(), T, tmp.data());
+    per_token(T, [&](std::int64_t t) {
+      float* xt = x.data() + t * H;
+      const float* dt = tmp.data() + t * H;
+      for (std::int64_t i = 0; i < H; ++i) xt[i] += dt[i];
+      rms_norm(xt, L.mlp_norm.data(), H, c.rms_eps, h.data() + t * H);
+    });
+    if (L.moe)
+      moe(li, h.data(), T, tmp.data());
+    else
+      mlp(L.dense, h.data(), T, c.intermediate, tmp.data());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+  }
+  cached_ = total;
+  const std::int64_t first = all_logits ? 0 : T - 1;
+  const std::int64_t rows = T - first;
+  per_token(rows, [&](std::int64_t t) {
+    rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, c.rms_eps, h.data() + t * H);
+  });
+  std::vector<float> logits(static_cast<std::size_t>(rows * c.vocab));
+  matmul(head_.size() == 0 ? embed_ : head_, h.data(), rows, logits.data());
+  return logits;
+}
+
+}  // namespace selq::runtime

@@ -1,0 +1,41 @@
+#pragma once
+// Small steps shared by the runtime's architectures (internal to src/runtime).
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <tbb/parallel_for.h>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+
+namespace selq::runtime::ops {
+
+inline void rms_norm(const float* x, const float* w, std::int64_t n, float eps, float* y) {
+  double ss = 0;
+  for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * r);
+}
+
+inline std::vector<float> load_vector(const io::Checkpoint& ck, const std::string& name, std::int64_t expect) {
+  auto v = ck.view(name);
+  auto n = shape_numel(v.info->shape);
+  if (static_cast<std::int64_t>(n) != expect)
+    throw_bad_input(fmt::format("{}: {} has {} elements, config implies {}", ck.dir(), name, n, expect));
+  std::vector<float> out(n);
+  load_floats(v.info->dtype, v.bytes.data(), 0, n, out.data());
+  return out;
+}
+
+// fn(t) for t < n, over TBB threads when there is more than one token (each
+// token's work is independent, so the result does not depend on the split).
+template <typename Fn>
+void per_token(std::int64_t n, const Fn& fn) {
+  if (n == 1) return fn(0);
+  tbb::parallel_for(std::int64_t{0}, n, [&](std::int64_t t) { fn(t); });
+}
+
+}  // namespace selq::runtime::ops

@@ -1,0 +1,242 @@
+"""selq's DeepSeek-V3 runtime vs transformers' DeepseekV3ForCausalLM.
+
+Small random DeepseekV3Configs (float32, attn_implementation="eager") saved
+with save_pretrained (safetensors, per-expert tensors), run by selq's runtime
+(tests/crosscheck/runtime_logits.cpp through runtime::load_model) on the same
+random tokens:
+
+  * one batched prefill over all tokens, and
+  * a prefill of the first tokens followed by single-token steps through the
+    KV cache (the last STEPS tokens),
+
+both compared with transformers' logits for one batched forward. The configs
+exercise expert groups (n_group > 1, topk_group < n_group), shared experts
+(1 and 2), first_k_dense_replace 1 and 2, q_lora_rank set and null, YaRN RoPE
+(transformers 5's rope_parameters and transformers 4's rope_theta +
+rope_scaling, mscale equal to and different from mscale_all_dim), the plain
+rotation, rope_interleave true and false, norm_topk_prob true and false. The
+router's correction bias and the norms are randomised (transformers
+initialises them to 0 and 1) so that they matter.
+
+A quantized case: `selq quantize` of the first model with a recipe that stores
+the routed experts NVFP4 and the attention, shared experts and dense MLP FP8
+per channel (compressed-tensors, weight-only: activations stay float, so the
+comparison is exact up to summation order); the reference is transformers on
+the same weights decoded from the stored bytes with numpy
+(transformers_load.Stored), saved as a float checkpoint.
+
+Tolerance: max |selq - torch| <= 1e-4 * max |torch logit|, argmax equal
+wherever the reference's top-2 margin exceeds twice that.
+
+usage: deepseek_crosscheck.py LOGITS_EXE SELQ_EXE WORKDIR
+Exit 77 (ctest skip) when a reference is missing locally; under CI=true it fails.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from xref import missing  # noqa: E402
+
+try:
+    import numpy as np
+    import torch
+    import transformers
+    from safetensors.numpy import save_file
+except ImportError as e:  # pragma: no cover
+    missing(f"python package ({e}); pip install torch transformers safetensors numpy")
+
+REL_TOL = 1e-4
+N_TOKENS, STEPS = 40, 12
+
+BASE = dict(vocab_size=320, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_attention_heads=4,
+            num_key_value_heads=4, kv_lora_rank=32, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=16,
+            max_position_embeddings=256, rms_norm_eps=1e-6, initializer_range=0.1, tie_word_embeddings=False)
+
+CONFIGS = {
+    # groups, one shared expert, one dense layer, q_lora, YaRN (v5 form), interleaved RoPE
+    "groups-yarn-qlora": dict(BASE, num_hidden_layers=3, n_routed_experts=8, n_group=4, topk_group=2,
+                              num_experts_per_tok=3, n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=48,
+                              routed_scaling_factor=2.5, norm_topk_prob=True, rope_interleave=True,
+                              rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 8.0,
+                                               "original_max_position_embeddings": 32, "mscale": 1.0,
+                                               "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1}),
+    # q_proj (q_lora_rank null), two dense layers, two shared experts, plain RoPE, rotate-half, unnormalised weights
+    "dense2-qproj-default": dict(BASE, num_hidden_layers=4, n_routed_experts=12, n_group=3, topk_group=2,
+                                 num_experts_per_tok=4, n_shared_experts=2, first_k_dense_replace=2, q_lora_rank=None,
+                                 routed_scaling_factor=1.5, norm_topk_prob=False, rope_interleave=False,
+                                 rope_parameters={"rope_type": "default", "rope_theta": 50000.0}),
+    # YaRN as DeepSeek's own config.json writes it (transformers 4: rope_theta + rope_scaling with "type"),
+    # mscale != mscale_all_dim (attention_factor != 1), no rope_interleave key (default true), one group
+    "v4-yarn-mscale": dict(BASE, num_hidden_layers=2, n_routed_experts=6, n_group=1, topk_group=1,
+                           num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=24,
+                           routed_scaling_factor=1.0, norm_topk_prob=True,
+                           rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                            "original_max_position_embeddings": 64, "mscale": 0.707,
+                                            "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1}),
+}
+V4_FORM = {"v4-yarn-mscale"}
+
+QUANT_RECIPE = """name: deepseek-v3-nvfp4-experts-fp8-weight-only
+arch: deepseek-v3
+dialect: compressed-tensors
+exclude: ["@router", "@heads"]
+rules:
+  - match: "*mlp.experts.*"
+    scheme: nvfp4
+    options: {activations: none}
+default:
+  scheme: fp8-channel
+  options: {activations: none}
+"""
+
+
+def build(name, params, work):
+    torch.manual_seed(sum(map(ord, name)))
+    cfg = transformers.DeepseekV3Config(**params)
+    model = transformers.DeepseekV3ForCausalLM(cfg).float().eval()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("norm.weight"):
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+        for mod in model.modules():
+            if hasattr(mod, "e_score_correction_bias"):
+                mod.e_score_correction_bias.copy_(0.1 * torch.randn_like(mod.e_score_correction_bias))
+    d = work / name
+    if d.exists():
+        shutil.rmtree(d)
+    model.save_pretrained(str(d), safe_serialization=True)
+    if name in V4_FORM:  # rewrite RoPE the way transformers 4 (and DeepSeek's release) writes it
+        c = json.loads((d / "config.json").read_text())
+        rp = dict(c.pop("rope_parameters"))
+        c["rope_theta"] = rp.pop("rope_theta")
+        rp["type"] = rp.pop("rope_type")
+        c["rope_scaling"] = rp
+        c.pop("rope_interleave", None)
+        (d / "config.json").write_text(json.dumps(c, indent=2))
+    return d
+
+
+def reference(model_dir, ids):
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
+                                                              attn_implementation="eager").eval()
+    with torch.no_grad():
+        return model, model(torch.tensor([ids])).logits[0].numpy().astype(np.float32)
+
+
+def run_selq(logits_exe, model_dir, tokens_file, out_prefix, vocab):
+    t0 = time.perf_counter()
+    subprocess.run([logits_exe, str(model_dir), str(tokens_file), str(out_prefix), str(STEPS)], check=True,
+                   stdout=subprocess.DEVNULL)
+    secs = time.perf_counter() - t0
+    return {k: np.fromfile(f"{out_prefix}.{k}.f32", dtype=np.float32).reshape(-1, vocab)
+            for k in ("prefill", "cached")}, secs
+
+
+def compare(label, mine, ref):
+    scale = float(np.abs(ref).max())
+    diff = float(np.abs(mine - ref).max())
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    decisive = (top2[:, 1] - top2[:, 0]) > 2 * REL_TOL * scale
+    agree = mine.argmax(1) == ref.argmax(1)
+    ok = diff <= REL_TOL * scale and bool(agree[decisive].all())
+    print(f"  {label}: max|diff| {diff:.3e}, logit scale {scale:.3f}, rel {diff / scale:.2e} (tol {REL_TOL:.0e}); "
+          f"top-1 agree {agree.mean():.3f} ({int(decisive.sum())} decisive){'' if ok else '  FAIL'}")
+    return ok
+
+
+def routing_spread(model, ids):
+    """How many distinct experts transformers' router picked per MoE layer (the test must route widely)."""
+    seen = []
+    hooks = []
+    for mod in model.modules():
+        if type(mod).__name__ == "DeepseekV3TopkRouter":
+            hooks.append(mod.register_forward_hook(lambda m, i, o: seen.append(len(torch.unique(o[2])))))
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    return seen
+
+
+def dequantized_copy(qdir, out_dir, src_dir):
+    """A float checkpoint holding the quantized checkpoint's weights decoded from its bytes."""
+    from safetensors import safe_open
+    from transformers_load import Stored  # the numpy decoder transformers_load checks bit for bit
+
+    stored = Stored(qdir / "model.safetensors")
+    tensors = {}
+    with safe_open(str(src_dir / "model.safetensors"), "np") as f:
+        for name in f.keys():
+            module = name[: -len(".weight")] if name.endswith(".weight") else None
+            w = stored.dequant(module) if module else None
+            tensors[name] = np.ascontiguousarray(w if w is not None else f.get_tensor(name)).astype(np.float32)
+            if w is not None:
+                assert tuple(w.shape) == tuple(f.get_slice(name).get_shape()), name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((src_dir / "config.json").read_text())
+    (out_dir / "config.json").write_text(json.dumps(cfg, indent=2))
+    quantized = sum(1 for n in tensors if n.endswith(".weight") and stored.dequant(n[:-7]) is not None)
+    return quantized
+
+
+def main():
+    logits_exe, selq_exe, workdir = sys.argv[1:4]
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    work = pathlib.Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(36)
+    ids = [int(t) for t in rng.integers(0, BASE["vocab_size"], N_TOKENS)]
+    tokens_file = work / "tokens.txt"
+    tokens_file.write_text(" ".join(map(str, ids)))
+    print(f"{N_TOKENS} random tokens, the last {STEPS} decoded one at a time; transformers {transformers.__version__}, "
+          f"torch {torch.__version__}")
+    ok = True
+    dirs = {}
+    for name, params in CONFIGS.items():
+        print(f"== {name}")
+        d = dirs[name] = build(name, params, work)
+        model, ref = reference(d, ids)
+        spread = routing_spread(model, ids)
+        print(f"  experts reached per MoE layer: {spread} of {params['n_routed_experts']}")
+        del model
+        mine, secs = run_selq(logits_exe, d, tokens_file, work / f"{name}-selq", ref.shape[1])
+        print(f"  selq runtime: {secs:.2f} s (load + prefill + prefill/decode)")
+        for kind in ("prefill", "cached"):
+            ok &= compare(kind, mine[kind], ref)
+
+    print("== quantized (NVFP4 experts, FP8 channel elsewhere; weight-only, compressed-tensors)")
+    first = next(iter(CONFIGS))
+    src = dirs[first]
+    recipe = work / "quant.yaml"
+    recipe.write_text(QUANT_RECIPE)
+    qdir = work / f"{first}-quant"
+    subprocess.run([selq_exe, "quantize", str(src), str(qdir), "--recipe", str(recipe), "--quiet", "--force"],
+                   check=True)
+    deq = work / f"{first}-dequantized"
+    n = dequantized_copy(qdir, deq, src)
+    qcfg = json.loads((qdir / "config.json").read_text())["quantization_config"]
+    print(f"  {n} linears quantized; config groups: "
+          + ", ".join(f"{k}={g.get('format')}" for k, g in qcfg["config_groups"].items()))
+    model, ref = reference(deq, ids)
+    del model
+    mine, secs = run_selq(logits_exe, qdir, tokens_file, work / "quant-selq", ref.shape[1])
+    print(f"  selq runtime on the quantized checkpoint: {secs:.2f} s")
+    for kind in ("prefill", "cached"):
+        ok &= compare(kind, mine[kind], ref)
+    _, base_ref = reference(src, ids)
+    print(f"  (quantization itself moves transformers' logits by rel "
+          f"{float(np.abs(ref - base_ref).max()) / float(np.abs(base_ref).max()):.3f})")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

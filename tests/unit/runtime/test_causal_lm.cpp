@@ -1,0 +1,188 @@
+// The model seam (runtime::load_model by model_type) and the DeepSeek-V3
+// config reader: what it runs, and the one-line refusals of what it does not.
+// The forward pass itself is checked against transformers by
+// tests/crosscheck/deepseek_crosscheck.py.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "runtime/causal_lm.h"
+#include "runtime/deepseek_v3.h"
+#include "runtime/hf_config.h"
+#include "runtime/model.h"
+#include "test_model_util.h"
+
+namespace selq::runtime {
+namespace {
+
+std::string tmpdir(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("selq_clm_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  return p.string();
+}
+
+// DeepSeek-V3's released config.json, shrunk (transformers 4 form: rope_theta
+// + rope_scaling with "type", no rope_interleave key).
+nlohmann::json deepseek_config() {
+  return {{"model_type", "deepseek_v3"},
+          {"hidden_size", 64},
+          {"intermediate_size", 96},
+          {"moe_intermediate_size", 32},
+          {"num_hidden_layers", 3},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 4},
+          {"vocab_size", 100},
+          {"q_lora_rank", 48},
+          {"kv_lora_rank", 32},
+          {"qk_nope_head_dim", 16},
+          {"qk_rope_head_dim", 8},
+          {"v_head_dim", 16},
+          {"n_routed_experts", 8},
+          {"n_shared_experts", 1},
+          {"num_experts_per_tok", 2},
+          {"n_group", 4},
+          {"topk_group", 2},
+          {"first_k_dense_replace", 1},
+          {"norm_topk_prob", true},
+          {"routed_scaling_factor", 2.5},
+          {"rms_norm_eps", 1e-6},
+          {"hidden_act", "silu"},
+          {"scoring_func", "sigmoid"},
+          {"topk_method", "noaux_tc"},
+          {"moe_layer_freq", 1},
+          {"max_position_embeddings", 163840},
+          {"rope_theta", 10000},
+          {"rope_scaling",
+           {{"beta_fast", 32},
+            {"beta_slow", 1},
+            {"factor", 40},
+            {"mscale", 1.0},
+            {"mscale_all_dim", 1.0},
+            {"original_max_position_embeddings", 4096},
+            {"type", "yarn"}}}};
+}
+
+std::string message_of(const nlohmann::json& c) {
+  try {
+    deepseek_v3_config_from_json(c, "src");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(DeepseekConfig, ReadsTheReleasedForm) {
+  const auto c = deepseek_v3_config_from_json(deepseek_config(), "x");
+  EXPECT_EQ(c.q_lora_rank, 48);
+  EXPECT_EQ(c.qk_dim(), 24);
+  EXPECT_TRUE(c.rope_interleave);  // transformers' default when the key is absent
+  EXPECT_EQ(c.rope.type, "yarn");
+  EXPECT_EQ(c.rope.factor, 40.0);
+  EXPECT_EQ(c.rope.original_max_positions, 4096);
+  EXPECT_EQ(c.rope.theta, 10000.0);
+  // mscale == mscale_all_dim: cos/sin are not scaled (the softmax scale is, by mscale^2).
+  EXPECT_FLOAT_EQ(rope_tables(c.rope, 8, c.max_positions).attention_factor, 1.0f);
+  EXPECT_NEAR(yarn_get_mscale(40, 1.0), 0.1 * std::log(40.0) + 1, 1e-12);
+
+  auto v5 = deepseek_config();
+  v5.erase("rope_theta");
+  nlohmann::json rp = v5["rope_scaling"];
+  v5.erase("rope_scaling");
+  rp.erase("type");
+  rp["rope_type"] = "yarn";
+  rp["rope_theta"] = 10000.0;
+  v5["rope_parameters"] = rp;
+  v5["q_lora_rank"] = nullptr;
+  v5["rope_interleave"] = false;
+  const auto c5 = deepseek_v3_config_from_json(v5, "x");
+  EXPECT_EQ(c5.q_lora_rank, 0);
+  EXPECT_FALSE(c5.rope_interleave);
+  EXPECT_EQ(c5.rope.factor, 40.0);
+  const auto t4 = rope_tables(c.rope, 8, 0), t5 = rope_tables(c5.rope, 8, 0);
+  EXPECT_EQ(t4.inv_freq, t5.inv_freq);
+  // YaRN interpolates the low frequencies (by 1/factor) and keeps the high ones.
+  const auto plain = rope_tables(RopeConfig{10000.0}, 8, 0);
+  EXPECT_EQ(t4.inv_freq[0], plain.inv_freq[0]);
+  EXPECT_NEAR(t4.inv_freq[3], plain.inv_freq[3] / 40.0f, 1e-9);
+
+  auto kimi = deepseek_config();
+  kimi["model_type"] = "kimi_k2";
+  EXPECT_NO_THROW(deepseek_v3_config_from_json(kimi, "x"));
+}
+
+TEST(DeepseekConfig, RefusesWhatItDoesNotImplementNamingTheField) {
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* named;
+  };
+  const Case cases[] = {
+      {"scoring_func", "softmax", "scoring_func"},
+      {"topk_method", "group_limited_greedy", "topk_method"},
+      {"hidden_act", "gelu", "hidden_act"},
+      {"moe_layer_freq", 2, "moe_layer_freq"},
+      {"num_key_value_heads", 2, "num_key_value_heads"},
+      {"n_group", 3, "n_group"},  // 8 experts do not split into 3 groups
+  };
+  for (const auto& k : cases) {
+    auto c = deepseek_config();
+    c[k.key] = k.value;
+    const std::string m = message_of(c);
+    EXPECT_NE(m.find(k.named), std::string::npos) << k.key << ": " << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  for (const char* required : {"n_group", "topk_group", "num_experts_per_tok", "routed_scaling_factor",
+                               "first_k_dense_replace", "kv_lora_rank", "rms_norm_eps"}) {
+    auto c = deepseek_config();
+    c.erase(required);
+    EXPECT_NE(message_of(c).find(required), std::string::npos) << message_of(c);
+  }
+  auto llama3 = deepseek_config();
+  llama3["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  EXPECT_NE(message_of(llama3).find("llama3"), std::string::npos) << message_of(llama3);
+  auto odd_yarn = deepseek_config();
+  odd_yarn["rope_scaling"]["extrapolation_factor"] = 1.0;
+  EXPECT_NE(message_of(odd_yarn).find("rope_scaling.extrapolation_factor"), std::string::npos)
+      << message_of(odd_yarn);
+  // DeepSeek-V2's own router is softmax + greedy: a V2 config must state V3's.
+  auto v2 = deepseek_config();
+  v2["model_type"] = "deepseek_v2";
+  v2.erase("scoring_func");
+  EXPECT_NE(message_of(v2).find("scoring_func"), std::string::npos) << message_of(v2);
+  v2["scoring_func"] = "sigmoid";
+  EXPECT_NO_THROW(deepseek_v3_config_from_json(v2, "x"));
+}
+
+TEST(ModelSeam, LoadsByModelTypeAndRefusesUnknownOnes) {
+  testing::TinyLlama t;
+  const auto dir = tmpdir("seam");
+  testing::write_tiny_llama(dir, t, true);
+  auto seam = load_model(dir);
+  EXPECT_EQ(seam->model_type(), "llama");
+  auto llama = LlamaModel::load(dir);
+  const std::vector<std::int32_t> toks{1, 5, 9, 2};
+  EXPECT_EQ(seam->forward(toks), llama->forward(toks));  // the seam adds nothing to the math
+  EXPECT_EQ(seam->vocab(), t.vocab);
+  EXPECT_NE(seam->find_linear("model.layers.1.mlp.down_proj"), nullptr);
+  EXPECT_EQ(seam->linears().size(), static_cast<std::size_t>(7 * t.layers));
+
+  nlohmann::json cfg;
+  std::ifstream(dir + "/config.json") >> cfg;
+  cfg["model_type"] = "gpt_neox";
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  try {
+    load_model(dir);
+    ADD_FAILURE() << "gpt_neox loaded";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'gpt_neox'"), std::string::npos) << m;
+    EXPECT_NE(m.find("deepseek_v3"), std::string::npos) << m;  // and says what it runs
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace selq::runtime
