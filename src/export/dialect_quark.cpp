@@ -242,18 +242,27 @@ json quark_comparable(const json& scheme) {
 // Keys vLLM matches by substring: star a key that another looked-up name
 // (with a different scheme) is a substring of.
 void star_conflicting_keys(json& lqc, const ConfigInput& in) {
-  std::map<std::string, json> want;  // every name vLLM looks up -> its layer config (null = excluded)
+  // A few schemes across many modules: each scheme's layer config is built once.
+  std::vector<std::pair<SchemeSpec, json>> configs;
+  auto config_of = [&](const SchemeSpec& s) -> const json* {
+    for (const auto& [spec, cfg] : configs)
+      if (spec == s) return &cfg;
+    return nullptr;
+  };
+  for (const auto& m : in.linear_modules)
+    if (m.scheme && !config_of(*m.scheme)) configs.emplace_back(*m.scheme, quark_scheme_json(*m.scheme));
+  std::map<std::string, const json*> want;  // every name vLLM looks up -> its layer config (null = excluded)
   for (const auto& m : in.linear_modules) {
     auto p = experts_parent(m.module);
     std::string name = p ? *p : m.module;
-    want[name] = m.scheme ? quark_scheme_json(*m.scheme) : json();
+    want[name] = m.scheme ? config_of(*m.scheme) : nullptr;
   }
   json out = json::object();
   for (const auto& [key, cfg] : lqc.items()) {
     bool conflict = false;
     for (const auto& [name, w] : want) {
-      if (name == key || w.is_null() || engine_never_quantizes(name)) continue;
-      if (key.find(name) != std::string::npos && w != cfg) conflict = true;
+      if (name == key || !w || engine_never_quantizes(name)) continue;
+      if (key.find(name) != std::string::npos && *w != cfg) conflict = true;
     }
     out[conflict ? key + "*" : key] = cfg;
   }
