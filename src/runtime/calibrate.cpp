@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -16,9 +18,15 @@ namespace selq::runtime {
 nlohmann::json CalibrationResult::to_json() const {
   nlohmann::json a = nlohmann::json::object();
   for (const auto& [m, v] : amax) a[m] = v;
-  return {{"format", "selq-calibration-v1"}, {"model", model},     {"text", text_source},
-          {"tokens", tokens},                {"context", context}, {"text_provenance", text_provenance},
-          {"activation_amax", a}};
+  nlohmann::json j = {{"format", "selq-calibration-v1"}, {"model", model},     {"text", text_source},
+                      {"tokens", tokens},                {"context", context}, {"text_provenance", text_provenance},
+                      {"activation_amax", a}};
+  if (!expert_tokens.empty()) {
+    j["expert_tokens"] = expert_tokens;
+    j["unreached_experts"] = unreached;
+    j["unreached_expert_rule"] = kUnreachedExpertRule;
+  }
+  return j;
 }
 
 void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows) {
@@ -27,6 +35,26 @@ void record_input_amax(std::map<std::string, float>& amax, const Linear& l, cons
   float& slot = amax[l.module];
   slot = std::max(slot, m);
 }
+
+namespace {
+
+// "model.layers.3.mlp.experts.7.down_proj" -> {"model.layers.3.mlp.experts.", "7", "down_proj"}.
+struct ExpertName {
+  std::string layer_prefix, expert, projection;
+};
+std::optional<ExpertName> routed_expert(const std::string& module) {
+  static const std::string kKey = ".mlp.experts.";
+  const auto k = module.find(kKey);
+  if (k == std::string::npos) return std::nullopt;
+  const auto e0 = k + kKey.size();
+  const auto dot = module.find('.', e0);
+  if (dot == std::string::npos || dot == e0) return std::nullopt;
+  const std::string e = module.substr(e0, dot - e0);
+  if (e.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return ExpertName{module.substr(0, e0), e, module.substr(dot + 1)};
+}
+
+}  // namespace
 
 CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
                             std::int64_t max_tokens, std::int64_t context,
@@ -47,9 +75,13 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
       text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
   model->set_activation_hook(
       [](void* ctx, const Linear& l, const float* x, std::int64_t rows) {
-        record_input_amax(*static_cast<std::map<std::string, float>*>(ctx), l, x, rows);
+        auto& res = *static_cast<CalibrationResult*>(ctx);
+        record_input_amax(res.amax, l, x, rows);
+        // An expert's gate_proj sees each routed token once.
+        if (auto e = routed_expert(l.module); e && e->projection == "gate_proj")
+          res.expert_tokens[e->layer_prefix + e->expert] += rows;
       },
-      &r.amax);
+      &r);
   const auto n = static_cast<std::int64_t>(toks.size());
   const std::uint64_t windows = static_cast<std::uint64_t>((n + context - 1) / context);
   for (std::int64_t b = 0, w = 0; b < n; b += context, ++w) {
@@ -58,6 +90,31 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
                                            static_cast<std::size_t>(std::min(context, n - b))),
                    false);
     if (on_progress) on_progress(static_cast<std::uint64_t>(w + 1), windows);
+  }
+  model->set_activation_hook(nullptr, nullptr);
+  // Routed experts no token reached: the rule above, each listed.
+  std::map<std::string, std::pair<float, std::string>> layer_max;  // layer prefix + projection -> (amax, module)
+  std::vector<std::pair<std::string, ExpertName>> missing;
+  for (const Linear* l : model->linears()) {
+    const auto e = routed_expert(l->module);
+    if (!e) continue;
+    const std::string key = e->layer_prefix + "*." + e->projection;
+    if (auto it = r.amax.find(l->module); it != r.amax.end()) {
+      auto& best = layer_max[key];
+      if (best.second.empty() || it->second > best.first) best = {it->second, l->module};
+    } else {
+      missing.emplace_back(l->module, *e);
+      r.expert_tokens.emplace(e->layer_prefix + e->expert, 0);
+    }
+  }
+  for (const auto& [module, e] : missing) {
+    auto it = layer_max.find(e.layer_prefix + "*." + e.projection);
+    if (it == layer_max.end())
+      throw_bad_input(fmt::format("{}: no calibration token reached any expert of {} ({} tokens); calibrate on more "
+                                  "text",
+                                  checkpoint, e.layer_prefix.substr(0, e.layer_prefix.size() - 1), r.tokens));
+    r.amax[module] = it->second.first;
+    r.unreached[module] = it->second.second;
   }
   return r;
 }

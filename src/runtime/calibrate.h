@@ -19,8 +19,15 @@ struct CalibrationResult {
   std::int64_t context{0};
   std::map<std::string, float> amax;  // linear module -> max |input activation|
   nlohmann::json text_provenance;     // the bytes read and their lines (text_overlap.h)
+  // MoE: tokens routed to each expert ("model.layers.3.mlp.experts.7" -> n)
+  // and the routed experts' linears no calibration token reached, with the
+  // module whose amax they were given (kUnreachedExpertRule).
+  std::map<std::string, std::int64_t> expert_tokens;
+  std::map<std::string, std::string> unreached;
   // {"format": "selq-calibration-v1", "model", "text", "tokens", "context",
-  //  "text_provenance", "activation_amax": {module: amax}}
+  //  "text_provenance", "activation_amax": {module: amax}; with routed
+  //  experts also "expert_tokens", "unreached_experts": {module: source},
+  //  "unreached_expert_rule"}
   nlohmann::json to_json() const;
 };
 
@@ -29,6 +36,13 @@ struct Linear;
 // call saw (CausalLM::set_activation_hook): calibrate's measure, and the
 // planner's for its calibrated candidates.
 void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows);
+
+// What an expert's linear that no calibration token reached gets: the largest
+// amax of the same projection over the layer's experts (as Quark does for an
+// expert without calibration data), never zero; the file lists each such module.
+inline constexpr const char* kUnreachedExpertRule =
+    "an expert no calibration token reached gets, per projection, the largest amax of that projection over the "
+    "same layer's reached experts";
 
 // Runs the text through the model in windows of `context` tokens (at most
 // `max_tokens`, 0: all) and records each linear's input amax. Fused inputs

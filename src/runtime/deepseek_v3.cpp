@@ -224,6 +224,7 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
                                     gate, dtype_name(g->info.dtype)));
     L.router = load_vector(*ck, gate, c.routed_experts * c.hidden);
     L.router_bias = load_vector(*ck, p + "mlp.gate.e_score_correction_bias", c.routed_experts);
+    L.router_stored_bits = loader.stored_bits(p + "mlp.gate");
     L.experts.reserve(static_cast<std::size_t>(c.routed_experts));
     for (std::int64_t e = 0; e < c.routed_experts; ++e)
       L.experts.push_back(load_mlp(p + fmt::format("mlp.experts.{}.", e), c.moe_intermediate));
@@ -300,6 +301,10 @@ std::uint64_t DeepseekV3Model::weight_bytes() const {
 
 double DeepseekV3Model::linear_bits_per_weight() const {
   double bits = head_stored_bits_, elements = static_cast<double>(head_.size());
+  for (const auto& L : layers_) {
+    bits += L.router_stored_bits;
+    elements += static_cast<double>(L.router.size());
+  }
   for (const Linear* l : linears()) {
     bits += l->stored_bits;
     elements += static_cast<double>(l->out * l->in);

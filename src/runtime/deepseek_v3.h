@@ -65,6 +65,7 @@ struct DeepseekV3Layer {
   DeepseekMlp dense;                   // !moe
   std::vector<float> router;           // [experts, hidden] F32
   std::vector<float> router_bias;      // [experts] e_score_correction_bias
+  double router_stored_bits{0};        // LinearLoader::stored_bits("...mlp.gate")
   std::vector<DeepseekMlp> experts;    // routed
   DeepseekMlp shared;                  // shared experts (one MLP of n_shared * moe_intermediate)
   bool has_shared{false};
@@ -91,6 +92,9 @@ class DeepseekV3Model : public CausalLM {
   std::vector<const Linear*> linears() const override;
   std::uint64_t parameters() const override;
   std::uint64_t weight_bytes() const override;
+  // Over every linear, the routers (mlp.gate: a linear module to the
+  // planner, kept in floats here) and an untied head: Plan::bits_per_weight's
+  // definition, so eval and plan agree.
   double linear_bits_per_weight() const override;
 
   // How many tokens each routed expert of each MoE layer received since the

@@ -25,6 +25,13 @@ comparison is exact up to summation order); the reference is transformers on
 the same weights decoded from the stored bytes with numpy
 (transformers_load.Stored), saved as a float checkpoint.
 
+Then `selq eval BASE QUANT` (every statistic and draft acceptance) and
+`selq calibrate` run on the DeepSeek checkpoints (a byte-level BPE tokenizer
+trained here with `tokenizers` on a fixed paragraph): eval's bits per weight
+must equal `selq plan`'s, and calibrating on 3 tokens (so that some routed
+experts see none) must give every expert linear a positive amax, the
+unreached ones listed with the layer's largest amax of the same projection.
+
 Tolerance: max |selq - torch| <= 1e-4 * max |torch logit|, argmax equal
 wherever the reference's top-2 margin exceeds twice that.
 
@@ -185,6 +192,61 @@ def dequantized_copy(qdir, out_dir, src_dir):
     return quantized
 
 
+def eval_and_calibrate(selq_exe, work, base, quant, recipe, params):
+    """selq eval and calibrate on a DeepSeek-V3 checkpoint (tokenizer trained here)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from runtime_crosscheck import FALLBACK_TEXT
+
+    text = (FALLBACK_TEXT + "\n") * 6
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([text], trainers.BpeTrainer(vocab_size=params["vocab_size"], show_progress=False,
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                        special_tokens=["<|endoftext|>"]))
+    for d in (base, quant):
+        tok.save(str(d / "tokenizer.json"))
+    (work / "text.txt").write_text(text)
+    (work / "prompts.jsonl").write_text("\n".join(json.dumps({"question": q}) for q in
+                                                  ["The river valley", "The old mill", "In 1871 the railway"]))
+    ok = True
+    t0 = time.perf_counter()
+    out = subprocess.run([selq_exe, "eval", str(base), str(quant), "--text", str(work / "text.txt"), "--context", "64",
+                          "--prompts", str(work / "prompts.jsonl"), "--gen-tokens", "16", "--draft-k", "3",
+                          "--no-base-cache", "--quiet", "--json"], check=True, capture_output=True, text=True).stdout
+    ev = json.loads(out)
+    q = ev["quantized"][0]
+    plan = json.loads(subprocess.run([selq_exe, "plan", str(base), "--recipe", str(recipe), "--json"], check=True,
+                                     capture_output=True, text=True).stdout)
+    print(f"  selq eval: {time.perf_counter() - t0:.2f} s; base ppl {ev['base']['perplexity']:.2f}, quantized ppl "
+          f"{q['perplexity']:.2f}, KL mean {q['kl_mean']:.4f}, top-1 {q['top1_agreement']:.3f}, draft tokens "
+          f"accepted per step {q['accepted_greedy']:.2f} of 3 ({q['spec_steps']} steps); bits/w {q['linear_bits_per_weight']:.4f} "
+          f"(plan {plan['bits_per_weight']:.4f})")
+    if abs(q["linear_bits_per_weight"] - plan["bits_per_weight"]) > 1e-9:
+        print("  FAIL: eval's bits per weight is not plan's")
+        ok = False
+    cal_path = work / "cal.json"
+    subprocess.run([selq_exe, "calibrate", str(base), "--text", str(work / "text.txt"), "--max-tokens", "3",
+                    "-o", str(cal_path), "--quiet"], check=True)
+    cal = json.loads(cal_path.read_text())
+    amax, unreached = cal["activation_amax"], cal["unreached_experts"]
+    experts = [m for m in amax if ".mlp.experts." in m]
+    n_expected = (params["num_hidden_layers"] - params["first_k_dense_replace"]) * params["n_routed_experts"] * 3
+    print(f"  selq calibrate on 3 tokens: {len(amax)} modules, {len(experts)} expert linears "
+          f"({len(unreached)} unreached, filled by rule: {cal['unreached_expert_rule']!r})")
+    if len(experts) != n_expected or not all(amax[m] > 0 for m in amax) or not unreached:
+        print(f"  FAIL: expected {n_expected} expert linears with positive amax and some unreached")
+        ok = False
+    for m, src in unreached.items():
+        layer, proj = m.split(".mlp.experts.")[0], m.rsplit(".", 1)[1]
+        same = [amax[k] for k in experts if k.startswith(layer + ".mlp.experts.") and k.endswith("." + proj)
+                and k not in unreached]
+        if amax[m] != max(same) or amax[src] != amax[m] or cal["expert_tokens"][m.rsplit(".", 1)[0]] != 0:
+            print(f"  FAIL: {m}: amax {amax[m]} is not the layer's largest {proj} amax {max(same)}")
+            ok = False
+    return ok
+
+
 def main():
     logits_exe, selq_exe, workdir = sys.argv[1:4]
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -234,6 +296,9 @@ def main():
     _, base_ref = reference(src, ids)
     print(f"  (quantization itself moves transformers' logits by rel "
           f"{float(np.abs(ref - base_ref).max()) / float(np.abs(base_ref).max()):.3f})")
+
+    print("== selq eval and calibrate on the DeepSeek-V3 checkpoints")
+    ok &= eval_and_calibrate(selq_exe, work, src, qdir, recipe, CONFIGS[first])
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
