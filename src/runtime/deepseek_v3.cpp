@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -55,6 +56,21 @@ void require_value(const json& c, const char* key, const char* implemented, bool
 }
 
 inline float silu(float a) { return a / (1.0f + std::exp(-a)); }
+
+// Rows [r0, r0 + rows) of matrix `e` of a float 3-D stack [experts, R, C]
+// as a Matrix (BF16 bits copied as they are).
+Matrix stack_slice(const TensorView& v, std::int64_t e, std::int64_t r0, std::int64_t rows) {
+  const std::int64_t R = v.info->shape[1], C = v.info->shape[2];
+  const auto first = static_cast<std::uint64_t>((e * R + r0) * C), n = static_cast<std::uint64_t>(rows * C);
+  if (v.info->dtype == DType::BF16) {
+    std::vector<std::uint16_t> bits(n);
+    std::memcpy(bits.data(), v.bytes.data() + 2 * first, 2 * n);
+    return Matrix::from_bf16(std::move(bits), rows, C);
+  }
+  std::vector<float> f(n);
+  load_floats(v.info->dtype, v.bytes.data(), first, n, f.data());
+  return Matrix::from_f32(std::move(f), rows, C);
+}
 
 }  // namespace
 
@@ -169,18 +185,6 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
     throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
   }
   auto load = [&](const std::string& module, std::int64_t out, std::int64_t in) {
-    if (!ck->find(module + ".weight") && !ck->find(module + ".weight_packed") && !ck->find(module + ".weight_scale")) {
-      // A checkpoint whose experts are one 3-D tensor per layer (transformers
-      // 5's in-memory layout) names no per-expert weight.
-      const auto dot = module.find(".mlp.experts.");
-      if (dot != std::string::npos) {
-        const std::string stack = module.substr(0, dot) + ".mlp.experts.gate_up_proj";
-        if (ck->find(stack) || ck->find(stack + ".weight"))
-          throw_unsupported(fmt::format("{}: {} stores the routed experts as 3-D stacks; the runtime reads per-expert "
-                                        "tensors (mlp.experts.N.gate_proj.weight) only",
-                                        path, stack));
-      }
-    }
     Linear l = loader.load(module);
     if (l.out != out || l.in != in)
       throw_bad_input(fmt::format("{}: {} is [{}, {}], config implies [{}, {}]", path, l.module, l.out, l.in, out, in));
@@ -226,8 +230,47 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
     L.router_bias = load_vector(*ck, p + "mlp.gate.e_score_correction_bias", c.routed_experts);
     L.router_stored_bits = loader.stored_bits(p + "mlp.gate");
     L.experts.reserve(static_cast<std::size_t>(c.routed_experts));
-    for (std::int64_t e = 0; e < c.routed_experts; ++e)
-      L.experts.push_back(load_mlp(p + fmt::format("mlp.experts.{}.", e), c.moe_intermediate));
+    if (const auto* stack = ck->find(p + "mlp.experts.gate_up_proj")) {
+      // transformers 5's in-memory layout saved as is: gate_up_proj [E, 2I, H]
+      // (gate rows first) and down_proj [E, H, I], float only.
+      const std::string down_name = p + "mlp.experts.down_proj";
+      const auto* down = ck->find(down_name);
+      const std::int64_t E = c.routed_experts, I = c.moe_intermediate, H = c.hidden;
+      if (!down || !dtype_is_float_source(stack->info.dtype) || !dtype_is_float_source(down->info.dtype))
+        throw_unsupported(fmt::format("{}: {} is a {} expert stack{}; the runtime reads float stacks "
+                                      "(gate_up_proj [E, 2I, H] with down_proj [E, H, I]) and per-expert tensors of "
+                                      "any scheme",
+                                      path, stack->info.name, dtype_name(stack->info.dtype),
+                                      down ? "" : fmt::format(" without {}", down_name)));
+      if (stack->info.shape != Shape{E, 2 * I, H} || down->info.shape != Shape{E, H, I})
+        throw_bad_input(fmt::format("{}: expert stacks {} {} and {} {}, config implies [{}, {}, {}] and [{}, {}, {}]",
+                                    path, stack->info.name, shape_to_string(stack->info.shape), down_name,
+                                    shape_to_string(down->info.shape), E, 2 * I, H, E, H, I));
+      const auto sv = ck->view(stack->info.name), dv = ck->view(down_name);
+      const double gu_bits = 8.0 * static_cast<double>(stack->info.nbytes()) / static_cast<double>(2 * E);
+      const double d_bits = 8.0 * static_cast<double>(down->info.nbytes()) / static_cast<double>(E);
+      auto part = [&](const std::string& module, Matrix w, double bits, const TensorView& v) {
+        Linear l;
+        l.module = module;
+        l.out = w.rows;
+        l.in = w.cols;
+        l.weight = std::move(w);
+        l.scheme = dtype_name(v.info->dtype);
+        l.stored_bits = bits;
+        return l;
+      };
+      for (std::int64_t e = 0; e < E; ++e) {
+        const std::string q = p + fmt::format("mlp.experts.{}.", e);
+        DeepseekMlp mm;
+        mm.gate = part(q + "gate_proj", stack_slice(sv, e, 0, I), gu_bits, sv);
+        mm.up = part(q + "up_proj", stack_slice(sv, e, I, I), gu_bits, sv);
+        mm.down = part(q + "down_proj", stack_slice(dv, e, 0, H), d_bits, dv);
+        L.experts.push_back(std::move(mm));
+      }
+    } else {
+      for (std::int64_t e = 0; e < c.routed_experts; ++e)
+        L.experts.push_back(load_mlp(p + fmt::format("mlp.experts.{}.", e), c.moe_intermediate));
+    }
     if (c.shared_experts > 0) {
       L.shared = load_mlp(p + "mlp.shared_experts.", c.moe_intermediate * c.shared_experts);
       L.has_shared = true;

@@ -15,7 +15,10 @@
 //
 // Every linear is a runtime::Linear from LinearLoader, so each module (each
 // expert's gate/up/down) runs with its own stored scheme; the router's
-// mlp.gate.weight is held as F32. The KV cache holds each position's keys and
+// mlp.gate.weight is held as F32. Routed experts stored as float 3-D stacks
+// (transformers 5's mlp.experts.gate_up_proj [E, 2I, H] and down_proj
+// [E, H, I]) are split into the same per-expert linears; quantized stacks are
+// refused. The KV cache holds each position's keys and
 // values expanded per head (kv_b_proj applied once per token), not the
 // compressed latent: results first, memory second.
 #include <cstdint>
