@@ -311,11 +311,9 @@ void for_each_linear(Layers& layers, const Fn& fn) {
 }  // namespace
 
 Linear* DeepseekV3Model::find_linear(const std::string& module) {
-  Linear* found = nullptr;
-  for_each_linear(layers_, [&](Linear& l) {
-    if (!found && l.module == module) found = &l;
-  });
-  return found;
+  if (by_module_.empty()) for_each_linear(layers_, [&](Linear& l) { by_module_.emplace(l.module, &l); });
+  const auto it = by_module_.find(module);
+  return it == by_module_.end() ? nullptr : it->second;
 }
 
 std::vector<const Linear*> DeepseekV3Model::linears() const {

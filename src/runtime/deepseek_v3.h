@@ -25,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +124,7 @@ class DeepseekV3Model : public CausalLM {
   RopeTables rope_;
   float attn_scale_{1.0f};
   std::vector<std::vector<std::int64_t>> routed_;
+  std::unordered_map<std::string, Linear*> by_module_;  // find_linear's index (layers_ is not resized after load)
 };
 
 }  // namespace selq::runtime
