@@ -112,6 +112,29 @@ TEST(DeepseekConfig, ReadsTheReleasedForm) {
   EXPECT_NO_THROW(deepseek_v3_config_from_json(kimi, "x"));
 }
 
+// transformers 5.24's _compute_yarn_parameters for DeepSeek-V3's RoPE (dim 64,
+// factor 40, original 4096, beta 32/1) with mscale 0.707 / mscale_all_dim 1:
+// inv_freq[i] for a few i and the attention factor, printed from Python.
+TEST(DeepseekConfig, YarnTablesEqualTransformers) {
+  RopeConfig r;
+  r.theta = 10000;
+  r.type = "yarn";
+  r.factor = 40;
+  r.original_max_positions = 4096;
+  r.mscale = 0.707;
+  r.mscale_all_dim = 1.0;
+  const auto t = rope_tables(r, 64, 163840);
+  ASSERT_EQ(t.inv_freq.size(), 32u);
+  EXPECT_NEAR(t.attention_factor, 0.9210423553163399, 1e-7);
+  const std::pair<int, double> ref[] = {{0, 1.0},
+                                        {5, 0.23713736236095428},
+                                        {10, 0.05623412877321243},
+                                        {13, 0.01837814413011074},
+                                        {20, 0.0007905694073997438},
+                                        {31, 3.3338035336782923e-06}};
+  for (const auto& [i, v] : ref) EXPECT_NEAR(t.inv_freq[static_cast<std::size_t>(i)], v, 2e-7 * v) << i;
+}
+
 TEST(DeepseekConfig, RefusesWhatItDoesNotImplementNamingTheField) {
   struct Case {
     const char* key;
