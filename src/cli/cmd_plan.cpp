@@ -138,7 +138,7 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
       return;
     }
     if (args->recipe.empty()) throw_bad_input("plan needs --recipe R, or --sensitivity S with --target-bpw");
-    auto recipe = recipe::load_recipe(args->recipe);
+    auto recipe = load_plan_recipe(*args);
     auto plan = pipeline::make_plan(*ckpt, recipe, plan_options(*args));
     if (*json_flag) {
       plan.write_json([](std::string_view part) { std::fwrite(part.data(), 1, part.size(), stdout); });

@@ -43,6 +43,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "Examples:\n"
       "  selq quantize /models/Llama-3.1-8B out/llama-fp8 --recipe llama-fp8\n"
       "  selq quantize CKPT out --recipe llama-nvfp4 --dialect modelopt --max-shard-size 5GB\n"
+      "  selq quantize CKPT out --recipe llama-nvfp4 --rounding mse   # searched block scales, same format\n"
       "  selq calibrate CKPT -o calib.json && selq quantize CKPT out --recipe llama-fp8-static --calibration calib.json\n"
       "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume\n"
       "  mpirun -np 16 --hostfile hosts selq quantize SRC DST --recipe R -j 8  # shards over 16 ranks (Open MPI)\n"
@@ -74,7 +75,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       args->quiet = true;
       args->json = false;
     }
-    auto recipe = recipe::load_recipe(args->plan.recipe);
+    auto recipe = load_plan_recipe(args->plan);
     ProgressBar bar("quantize", !args->quiet && stderr_is_tty());
     pipeline::QuantizeOptions qo;
     qo.overwrite = args->force;

@@ -23,6 +23,10 @@ void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required) {
   cmd.add_option("--calibration", args.calibration,
                  "Activation amax per module from `selq calibrate` (JSON); needed by schemes with static "
                  "activation scales (fp8-static, nvfp4 activations)");
+  cmd.add_option("--rounding", args.rounding,
+                 "How scales are chosen, for every rule whose options name no rounding: nearest (default: the\n"
+                 "format's scale rule) or mse (per block, the candidate scale with the least squared error;\n"
+                 "same formats, never a worse block; docs/RECIPES.md \"Rounding\")");
   cmd.add_flag("--strict", args.strict,
                "Refuse a plan with warnings (e.g. a rule asking for a format that already-quantized modules of "
                "the source are not in, without `requantize: true`), before anything is written");
@@ -50,6 +54,12 @@ std::uint64_t parse_size(const std::string& text) {
   else throw_bad_input(fmt::format("bad size unit in '{}' (B, KB, MB, GB, TB, KiB, MiB, GiB)", text));
   if (v <= 0) throw_bad_input(fmt::format("size must be positive: '{}'", text));
   return static_cast<std::uint64_t>(v * mult);
+}
+
+recipe::Recipe load_plan_recipe(const PlanArgs& args) {
+  recipe::Recipe r = recipe::load_recipe(args.recipe);
+  if (args.rounding.empty()) return r;
+  return recipe::with_rounding(r, quant::parse_rounding(args.rounding, "--rounding"));
 }
 
 pipeline::PlanOptions plan_options(const PlanArgs& args) {

@@ -149,6 +149,9 @@ std::string manifest_json(const Plan& plan, const recipe::Recipe& recipe, const 
       m.key("xxh3").str(k < r.output_hashes.size() ? hash_hex(r.output_hashes[k]) : "").raw("}");
     }
     m.raw("]");
+    // Only a rounding other than nearest is recorded: nearest's manifest is byte for byte what it was.
+    if (t.scheme && t.scheme->rounding.value != quant::Rounding::Nearest)
+      m.raw(", ").key("rounding").str(quant::rounding_name(t.scheme->rounding.value));
     if (t.scheme) m.raw(", ").key("scheme").str(t.scheme->name());
     m.raw(", ").key("source").str(t.source).raw(", ").key("source_dtype").str(dtype_name(t.source_info.dtype));
     m.raw(", ").key("source_shape").shape(t.source_info.shape).raw(", ");

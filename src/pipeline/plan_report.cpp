@@ -27,9 +27,15 @@ const char* action_name(recipe::Action a) {
 }
 
 
+// A scheme's label with its rounding when not nearest ("nvfp4+mse").
+std::string scheme_label(const quant::SchemeSpec& s) {
+  if (s.rounding.value == quant::Rounding::Nearest) return s.name();
+  return fmt::format("{}+{}", s.name(), quant::rounding_name(s.rounding.value));
+}
+
 // Label of what a tensor became: the scheme name, "bf16 (kept)", ...
 std::string tensor_label(const PlannedTensor& t) {
-  if (t.scheme) return t.scheme->name();
+  if (t.scheme) return scheme_label(*t.scheme);
   if (t.action == recipe::Action::PassThrough) return fmt::format("{} (pre-quantized)", dtype_name(t.source_info.dtype));
   return fmt::format("{} (kept)", dtype_name(t.source_info.dtype));
 }
@@ -109,6 +115,8 @@ nlohmann::json tensor_json(const PlannedTensor& t) {
   e["source_shape"] = t.source_info.shape;
   e["action"] = action_name(t.action);
   if (t.scheme) e["scheme"] = t.scheme->name();
+  if (t.scheme && t.scheme->rounding.value != quant::Rounding::Nearest)
+    e["rounding"] = quant::rounding_name(t.scheme->rounding.value);
   if (!t.fused_group.empty()) e["fused_group"] = t.fused_group;
   if (t.input_amax) e["input_amax"] = *t.input_amax;
   if (t.stored) {
@@ -194,7 +202,7 @@ std::string format_plan(const Plan& plan) {
   for (const auto& m : plan.linear_modules) {
     auto layer = recipe::layer_index_of(m.module);
     if (!layer) continue;
-    std::string label = m.scheme ? m.scheme->name() : (m.preexisting ? "pre-quantized" : "float");
+    std::string label = m.scheme ? scheme_label(*m.scheme) : (m.preexisting ? "pre-quantized" : "float");
     layers[*layer][recipe::layer_relative_kind(m.module)] = label;
   }
   if (!layers.empty()) {

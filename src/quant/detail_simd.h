@@ -110,7 +110,13 @@ struct Nvfp4RowParams {
   bool ct;       // compressed-tensors convention (else ModelOpt)
   DType t;       // weight dtype (CT scale arithmetic)
   float global;  // gs (CT) or weight_scale_2 (ModelOpt)
+  Rounding rounding{Rounding::Nearest};  // how block scales are chosen (quant/rounding_mse.h)
 };
+// The E4M3 block-scale byte for a block of amax `amax_blk` whose maximum is
+// mapped to `target` (6 for the scale rule; Four Over Six's 4), and the
+// divisor a byte stands for (nvfp4.cpp).
+std::uint8_t nvfp4_block_scale_byte(const Nvfp4RowParams& p, float amax_blk, float target = 6.0f);
+float nvfp4_effective_scale(const Nvfp4RowParams& p, std::uint8_t b);
 void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::uint8_t* w,
                std::uint8_t* s, ErrorMetrics& m, bool simd, const float* block_amax = nullptr);
 // The parameters of the `count` elements from `first` (one matrix: a 2-D
@@ -124,8 +130,12 @@ struct Fp8Params {
   DType sd;  // stored scale dtype
   DType mt;  // dtype of the scale arithmetic
   DType ct;  // dtype of the quotient x / s (torch promotion of t and sd)
+  Rounding rounding{Rounding::Nearest};  // how the scale is chosen (quant/rounding_mse.h)
 };
 Fp8Params fp8_params(const SchemeSpec& spec, DType t);
+// The scale the rule gives for `amax` (amax/448 in the scale's arithmetic,
+// rounded to the stored dtype; zero -> eps).
+float fp8_scale_for_amax(const Fp8Params& p, float amax);
 // One row of FP8 per output channel, whose amax is `amax` (the load's bit-
 // pattern amax; recomputed when !finite): codes into w, the row's metrics
 // merged into m as one block. Returns the scale (to store in p.sd).
@@ -146,7 +156,12 @@ struct IntRowParams {
   DType sd, mt, ct;       // scale dtype, scale arithmetic dtype, quotient dtype
   std::int64_t gw;        // group width (in for per-channel)
   int offset;             // added to each code byte: 2^(b-1) when packed, else 0
+  Rounding rounding{Rounding::Nearest};  // how group scales are chosen (quant/rounding_mse.h)
 };
+// Scale (rounded to its stored dtype) and zero point of one group whose
+// min(0, min x) is mn and max(0, max x) is mx (compressed-tensors'
+// calculate_qparams; int.cpp).
+void int_group_qparams(const IntRowParams& p, float qmin, float qmax, float mn, float mx, float& s, float& zp);
 // One row of `in` elements: per-group scales (already rounded to sd) and zero
 // points into s / zp, one code byte per element into codes (see
 // int_groups_simd). Non-finite rows must take simd = false.

@@ -10,6 +10,7 @@
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
+#include "quant/rounding_mse.h"
 
 namespace selq::quant::detail {
 
@@ -62,8 +63,11 @@ inline void fp8_run(const Fp8Params& p, const float* x, std::size_t n, float s, 
 }  // namespace
 
 Fp8Params fp8_params(const SchemeSpec& spec, DType t) {
-  return {t, spec.scale_dtype, spec.scale_dtype == t ? t : DType::F32, promote(t, spec.scale_dtype)};
+  return {t, spec.scale_dtype, spec.scale_dtype == t ? t : DType::F32, promote(t, spec.scale_dtype),
+          spec.rounding.value};
 }
+
+float fp8_scale_for_amax(const Fp8Params& p, float amax) { return fp8_scale(p, amax); }
 
 float fp8_channel_row(const Fp8Params& p, const float* row, std::size_t n, float amax, bool finite, std::uint8_t* w,
                       ErrorMetrics& m) {
@@ -71,7 +75,9 @@ float fp8_channel_row(const Fp8Params& p, const float* row, std::size_t n, float
     amax = 0.0f;
     for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(row[i]));
   }
-  const float s = fp8_scale(p, amax);
+  float s = fp8_scale(p, amax);
+  // The scale is chosen; the kernel encodes with it, whichever rounding chose.
+  if (p.rounding == Rounding::Mse && finite) s = mse_fp8_scale(p, row, n, amax, s);
   ErrorMetrics rm;
   fp8_run(p, row, n, s, w, rm, finite);
   rm.blocks = 1;
@@ -169,7 +175,8 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
           amax = 0.0f;
           for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(block[i]));
         }
-        const float s = fp8_scale(p, amax);
+        float s = fp8_scale(p, amax);
+        if (p.rounding == Rounding::Mse && finite) s = mse_fp8_scale(p, block.data(), n, amax, s);
         store_float(p.sd, sout, static_cast<std::uint64_t>((job.e * nbr + sr) * nbc + bj), s);
         // One kernel call for the whole block (a call per 128-element row
         // segment paid the dispatch and the metrics flush 128 times), then

@@ -6,6 +6,7 @@
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
+#include "quant/rounding_mse.h"
 
 namespace selq::quant::detail {
 
@@ -20,7 +21,9 @@ float e8m0_value(std::uint8_t b) {
 
 std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t n, float amax, bool finite,
                           std::uint8_t* w, ErrorMetrics& m) {
-  const std::uint8_t sb = row_scale_byte(spec, amax);
+  std::uint8_t sb = row_scale_byte(spec, amax);
+  // The scale is chosen; the kernel encodes with it, whichever rounding chose.
+  if (spec.rounding.value == Rounding::Mse && finite) sb = mse_fp8_e8m0_byte(row, n, sb);
   ErrorMetrics rm;
   fp8_row(DType::F32, row, n, e8m0_value(sb), w, rm, finite);
   rm.clipped_blocks = rm.clipped_elements != 0;

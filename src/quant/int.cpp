@@ -14,6 +14,7 @@
 
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
+#include "quant/rounding_mse.h"
 
 namespace selq::quant::detail {
 
@@ -25,10 +26,9 @@ inline float rne_small(float v) {  // |v| < 2^22
   return (v + 12582912.0f) - 12582912.0f;
 }
 
-// Scale (rounded to its stored dtype) and zero point of one group whose
-// min(0, min x) is mn and max(0, max x) is mx.
-inline void group_qparams(const IntRowParams& p, float qmin, float qmax, float mn, float mx,
-                          float& s, float& zp) {
+}  // namespace
+
+void int_group_qparams(const IntRowParams& p, float qmin, float qmax, float mn, float mx, float& s, float& zp) {
   const float range = std::ldexp(1.0f, p.bits) - 1.0f;
   zp = 0.0f;
   if (p.sym) {
@@ -44,6 +44,8 @@ inline void group_qparams(const IntRowParams& p, float qmin, float qmax, float m
   }
   if (s == 0.0f) s = dtype_eps(p.sd);
 }
+
+namespace {
 
 inline void put_bits(std::uint8_t* words, std::uint64_t word_stride_bytes, std::uint64_t bitpos,
                      std::uint32_t value) {
@@ -88,19 +90,20 @@ void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_
     block_minmax_simd(x, static_cast<std::size_t>(in), static_cast<std::size_t>(p.gw), mn.data(),
                       mx.data());
   for (std::int64_t gi = 0; gi < ngroups; ++gi) {
-    float lo = 0.0f, hi = 0.0f;
-    if (simd) {
-      lo = mn[static_cast<std::size_t>(gi)];
-      hi = mx[static_cast<std::size_t>(gi)];
-    } else {
+    float& lo = mn[static_cast<std::size_t>(gi)];
+    float& hi = mx[static_cast<std::size_t>(gi)];
+    if (!simd) {
+      lo = hi = 0.0f;
       const float* xg = x + gi * p.gw;
       for (std::int64_t i = 0; i < p.gw; ++i) {
         lo = std::min(lo, xg[i]);
         hi = std::max(hi, xg[i]);
       }
     }
-    group_qparams(p, qmin, qmax, lo, hi, scales[gi], zps[gi]);
+    int_group_qparams(p, qmin, qmax, lo, hi, scales[gi], zps[gi]);
   }
+  // The scales are chosen; the encoding below uses them, whichever rounding chose.
+  if (p.rounding == Rounding::Mse) mse_int_scales(p, qmin, qmax, x, in, mn.data(), mx.data(), scales, zps);
   if (simd) {
     int_groups_simd(x, static_cast<std::size_t>(in), static_cast<std::size_t>(p.gw), scales, zps,
                     !p.sym, p.ct == DType::BF16, qmin, qmax, p.offset, codes, m);
@@ -134,7 +137,8 @@ IntRowParams int_row_params(const SchemeSpec& spec, DType t, std::int64_t in) {
           spec.scale_dtype == t ? t : DType::F32,
           promote(t, spec.scale_dtype),
           spec.kind == SchemeKind::IntChannel ? in : spec.group_size,
-          spec.int_pack_int32 ? 1 << (spec.bits - 1) : 0};
+          spec.int_pack_int32 ? 1 << (spec.bits - 1) : 0,
+          spec.rounding.value};
 }
 
 void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {

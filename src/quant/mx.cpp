@@ -19,6 +19,7 @@
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
+#include "quant/rounding_mse.h"
 
 namespace selq::quant::detail {
 namespace {
@@ -71,6 +72,8 @@ void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_
     }
     mx_scales_simd(block_amax, inv.size(), spec.scale_rule, f.emax, f.mbits_for_even, f.max, sout,
                    inv.data(), sc.data());
+    // The scales are chosen; the kernels encode with them, whichever rounding chose.
+    if (spec.rounding.value == Rounding::Mse) mse_mx_scales(f.fp4, x, inv.size(), sout, inv.data(), sc.data());
     if (f.fp4)
       e2m1_blocks_simd(x, static_cast<std::size_t>(in), 32, inv.data(), sc.data(), false,
                        f.clip_at, w, m);

@@ -18,6 +18,7 @@
 #include "core/codecs_simd.h"
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
+#include "quant/rounding_mse.h"
 
 namespace selq::quant::detail {
 
@@ -26,13 +27,13 @@ constexpr float kFp4Fp8Max = 448.0f * 6.0f;
 
 using NvParams = Nvfp4RowParams;
 
-inline std::uint8_t block_scale_byte(const NvParams& p, float amax_blk) {
+inline std::uint8_t block_scale_byte(const NvParams& p, float amax_blk, float target = 6.0f) {
   if (p.ct) {
-    const float s = p.global * round_to_fast(p.t, amax_blk / 6.0f);
+    const float s = p.global * round_to_fast(p.t, amax_blk / target);
     const std::uint8_t b = e4m3_sat_code(s);
     return (b & 0x7F) == 0 ? std::uint8_t{0x20} : b;  // 0x20 = 0.125
   }
-  float s = amax_blk / (6.0f * p.global);
+  float s = amax_blk / (target * p.global);
   if (s == 0.0f) s = 1.0f;
   return e4m3_sat_code(s);
 }
@@ -41,6 +42,11 @@ inline float effective_scale(const NvParams& p, std::uint8_t b) {
   return p.ct ? e4m3_value(b) / p.global : e4m3_value(b) * p.global;
 }
 }  // namespace
+
+std::uint8_t nvfp4_block_scale_byte(const Nvfp4RowParams& p, float amax_blk, float target) {
+  return block_scale_byte(p, amax_blk, target);
+}
+float nvfp4_effective_scale(const Nvfp4RowParams& p, std::uint8_t b) { return effective_scale(p, b); }
 
 float nvfp4_global_scale(NvfpConvention conv, DType t, float amax) {
   if (conv == NvfpConvention::CompressedTensors) {
@@ -73,6 +79,8 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
         effs[b] = effective_scale(p, sout[b]);
       }
     }
+    // The scales are chosen; the kernel encodes with them, whichever rounding chose.
+    if (p.rounding == Rounding::Mse) mse_nvfp4_scales(p, x, block_amax, effs.size(), sout, effs.data());
     e2m1_blocks_simd(x, static_cast<std::size_t>(in), 16, effs.data(), effs.data(), true, 7.0f,
                      w, m);
     return;
@@ -108,7 +116,8 @@ Nvfp4RowParams nvfp4_row_params(const SchemeSpec& spec, const TensorView& src, c
                                 std::uint64_t first, std::uint64_t count) {
   const DType t = src.info->dtype;
   const float amax = options.global_amax ? *options.global_amax : span_amax_fast(src, first, count);
-  return {spec.nvfp == NvfpConvention::CompressedTensors, t, nvfp4_global_scale(spec.nvfp, t, amax)};
+  return {spec.nvfp == NvfpConvention::CompressedTensors, t, nvfp4_global_scale(spec.nvfp, t, amax),
+          spec.rounding.value};
 }
 
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {

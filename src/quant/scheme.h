@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/codecs.h"
@@ -42,6 +43,30 @@ enum class ActMode {
 // Rows of quant/act_modes.cpp, one per mode: everything a mode is.
 inline constexpr std::size_t kActModeCount = 8;
 
+// How a block's free parameters (its scale, its clip) are chosen; the stored
+// format and its decoding are the same whatever the rounding
+// (quant/rounding_mse.h, docs/RECIPES.md "Rounding").
+enum class Rounding : std::uint8_t {
+  Nearest,  // the format's scale rule, round to nearest: the bytes compressed-tensors/Quark/ModelOpt write
+  Mse,      // per block/group: the candidate scale (nearest's among them) with the least squared error
+};
+// Recipe names: "nearest", "mse".
+const char* rounding_name(Rounding r);
+// The rounding a recipe or option names. Throws BadInput naming `what` (the
+// option, e.g. "--rounding") for an unknown name, and for one that is planned
+// but not implemented yet ("weighted", "gptq") with a one-line reason.
+Rounding parse_rounding(std::string_view name, std::string_view what);
+
+// A SchemeSpec's rounding. It compares equal to any other: SchemeSpec's ==
+// compares stored formats (dialect config groups, engine replays, fused-group
+// checks, verify), and a rounding does not change how a tensor is stored or
+// read. What differs by rounding says so itself (the manifest's `rounding`,
+// the recipe text the run's fingerprint hashes).
+struct RoundingChoice {
+  Rounding value{Rounding::Nearest};
+  bool operator==(const RoundingChoice&) const { return true; }
+};
+
 enum class NvfpConvention {
   CompressedTensors,  // weight_global_scale = 448*6/amax, divided out
   ModelOpt,           // weight_scale_2 = amax/(6*448), multiplied in
@@ -61,6 +86,8 @@ struct SchemeSpec {
   // For IntGroup/IntChannel: pack into int32 words (compressed-tensors
   // pack-quantized) instead of one I8 per element.
   bool int_pack_int32{false};
+  // How scales are chosen (not part of the format: see RoundingChoice).
+  RoundingChoice rounding{};
 
   // Canonical short name: "mxfp4", "fp8-channel", "nvfp4", "int4-g128-asym", ...
   std::string name() const;

@@ -107,14 +107,26 @@ ActMode act_mode(const Ctx& c, const YAML::Node& n) {
   fail(c, n, fmt::format("unknown activations '{}' (expected one of: {})", v, fmt::join(names, ", ")));
 }
 
-// `options` is a null node when absent.
-SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::Node& options) {
+quant::Rounding rounding(const Ctx& c, const YAML::Node& n) {
+  const std::string v = scalar(c, n, "rounding");
+  try {
+    return quant::parse_rounding(v, "rounding");
+  } catch (const Error& e) {
+    fail(c, n, e.message());
+  }
+}
+
+// `options` is a null node when absent; `rounding` is the recipe's (its
+// top-level `rounding:`), which a rule's own option overrides.
+SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::Node& options,
+                        quant::Rounding recipe_rounding) {
   SchemeSpec s;
   const std::string name = scalar(c, name_node, "scheme");
   if (!quant::spec_from_recipe_name(name, s))
     fail(c, name_node,
          fmt::format("unknown scheme '{}' (expected one of: {}, keep)", name,
                      fmt::join(quant::recipe_scheme_names(), ", ")));
+  s.rounding.value = recipe_rounding;
   if (!options || options.IsNull()) return s;
 
   // Whether the scheme (as the options so far made it) takes this option.
@@ -125,9 +137,11 @@ SchemeSpec parse_scheme(const Ctx& c, const YAML::Node& name_node, const YAML::N
   };
   for_each_key(c, options, "scheme options",
                {"activations", "scale_rule", "scale_dtype", "scale_keepdim", "block_size", "group_size",
-                "symmetric", "pack_int32"},
+                "symmetric", "pack_int32", "rounding"},
                [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
-                 if (key == "activations") {
+                 if (key == "rounding") {
+                   s.rounding.value = rounding(c, v);  // any scheme (fp8-tensor: its one scale is nearest's)
+                 } else if (key == "activations") {
                    s.act = act_mode(c, v);
                    if (const std::string why = quant::act_mismatch(s); !why.empty()) fail(c, v, why);
                  } else if (key == "scale_rule") {
@@ -214,8 +228,8 @@ std::vector<Pattern> parse_patterns(const Ctx& c, const YAML::Node& n, const std
 }
 
 // A scheme given as `name`, or `{scheme: name, options: {...}}` (for `default`).
-SchemeSpec parse_scheme_node(const Ctx& c, const YAML::Node& n) {
-  if (n.IsScalar()) return parse_scheme(c, n, YAML::Node());
+SchemeSpec parse_scheme_node(const Ctx& c, const YAML::Node& n, quant::Rounding recipe_rounding) {
+  if (n.IsScalar()) return parse_scheme(c, n, YAML::Node(), recipe_rounding);
   YAML::Node name, options;
   bool has_name = false;
   for_each_key(c, n, "default", {"scheme", "options"}, [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
@@ -223,7 +237,7 @@ SchemeSpec parse_scheme_node(const Ctx& c, const YAML::Node& n) {
     else options.reset(v);
   });
   if (!has_name) fail(c, n, "default needs 'scheme'");
-  return parse_scheme(c, name, options);
+  return parse_scheme(c, name, options, recipe_rounding);
 }
 
 }  // namespace
@@ -249,12 +263,16 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
     if (!detail::arch_templates(r.arch))
       fail(c, a, fmt::format("unknown arch '{}' (expected one of: kimi-k3, deepseek-v3, dspark, llama)", r.arch));
   }
+  // rounding too: it is every rule's unless the rule's options say otherwise.
+  if (const auto rn = root["rounding"]; rn && !rn.IsNull()) r.rounding = rounding(c, rn);
   bool have_name = false;
   for_each_key(
       c, root, "the recipe",
-      {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default", "requantize"},
+      {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default", "requantize", "rounding"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
-        if (key == "name") {
+        if (key == "rounding") {
+          return;  // read above
+        } else if (key == "name") {
           r.name = scalar(c, v, "name");
           have_name = !r.name.empty();
         } else if (key == "description") {
@@ -304,17 +322,33 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
               if (options && !options.IsNull()) fail(c, options, "scheme 'keep' takes no options");
               rule.keep = true;
             } else {
-              rule.scheme = parse_scheme(c, scheme, options);
+              rule.scheme = parse_scheme(c, scheme, options, r.rounding.value_or(quant::Rounding::Nearest));
             }
             r.rules.push_back(std::move(rule));
           }
         } else if (key == "default") {
-          if (!v.IsNull()) r.default_scheme = parse_scheme_node(c, v);
+          if (!v.IsNull()) r.default_scheme = parse_scheme_node(c, v, r.rounding.value_or(quant::Rounding::Nearest));
         }
       });
   if (!have_name) throw_bad_input("the recipe needs a non-empty 'name'", ErrorWhere(path_for_errors));
   if (r.dialect.empty()) r.dialect = "compressed-tensors";
   return r;
+}
+
+Recipe with_rounding(const Recipe& recipe, quant::Rounding rounding) {
+  if (recipe.rounding) {
+    if (*recipe.rounding == rounding) return recipe;
+    throw_bad_input(fmt::format("--rounding {} conflicts with the recipe's own 'rounding: {}'; drop one of them",
+                                quant::rounding_name(rounding), quant::rounding_name(*recipe.rounding)),
+                    ErrorWhere(recipe.path));
+  }
+  if (rounding == quant::Rounding::Nearest) return recipe;  // the default: the recipe (and its text) as it is
+  // The recipe as if it said so itself: its text, hashed into the run's
+  // fingerprint and kept in the manifest, parses to what the run does.
+  std::string text = recipe.text;
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  text += fmt::format("rounding: {}  # selq --rounding {}\n", quant::rounding_name(rounding), quant::rounding_name(rounding));
+  return parse_recipe(text, recipe.path);
 }
 
 Recipe load_recipe(const std::string& name_or_path) {

@@ -52,6 +52,9 @@ struct Recipe {
   // assigns a scheme: dequantized from their stored tensors and quantized
   // again (true), or passed through unchanged with a warning (false).
   bool requantize{false};
+  // Top-level `rounding:`, every rule's and the default's unless their
+  // options say otherwise (each scheme carries its own: SchemeSpec::rounding).
+  std::optional<quant::Rounding> rounding;
   std::string text;  // the YAML source, for the manifest
 };
 
@@ -59,6 +62,12 @@ struct Recipe {
 // Throws selq::Error naming file, line and column on any problem.
 Recipe load_recipe(const std::string& name_or_path);
 Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_errors);
+// The recipe with `rounding` for every rule and default whose options name
+// none (`--rounding`, Python's rounding=): its text with a top-level
+// `rounding:` line added, parsed again, so the text the manifest keeps and the
+// run's fingerprint hashes says it. Nearest leaves the recipe as it is; a
+// recipe whose own top-level rounding differs is an error (BadInput).
+Recipe with_rounding(const Recipe& recipe, quant::Rounding rounding);
 
 enum class Action {
   Keep,             // copied unchanged (norms, embeddings, excluded or unmatched float weights)

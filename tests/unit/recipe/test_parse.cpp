@@ -119,9 +119,13 @@ TEST(RecipeParse, UnknownSchemeNamesItsPosition) {
 }
 
 TEST(RecipeParse, UnknownOptionKeyAndValue) {
-  std::string msg = parse_error("name: x\nrules:\n  - match: a\n    scheme: mxfp4\n    options: {rounding: even}\n");
+  std::string msg = parse_error("name: x\nrules:\n  - match: a\n    scheme: mxfp4\n    options: {dither: even}\n");
   EXPECT_HAS(msg, "r.yaml:5:15:");
-  EXPECT_HAS(msg, "unknown key 'rounding'");
+  EXPECT_HAS(msg, "unknown key 'dither'");
+  // rounding is a key (docs/RECIPES.md, "Rounding"); its values are checked
+  msg = parse_error("name: x\nrules:\n  - match: a\n    scheme: mxfp4\n    options: {rounding: even}\n");
+  EXPECT_HAS(msg, "r.yaml:5:25:");
+  EXPECT_HAS(msg, "unknown rounding 'even' (expected one of: nearest, mse)");
   msg = parse_error("name: x\nrules:\n  - match: a\n    scheme: mxfp4\n    options:\n      activations: fp4\n");
   EXPECT_HAS(msg, "r.yaml:6:20:");
   EXPECT_HAS(msg, "unknown activations 'fp4'");

@@ -1,0 +1,57 @@
+#pragma once
+// Rounding `mse`: in each block or group, the free parameters (the scale, a
+// clip of the range) are chosen among a few candidates to minimise the
+// block's squared error Σ (x − dq)², summed in double over the block's
+// elements in order, with dq the F32 value the scheme's dequantizer gives
+// (the candidates side by side in vector lanes: rounding_mse.cpp).
+// The nearest rounding's choice is always a candidate and is kept unless
+// another is strictly better, so no block is ever worse than `nearest`.
+//
+// Each function takes the scales the scale rule chose (the arrays the row
+// kernels then encode with) and replaces them in place: scale selection is
+// here, the encoding stays in the schemes' row kernels (mx.cpp, nvfp4.cpp,
+// int.cpp, fp8.cpp, fp8_e8m0.cpp), which run the same SIMD code for every
+// rounding. Everything is per block, so the bytes do not depend on the
+// thread count, the memory budget or how a tensor is split.
+//
+// Candidates (docs/RECIPES.md, "Rounding"):
+//   MXFP4/MXFP8      the E8M0 exponent e (the rule's), e − 1 and e + 1
+//   NVFP4            E4M3 block-scale bytes b0 − 2 ... b0 + 2 (b0 nearest's)
+//                    and b46 − 1 ... b46 + 1, b46 the byte that maps the
+//                    block max to 4 instead of 6 ("Four Over Six", arXiv
+//                    2512.02010); the tensor's global scale is unchanged
+//   INT (any)        the range r·[min, max] for r = 1 (nearest), 7.5/7 (int4;
+//                    127.5/127 for int8: the largest element onto qmax), and
+//                    r = 0.975, 0.95, ..., 0.7 (int4) or 0.9975, ..., 0.97 (int8)
+//   FP8 channel/block the scale of r·amax, r = 1, 0.975, ..., 0.825
+//   FP8 E8M0 channel the exponent e − 1, e, e + 1
+//   FP8 per tensor   one scale for the whole tensor: not searched (= nearest)
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/detail_simd.h"
+
+namespace selq::quant::detail {
+
+// MX: sbytes/inv/sc as mx_scales_simd made them, for nblk blocks of 32.
+void mse_mx_scales(bool fp4, const float* x, std::size_t nblk, std::uint8_t* sbytes, float* inv, float* sc);
+
+// NVFP4: sbytes/eff as nvfp4_scales_simd made them, for nblk blocks of 16
+// whose maxima are block_amax.
+void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, const float* block_amax, std::size_t nblk,
+                      std::uint8_t* sbytes, float* eff);
+
+// INT: the groups' scales and zero points as int_group_qparams made them from
+// the groups' min(0, min x) / max(0, max x).
+void mse_int_scales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in,
+                    const float* mn, const float* mx, float* s, float* zp);
+
+// FP8 with one scale over n elements of amax `amax` (a channel or a 2-D
+// block): the chosen scale, `nearest` unless another is strictly better.
+float mse_fp8_scale(const Fp8Params& p, const float* x, std::size_t n, float amax, float nearest);
+
+// FP8 with one E8M0 scale over the n elements of a channel.
+std::uint8_t mse_fp8_e8m0_byte(const float* x, std::size_t n, std::uint8_t nearest);
+
+
+}  // namespace selq::quant::detail
