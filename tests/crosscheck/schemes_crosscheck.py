@@ -344,6 +344,75 @@ def weight_case(name, dt, shape, ref, seed=0, **kw):
     check(f"{name} metrics.sum_sq_err", ok, f"{metrics['sum_sq_err']} vs {err2}")
 
 
+# ------------------------------------------------- rounding mse (issue 35)
+
+def decode_ref(kind, outs, shape, dt):
+    """The stored tensors decoded by the formats' definitions alone (ml_dtypes
+    element types, E8M0 2^(s-127), compressed-tensors' NVFP4 q * (s / gs) in
+    float32, int q * s): what an engine computes, whatever chose the scales."""
+    rows, cols = shape
+    if kind in ("mxfp4", "nvfp4"):
+        packed = np.frombuffer(outs[0], np.uint8).reshape(rows, cols // 2)
+        nib = np.stack([packed & 0xF, packed >> 4], -1).reshape(rows, cols)
+        q = nib.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+    elif kind in ("mxfp8", "fp8-channel"):
+        q = np.frombuffer(outs[0], np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32).reshape(shape)
+    else:
+        q = np.frombuffer(outs[0], np.int8).astype(np.float32).reshape(shape)
+    if kind in ("mxfp4", "mxfp8"):
+        e = np.frombuffer(outs[1], np.uint8).astype(np.int32).reshape(rows, cols // 32)
+        s = np.ldexp(np.float32(1), e - 127).astype(np.float32)
+        return (q.reshape(rows, -1, 32) * s[..., None]).reshape(shape)
+    if kind == "nvfp4":
+        s8 = np.frombuffer(outs[1], np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32).reshape(rows, cols // 16)
+        gs = np.frombuffer(outs[2], np.float32)[0]
+        return (q.reshape(rows, -1, 16) * (s8 / gs)[..., None]).reshape(shape)
+    sdt = {"BF16": ml_dtypes.bfloat16, "F32": np.float32}[dt]
+    s = np.frombuffer(outs[1], sdt).astype(np.float32)
+    if kind == "fp8-channel":
+        return q * s.reshape(rows, 1)
+    g = cols // s.reshape(rows, -1).shape[1]
+    return (q.reshape(rows, -1, g) * s.reshape(rows, -1)[..., None]).reshape(shape)
+
+
+def mse_case(name, dt, shape, kind, block, **kw):
+    """--rounding mse: the output decodes, by the definitions above, to the
+    values selq's own dequantizer gives, and no block's squared error is above
+    nearest's (the same source, the same format)."""
+    w32 = make_weight(shape, 3)
+    rng = np.random.default_rng(5)
+    w32 = w32 * (1 + 0.5 * rng.standard_t(3, size=shape).astype(np.float32) ** 2 * 0.01)  # heavier tails
+    W, data = as_dtype_bytes(w32.astype(np.float32), dt)
+    got = {}
+    for rounding in ("nearest", "mse"):
+        res, err = run_driver(f"{name}-{rounding}", dt, shape, data, kind=kind, rounding=rounding, **kw)
+        if res is None:
+            check(f"mse {name}", False, f"driver failed ({rounding}): " + err)
+            return
+        got[rounding] = res
+    outs, dq, _ = got["mse"]
+    ref = decode_ref(kind, outs, shape, dt)
+    check(f"mse {name}: decodes as the format defines", np.array_equal(ref, dq),
+          f"max |diff| {np.max(np.abs(ref - dq))}")
+    x = W.float().numpy().astype(np.float64)
+    def block_err(d):
+        e = (x - d.astype(np.float64)) ** 2
+        return e.reshape(shape[0], -1, block).sum(-1) if block else e.sum(-1)
+    en, em = block_err(got["nearest"][1]), block_err(dq)
+    check(f"mse {name}: no block worse than nearest", bool(np.all(em <= en * (1 + 1e-12))),
+          f"{int(np.sum(em > en * (1 + 1e-12)))} blocks worse")
+    check(f"mse {name}: lower total error", em.sum() < en.sum(), f"{em.sum()} vs {en.sum()}")
+
+
+def mse_checks():
+    for dt in ("BF16", "F32"):
+        mse_case(f"mxfp4 {dt}", dt, (24, 256), "mxfp4", 32)
+        mse_case(f"mxfp8 {dt}", dt, (24, 256), "mxfp8", 32, rule="floor")
+        mse_case(f"nvfp4 {dt}", dt, (24, 256), "nvfp4", 16)
+        mse_case(f"int4 g128 {dt}", dt, (24, 256), "int-group", 128, group=128, bits=4, scale_dtype=dt)
+        mse_case(f"fp8-channel {dt}", dt, (24, 256), "fp8-channel", 0, scale_dtype=dt)
+
+
 def main():
     if torch is None or ml_dtypes is None:
         missing("torch/ml_dtypes")
@@ -397,6 +466,7 @@ def main():
         weight_case(f"deepseek fp8-block F32 scale {dt}", dt, (300, 260), deepseek_block,
                     kind="fp8-block", scale_dtype="F32")
     activation_checks()
+    mse_checks()
     error_checks()
 
 

@@ -7,6 +7,7 @@
 //     kind=mxfp4|mxfp8|nvfp4|fp8-tensor|fp8-channel|fp8-block|int-channel|int-group
 //     rule=even|floor|ceil|rceil bits=4 asym=1 group=128 block=128,128
 //     scale_dtype=F32|BF16|F16 keepdim=0|1 nvfp=ct|modelopt pack=1 global_amax=X
+//     rounding=nearest|mse
 //   schemes_driver act mode=fp8-token|fp8-group128|fp8-static|fp8-dyntensor|mxfp4|mxfp8|nvfp4
 //     rule=... static=X n=N in=FILE(F32 rows of N) out=FILE
 #include <cstdio>
@@ -76,6 +77,7 @@ int run_weight(std::map<std::string, std::string>& a) {
   spec.scale_keepdim = a["keepdim"] != "0";
   spec.nvfp = a["nvfp"] == "modelopt" ? NvfpConvention::ModelOpt : NvfpConvention::CompressedTensors;
   spec.int_pack_int32 = a["pack"] == "1";
+  if (a.count("rounding")) spec.rounding.value = parse_rounding(a["rounding"], "rounding");
   TensorQuantizeOptions opt;
   if (a.count("global_amax")) opt.global_amax = std::stof(a["global_amax"]);
   if (a["allow_nonfinite"] == "1") opt.reject_non_finite = false;
