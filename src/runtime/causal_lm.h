@@ -65,6 +65,11 @@ class CausalLM {
   }
 
  protected:
+  // The hook alone: `l` reads these rows in a form other than its own matmul
+  // (MLA's kv_b_proj absorbed into attention).
+  void observe(const Linear& l, const float* x, std::int64_t rows) {
+    if (hook_) hook_(hook_ctx_, l, x, rows);
+  }
   // y = l(x) for `rows` rows, after the hook.
   void linear(const Linear& l, const float* x, std::int64_t rows, float* y) {
     if (hook_) hook_(hook_ctx_, l, x, rows);

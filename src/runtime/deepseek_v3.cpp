@@ -285,8 +285,8 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
     scale = scale * ms * ms;
   }
   m->attn_scale_ = static_cast<float>(scale);
-  m->k_cache_.resize(static_cast<std::size_t>(c.layers));
-  m->v_cache_.resize(static_cast<std::size_t>(c.layers));
+  m->lat_cache_.resize(static_cast<std::size_t>(c.layers));
+  m->rot_cache_.resize(static_cast<std::size_t>(c.layers));
   return m;
 }
 
@@ -365,18 +365,48 @@ void DeepseekV3Model::truncate(std::int64_t n) {
 void DeepseekV3Model::ensure_cache(std::int64_t total) {
   if (total <= capacity_) return;
   const std::int64_t cap = std::max<std::int64_t>(total, capacity_ * 2);
-  const std::int64_t kd = cfg_.heads * cfg_.qk_dim(), vd = cfg_.heads * cfg_.v_dim;
-  for (auto& k : k_cache_) k.resize(static_cast<std::size_t>(cap * kd));
-  for (auto& v : v_cache_) v.resize(static_cast<std::size_t>(cap * vd));
+  for (auto& l : lat_cache_) l.resize(static_cast<std::size_t>(cap * cfg_.kv_lora_rank));
+  for (auto& r : rot_cache_) r.resize(static_cast<std::size_t>(cap * cfg_.qk_rope_dim));
   capacity_ = cap;
 }
+
+namespace {
+
+// Causal softmax of each of the T rows of scores [T, total] in place (row t
+// sees positions < pos0 + t + 1).
+void causal_softmax(float* scores, std::int64_t T, std::int64_t total, std::int64_t pos0) {
+  for (std::int64_t t = 0; t < T; ++t) {
+    float* row = scores + t * total;
+    const std::int64_t visible = pos0 + t + 1;
+    float mx = row[0];
+    for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
+    float sum = 0;
+    for (std::int64_t j = 0; j < visible; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
+    std::fill(row + visible, row + total, 0.0f);
+  }
+}
+
+// C[M, N] = alpha * A[M, K] * op(B) + beta * C, row-major (op(B) = B[K, N] or B[N, K]^T).
+void gemm(bool b_trans, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A, std::int64_t lda,
+          const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  blas::sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
+              C, static_cast<int>(ldc));
+}
+
+}  // namespace
 
 void DeepseekV3Model::attention(std::size_t li, const float* h, std::int64_t T, std::int64_t pos0, const float* cosv,
                                 const float* sinv, float* out) {
   const DeepseekV3Config& c = cfg_;
   const DeepseekV3Layer& L = layers_[li];
   const std::int64_t nope = c.qk_nope_dim, rd = c.qk_rope_dim, half = rd / 2, qk = c.qk_dim(), vdim = c.v_dim;
-  const std::int64_t qd = c.heads * qk, kd = qd, vd = c.heads * vdim, kvl = c.kv_lora_rank;
+  const std::int64_t qd = c.heads * qk, vd = c.heads * vdim, kvl = c.kv_lora_rank, kvb_d = c.heads * (nope + vdim);
   const std::int64_t total = pos0 + T;
   std::vector<float> q(static_cast<std::size_t>(T * qd));
   if (c.q_lora_rank > 0) {
@@ -389,85 +419,87 @@ void DeepseekV3Model::attention(std::size_t li, const float* h, std::int64_t T, 
     linear(L.q, h, T, q.data());
   }
   const std::int64_t kva_d = kvl + rd;
-  std::vector<float> kva(static_cast<std::size_t>(T * kva_d)), latent(static_cast<std::size_t>(T * kvl));
+  std::vector<float> kva(static_cast<std::size_t>(T * kva_d));
   linear(L.kv_a, h, T, kva.data());
-  per_token(T, [&](std::int64_t t) {
-    rms_norm(kva.data() + t * kva_d, L.kv_a_norm.data(), kvl, kLatentNormEps, latent.data() + t * kvl);
-  });
-  const std::int64_t kvb_d = c.heads * (nope + vdim);
-  std::vector<float> kvb(static_cast<std::size_t>(T * kvb_d));
-  linear(L.kv_b, latent.data(), T, kvb.data());
+  // The cache: each position's normalised latent and its rotated shared key.
+  float* lat = lat_cache_[li].data();
+  float* rot = rot_cache_[li].data();
 
   // RoPE of one rope_dim vector in place: interleaved pairs (x0, x1), ... come
   // out as [rotated evens | rotated odds] (transformers' interleave form), else
   // rotate-half.
   const bool inter = c.rope_interleave;
-  auto rope = [&](float* v, std::int64_t t) {
+  auto rope = [&](const float* v, std::int64_t t, float* r) {
     const float* cs = cosv + t * half;
     const float* sn = sinv + t * half;
-    float tmp[2 * 512];
-    float* r = rd <= 1024 ? tmp : nullptr;
-    std::vector<float> big;
-    if (!r) {
-      big.resize(static_cast<std::size_t>(rd));
-      r = big.data();
-    }
     for (std::int64_t i = 0; i < half; ++i) {
       const float a = inter ? v[2 * i] : v[i], b = inter ? v[2 * i + 1] : v[i + half];
       r[i] = a * cs[i] - b * sn[i];
       r[i + half] = b * cs[i] + a * sn[i];
     }
-    std::copy(r, r + rd, v);
   };
-  float* kc = k_cache_[li].data();
-  float* vc = v_cache_[li].data();
   per_token(T, [&](std::int64_t t) {
-    for (std::int64_t hh = 0; hh < c.heads; ++hh) rope(q.data() + t * qd + hh * qk + nope, t);
-    float* krot = kva.data() + t * kva_d + kvl;
-    rope(krot, t);
-    float* krow = kc + (pos0 + t) * kd;
-    float* vrow = vc + (pos0 + t) * vd;
-    const float* src = kvb.data() + t * kvb_d;
+    std::vector<float> tmp(static_cast<std::size_t>(rd));
     for (std::int64_t hh = 0; hh < c.heads; ++hh) {
-      const float* s = src + hh * (nope + vdim);
-      std::copy(s, s + nope, krow + hh * qk);
-      std::copy(krot, krot + rd, krow + hh * qk + nope);
-      std::copy(s + nope, s + nope + vdim, vrow + hh * vdim);
+      float* qr = q.data() + t * qd + hh * qk + nope;
+      rope(qr, t, tmp.data());
+      std::copy(tmp.begin(), tmp.end(), qr);
     }
+    rms_norm(kva.data() + t * kva_d, L.kv_a_norm.data(), kvl, kLatentNormEps, lat + (pos0 + t) * kvl);
+    rope(kva.data() + t * kva_d + kvl, t, rot + (pos0 + t) * rd);
   });
   const float scale = attn_scale_;
-  tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
-    thread_local std::vector<float> scores_buf;
-    if (scores_buf.size() < static_cast<std::size_t>(T * total)) scores_buf.resize(static_cast<std::size_t>(T * total));
-    float* scores = scores_buf.data();
-    if (T == 1)
-      blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(qk), scale, kc + hh * qk,
-                  static_cast<int>(kd), q.data() + hh * qk, 1, 0.0f, scores, 1);
-    else
-      blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
-                  static_cast<int>(qk), scale, q.data() + hh * qk, static_cast<int>(qd), kc + hh * qk,
-                  static_cast<int>(kd), 0.0f, scores, static_cast<int>(total));
-    for (std::int64_t t = 0; t < T; ++t) {
-      float* row = scores + t * total;
-      const std::int64_t visible = pos0 + t + 1;  // causal
-      float mx = row[0];
-      for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
-      float sum = 0;
-      for (std::int64_t j = 0; j < visible; ++j) {
-        row[j] = std::exp(row[j] - mx);
-        sum += row[j];
+  const float* qp = q.data();
+
+  if (L.kv_b.act == quant::ActMode::None && L.kv_b.bias.empty()) {
+    // kv_b_proj absorbed (as engines decode MLA): per head, q_nope W_uk scores
+    // the cached latents directly and W_uv maps the attention-weighted latent
+    // to the head's values, so nothing per head is cached. kv_b_proj reads
+    // the new latents (the hook sees them as its input).
+    observe(L.kv_b, lat + pos0 * kvl, T);
+    const std::vector<float> w = L.kv_b.weight.to_f32();  // [heads * (nope + v), kv_lora]
+    tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
+      thread_local std::vector<float> qabs_buf, scores_buf, ctx_buf;
+      qabs_buf.resize(static_cast<std::size_t>(T * kvl));
+      scores_buf.resize(static_cast<std::size_t>(T * total));
+      ctx_buf.resize(static_cast<std::size_t>(T * kvl));
+      float* qabs = qabs_buf.data();
+      float* scores = scores_buf.data();
+      float* ctx = ctx_buf.data();
+      const float* wk = w.data() + hh * (nope + vdim) * kvl;  // [nope, kv_lora]
+      const float* wv = wk + nope * kvl;                      // [v, kv_lora]
+      float beta = 0.0f;
+      if (nope > 0) {
+        gemm(false, T, kvl, nope, 1.0f, qp + hh * qk, qd, wk, kvl, 0.0f, qabs, kvl);
+        gemm(true, T, total, kvl, scale, qabs, kvl, lat, kvl, 0.0f, scores, total);
+        beta = 1.0f;
       }
-      const float inv = 1.0f / sum;
-      for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
-      std::fill(row + visible, row + total, 0.0f);
+      gemm(true, T, total, rd, scale, qp + hh * qk + nope, qd, rot, rd, beta, scores, total);
+      causal_softmax(scores, T, total, pos0);
+      gemm(false, T, kvl, total, 1.0f, scores, total, lat, kvl, 0.0f, ctx, kvl);
+      gemm(true, T, vdim, kvl, 1.0f, ctx, kvl, wv, kvl, 0.0f, out + hh * vdim, vd);
+    });
+    return;
+  }
+  // kv_b_proj with quantized activations or a bias: applied as a linear to
+  // every cached latent (the engine's prefill form), keys and values per head.
+  std::vector<float> kvb(static_cast<std::size_t>(total * kvb_d));
+  linear(L.kv_b, lat, total, kvb.data());
+  tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
+    thread_local std::vector<float> k_buf, scores_buf;
+    k_buf.resize(static_cast<std::size_t>(total * qk));
+    scores_buf.resize(static_cast<std::size_t>(T * total));
+    float* k = k_buf.data();
+    float* scores = scores_buf.data();
+    for (std::int64_t j = 0; j < total; ++j) {
+      const float* s = kvb.data() + j * kvb_d + hh * (nope + vdim);
+      std::copy(s, s + nope, k + j * qk);
+      std::copy(rot + j * rd, rot + (j + 1) * rd, k + j * qk + nope);
     }
-    if (T == 1)
-      blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(vdim), 1.0f, vc + hh * vdim,
-                  static_cast<int>(vd), scores, 1, 0.0f, out + hh * vdim, 1);
-    else
-      blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(vdim),
-                  static_cast<int>(total), 1.0f, scores, static_cast<int>(total), vc + hh * vdim,
-                  static_cast<int>(vd), 0.0f, out + hh * vdim, static_cast<int>(vd));
+    gemm(true, T, total, qk, scale, qp + hh * qk, qd, k, qk, 0.0f, scores, total);
+    causal_softmax(scores, T, total, pos0);
+    gemm(false, T, vdim, total, 1.0f, scores, total, kvb.data() + hh * (nope + vdim) + nope, kvb_d, 0.0f,
+         out + hh * vdim, vd);
   });
 }
 

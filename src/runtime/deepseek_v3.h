@@ -15,12 +15,15 @@
 //
 // Every linear is a runtime::Linear from LinearLoader, so each module (each
 // expert's gate/up/down) runs with its own stored scheme; the router's
-// mlp.gate.weight is held as F32. Routed experts stored as float 3-D stacks
+// mlp.gate.weight is held as F32. The KV cache holds the compressed latent
+// (kv_lora_rank + qk_rope_head_dim floats per position and layer, 576 for
+// DeepSeek-V3); attention absorbs kv_b_proj into the query and the output as
+// engines decode MLA, or, when kv_b_proj quantizes its activations or has a
+// bias, applies it to every cached latent (the engines' prefill form).
+// Routed experts stored as float 3-D stacks
 // (transformers 5's mlp.experts.gate_up_proj [E, 2I, H] and down_proj
 // [E, H, I]) are split into the same per-expert linears; quantized stacks are
-// refused. The KV cache holds each position's keys and
-// values expanded per head (kv_b_proj applied once per token), not the
-// compressed latent: results first, memory second.
+// refused.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -119,7 +122,9 @@ class DeepseekV3Model : public CausalLM {
   double head_stored_bits_{0};
   std::vector<float> final_norm_;
   std::vector<DeepseekV3Layer> layers_;
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [capacity, heads*qk_dim] / [capacity, heads*v_dim]
+  // The compressed KV cache, per layer: [capacity, kv_lora_rank] normalised
+  // latents and [capacity, qk_rope_head_dim] rotated shared keys.
+  std::vector<std::vector<float>> lat_cache_, rot_cache_;
   std::int64_t capacity_{0}, cached_{0};
   RopeTables rope_;
   float attn_scale_{1.0f};
