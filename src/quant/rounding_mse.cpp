@@ -90,48 +90,39 @@ inline float e4m3_code_value(int c) {
                 : std::bit_cast<float>(static_cast<std::uint32_t>((e + 120) << 23 | m << 20));
 }
 
-// err[k] = Σ_i (x_i − dq_k(x_i))² over n elements for the 8 lanes k, lanes
-// 0-3 over xa and lanes 4-7 over xb (the same block, or two blocks side by
-// side); with kAbs, x_i is |x_i| and dq its magnitude (the kernels' grids are
-// symmetric). dq(v) gets x_i in every lane of its half.
-template <bool kAbs, class Dq>
-inline void sse8(const float* xa, const float* xb, std::size_t n, Dq&& dq, double* err) {
-  V4d lo = {0.0, 0.0, 0.0, 0.0}, hi = lo;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float a = kAbs ? std::fabs(xa[i]) : xa[i], b = kAbs ? std::fabs(xb[i]) : xb[i];
-    const V8f v{a, a, a, a, b, b, b, b};
-    V8f d;
-    dq(v, d);
-    const V4f dl = __builtin_shufflevector(d, d, 0, 1, 2, 3), dh = __builtin_shufflevector(d, d, 4, 5, 6, 7);
-    const V4d el = static_cast<double>(a) - __builtin_convertvector(dl, V4d);
-    const V4d eh = static_cast<double>(b) - __builtin_convertvector(dh, V4d);
-    lo += el * el;
-    hi += eh * eh;
-  }
-  for (int k = 0; k < 4; ++k) err[k] = lo[k], err[4 + k] = hi[k];
-}
-
-// sse8 for M blocks of n elements at once (block m's 8 lanes over xs[m],
-// dq(m, v, d)): M independent chains of adds, which the core overlaps where
-// one chain waits for its previous add.
-template <int M, class Dq>
-inline void sse8_blocks(const float* const* xs, std::size_t n, Dq&& dq, double (*err)[8]) {
+// err[m][k] = Σ_i (x_i − dq_mk(x_i))² over n elements for M vectors m of 8
+// lanes k: lanes 0-3 over xa[m], lanes 4-7 over xb[m] (one block's 8
+// candidates, or two blocks' 4); with kAbs, x_i is |x_i| and dq its
+// magnitude (the kernels' grids are symmetric). dq(m, v, d) gets x_i in every
+// lane of its half and sets d. Each lane adds in element order; the M vectors
+// are independent chains of adds, which the core overlaps.
+template <bool kAbs, int M, class Dq>
+inline void sse8_multi(const float* const* xa, const float* const* xb, std::size_t n, Dq&& dq, double (*err)[8]) {
   V4d lo[M], hi[M];
   for (int m = 0; m < M; ++m) lo[m] = hi[m] = V4d{0.0, 0.0, 0.0, 0.0};
   for (std::size_t i = 0; i < n; ++i) {
     for (int m = 0; m < M; ++m) {
-      const float a = std::fabs(xs[m][i]);
+      const float a = kAbs ? std::fabs(xa[m][i]) : xa[m][i], b = kAbs ? std::fabs(xb[m][i]) : xb[m][i];
       V8f d;
-      dq(m, SELQ_SPLAT(a), d);
+      dq(m, V8f{a, a, a, a, b, b, b, b}, d);
       const V4f dl = __builtin_shufflevector(d, d, 0, 1, 2, 3), dh = __builtin_shufflevector(d, d, 4, 5, 6, 7);
       const V4d el = static_cast<double>(a) - __builtin_convertvector(dl, V4d);
-      const V4d eh = static_cast<double>(a) - __builtin_convertvector(dh, V4d);
+      const V4d eh = static_cast<double>(b) - __builtin_convertvector(dh, V4d);
       lo[m] += el * el;
       hi[m] += eh * eh;
     }
   }
   for (int m = 0; m < M; ++m)
     for (int k = 0; k < 4; ++k) err[m][k] = lo[m][k], err[m][4 + k] = hi[m][k];
+}
+
+// One vector of 8 candidates over the n elements of x.
+template <bool kAbs, class Dq>
+inline void sse8(const float* x, std::size_t n, Dq&& dq, double* err) {
+  const float* xs[1] = {x};
+  double e[1][8];
+  sse8_multi<kAbs, 1>(xs, xs, n, [&](int, const V8f& v, V8f& d) { dq(v, d); }, e);
+  std::memcpy(err, e[0], sizeof e[0]);
 }
 
 // The first of lanes [first, first + n) with the least error.
@@ -167,35 +158,41 @@ inline float e4m3_mag1(float a) {
 
 SELQ_MSE_CLONES void mse_mx_scales(bool fp4, const float* x, std::size_t nblk, std::uint8_t* sbytes, float* inv,
                                    float* sc) {
-  // Two blocks side by side, four lanes each: e (the rule's), e − 1, e + 1, e.
-  for (std::size_t b = 0; b < nblk; b += 2) {
-    const std::size_t b2 = b + 1 < nblk ? b + 1 : b;
-    int e[8];
-    float iv[8], sv[8];
-    for (int h = 0; h < 2; ++h) {
-      const int e0 = sbytes[h ? b2 : b];
+  // Four blocks at once, two per vector, four lanes each: e (the rule's),
+  // e − 1, e + 1, e.
+  constexpr int M = 2;
+  for (std::size_t b0 = 0; b0 < nblk; b0 += 2 * M) {
+    int e[M][8];
+    float iv[M][8], sv[M][8];
+    V8f i8[M], s8[M];
+    const float* xa[M];
+    const float* xb[M];
+    std::size_t blk[2 * M];
+    for (int h = 0; h < 2 * M; ++h) {
+      // Past the row's end, the last block again (its result is discarded).
+      const std::size_t b = blk[h] = std::min(b0 + static_cast<std::size_t>(h), nblk - 1);
+      (h % 2 ? xb : xa)[h / 2] = x + b * 32;
+      const int e0 = sbytes[b];
       const int cand[4] = {e0, e0 - 1, e0 + 1, e0};
       for (int k = 0; k < 4; ++k) {
         const int c = cand[k] < 0 || cand[k] > 254 ? e0 : cand[k];
-        e[4 * h + k] = c;
-        iv[4 * h + k] = pow2(127 - c);
-        sv[4 * h + k] = pow2(c - 127);
+        const int lane = 4 * (h % 2) + k;
+        e[h / 2][lane] = c;
+        iv[h / 2][lane] = pow2(127 - c);
+        sv[h / 2][lane] = pow2(c - 127);
       }
     }
-    V8f i8, s8;
-    load8(iv, i8);
-    load8(sv, s8);
-    double err[8];
+    for (int m = 0; m < M; ++m) load8(iv[m], i8[m]), load8(sv[m], s8[m]);
+    double err[M][8];
     if (fp4)
-      sse8<true>(x + b * 32, x + b2 * 32, 32, [&](const V8f& a, V8f& d) { e2m1_mag8(a * i8, d), d *= s8; }, err);
+      sse8_multi<true, M>(xa, xb, 32, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a * i8[m], d), d *= s8[m]; }, err);
     else
-      sse8<true>(x + b * 32, x + b2 * 32, 32, [&](const V8f& a, V8f& d) { e4m3_mag8(a * i8, d), d *= s8; }, err);
-    for (int h = 0; h < 2; ++h) {
-      const std::size_t blk = h ? b2 : b;
-      const int k = best_lane(err, 4 * h, 4);
-      sbytes[blk] = static_cast<std::uint8_t>(e[k]);
-      inv[blk] = iv[k];
-      sc[blk] = sv[k];
+      sse8_multi<true, M>(xa, xb, 32, [&](int m, const V8f& a, V8f& d) { e4m3_mag8(a * i8[m], d), d *= s8[m]; }, err);
+    for (int h = 0; h < 2 * M && b0 + static_cast<std::size_t>(h) < nblk; ++h) {
+      const int k = best_lane(err[h / 2], 4 * (h % 2), 4);
+      sbytes[blk[h]] = static_cast<std::uint8_t>(e[h / 2][k]);
+      inv[blk[h]] = iv[h / 2][k];
+      sc[blk[h]] = sv[h / 2][k];
     }
   }
 }
@@ -232,7 +229,7 @@ SELQ_MSE_CLONES void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, c
       load8(e[m], e8[m]);
     }
     double err[M][8];
-    sse8_blocks<M>(xs, 16, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a / e8[m], d), d *= e8[m]; }, err);
+    sse8_multi<true, M>(xs, xs, 16, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a / e8[m], d), d *= e8[m]; }, err);
     for (int m = 0; m < M && b0i + static_cast<std::size_t>(m) < nblk; ++m) {
       const int k = best_lane(err[m], 0, 8);
       sbytes[blk[m]] = static_cast<std::uint8_t>(codes[m][k]);
@@ -247,55 +244,62 @@ SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qma
   const auto gw = static_cast<std::size_t>(p.gw);
   // The rule maps the range to (2^b − 1)/2 (7.5, 127.5), so the largest
   // positive element rounds past qmax and clips: r = that over qmax maps it
-  // onto qmax instead. Then clips in steps of 2.5% (int4) or 0.25% (int8).
+  // onto qmax instead. Then clips of 5% steps (int4) or 0.5% (int8).
   const float widen = (std::ldexp(1.0f, p.bits) - 1.0f) / 2.0f / qmax;
-  const float step = p.bits <= 4 ? 0.025f : 0.0025f;
+  const float step = p.bits <= 4 ? 0.05f : 0.005f;
   const bool asym = !p.sym;
-  for (std::int64_t g = 0; g < ngroups; ++g) {
-    const float* xg = x + g * p.gw;
-    // 16 lanes: nearest, the widened range, 12 clips, nearest twice more.
-    float cs[16], cz[16];
-    cs[0] = cs[14] = cs[15] = s[g];
-    cz[0] = cz[14] = cz[15] = zp[g];
-    for (int k = 1; k <= 13; ++k) {
-      const float r = k == 1 ? widen : 1.0f - step * static_cast<float>(k - 1);
-      int_group_qparams(p, qmin, qmax, mn[g] * r, mx[g] * r, cs[k], cz[k]);
+  // Two groups at once, one vector of 8 candidates each: nearest, the
+  // widened range, 6 clips.
+  constexpr int M = 2;
+  for (std::int64_t g0 = 0; g0 < ngroups; g0 += M) {
+    float cs[M][8], cz[M][8];
+    const float* xs[M];
+    std::int64_t grp[M];
+    for (int m = 0; m < M; ++m) {
+      const std::int64_t g = grp[m] = std::min(g0 + m, ngroups - 1);  // past the end: the last group again
+      xs[m] = x + g * p.gw;
+      cs[m][0] = s[g];
+      cz[m][0] = zp[g];
+      for (int k = 1; k < 8; ++k) {
+        const float r = k == 1 ? widen : 1.0f - step * static_cast<float>(k - 1);
+        int_group_qparams(p, qmin, qmax, mn[g] * r, mx[g] * r, cs[m][k], cz[m][k]);
+      }
     }
-    double err[16];
+    double err[M][8];
     if (p.ct == DType::F16) {
-      for (int k = 0; k < 16; ++k)
-        err[k] = sse_scalar(xg, gw, [&](float xi) {
-          float v = round_to(DType::F16, xi / cs[k]);
-          if (asym) v = round_to(DType::F16, v + cz[k]);
-          const float q = rne_small(std::clamp(v, qmin - 1.0f, qmax + 1.0f));
-          return (std::clamp(q, qmin, qmax) - cz[k]) * cs[k];
-        });
+      for (int m = 0; m < M; ++m)
+        for (int k = 0; k < 8; ++k)
+          err[m][k] = sse_scalar(xs[m], gw, [&](float xi) {
+            float v = round_to(DType::F16, xi / cs[m][k]);
+            if (asym) v = round_to(DType::F16, v + cz[m][k]);
+            const float q = rne_small(std::clamp(v, qmin - 1.0f, qmax + 1.0f));
+            return (std::clamp(q, qmin, qmax) - cz[m][k]) * cs[m][k];
+          });
     } else {
       const V8f lo1 = SELQ_SPLAT(qmin - 1.0f), hi1 = SELQ_SPLAT(qmax + 1.0f), lo = SELQ_SPLAT(qmin),
                 hi = SELQ_SPLAT(qmax), magic = SELQ_SPLAT(12582912.0f);
-      for (int half = 0; half < 2; ++half) {
-        V8f s8, z8;
-        load8(cs + 8 * half, s8);
-        load8(cz + 8 * half, z8);
-        sse8<false>(xg, xg, gw, [&](const V8f& xv, V8f& d) {
-          V8f v = xv / s8;
+      V8f s8[M], z8[M];
+      for (int m = 0; m < M; ++m) load8(cs[m], s8[m]), load8(cz[m], z8[m]);
+      sse8_multi<false, M>(xs, xs, gw, [&](int m, const V8f& xv, V8f& d) {
+        V8f v = xv / s8[m];
+        in_dtype(p.ct, v);
+        if (asym) {
+          v += z8[m];
           in_dtype(p.ct, v);
-          if (asym) {
-            v += z8;
-            in_dtype(p.ct, v);
-          }
-          v = v > lo1 ? v : lo1;  // clamp to [qmin - 1, qmax + 1], round, clamp to [qmin, qmax]
-          v = v < hi1 ? v : hi1;
-          V8f q = (v + magic) - magic;
-          q = q > lo ? q : lo;
-          q = q < hi ? q : hi;
-          d = (q - z8) * s8;
-        }, err + 8 * half);
-      }
+        }
+        v = v > lo1 ? v : lo1;  // clamp to [qmin - 1, qmax + 1], round, clamp to [qmin, qmax]
+        v = v < hi1 ? v : hi1;
+        V8f q = (v + magic) - magic;
+        q = q > lo ? q : lo;
+        q = q < hi ? q : hi;
+        d = (q - z8[m]) * s8[m];
+      }, err);
     }
-    const int k = best_lane(err, 0, 16);
-    s[g] = cs[k];
-    zp[g] = cz[k];
+    for (int m = 0; m < M && g0 + m < ngroups; ++m) {
+      const int k = best_lane(err[m], 0, 8);
+      s[grp[m]] = cs[m][k];
+      zp[grp[m]] = cz[m][k];
+    }
   }
 }
 
@@ -313,7 +317,7 @@ SELQ_MSE_CLONES float mse_fp8_scale(const Fp8Params& p, const float* x, std::siz
   } else {
     V8f s8;
     load8(cs, s8);
-    sse8<true>(x, x, n, [&](const V8f& a, V8f& d) {
+    sse8<true>(x, n, [&](const V8f& a, V8f& d) {
       V8f v = a / s8;
       in_dtype(p.ct, v);
       e4m3_mag8(v, d);
@@ -334,7 +338,7 @@ SELQ_MSE_CLONES std::uint8_t mse_fp8_e8m0_byte(const float* x, std::size_t n, st
   V8f s8;
   load8(sv, s8);
   double err[8];
-  sse8<true>(x, x, n, [&](const V8f& a, V8f& d) { e4m3_mag8(a / s8, d), d *= s8; }, err);
+  sse8<true>(x, n, [&](const V8f& a, V8f& d) { e4m3_mag8(a / s8, d), d *= s8; }, err);
   return static_cast<std::uint8_t>(e[best_lane(err, 0, 8)]);
 }
 

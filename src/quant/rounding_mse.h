@@ -22,7 +22,7 @@
 //                    2512.02010); the tensor's global scale is unchanged
 //   INT (any)        the range r·[min, max] for r = 1 (nearest), 7.5/7 (int4;
 //                    127.5/127 for int8: the largest element onto qmax), and
-//                    r = 0.975, 0.95, ..., 0.7 (int4) or 0.9975, ..., 0.97 (int8)
+//                    r = 0.95, 0.9, ..., 0.7 (int4) or 0.995, ..., 0.97 (int8)
 //   FP8 channel/block the scale of r·amax, r = 1, 0.975, ..., 0.825
 //   FP8 E8M0 channel the exponent e − 1, e, e + 1
 //   FP8 per tensor   one scale for the whole tensor: not searched (= nearest)
