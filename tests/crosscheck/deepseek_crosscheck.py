@@ -40,6 +40,14 @@ per-token FP8 activations: the runtime then applies kv_b_proj to every cached
 latent instead of absorbing it, and the reference quantizes kv_b_proj's input
 per token with a forward pre-hook (KVB_ACT_TOL; measured exact to 1e-6).
 
+A third: DeepSeek-V3's own release format (quant_method "fp8", every linear
+F8_E4M3 with a weight_scale_inv per 128x128 block, router and head BF16/F32,
+activations quantized per token and group of 128 by the engine), written with
+torch here from a random model (dims 256/128 with partial blocks: 144, 96,
+64); the reference is transformers on the decoded weights with DeepSeek's
+act_quant on every linear's input, routed experts included (KVB_ACT_TOL;
+measured 3.5e-6).
+
 Then `selq eval BASE QUANT` (every statistic and draft acceptance) and
 `selq calibrate` run on the DeepSeek checkpoints (a byte-level BPE tokenizer
 trained here with `tokenizers` on a fixed paragraph): eval's bits per weight
@@ -231,6 +239,101 @@ def per_token_fp8_qdq(x):
     return ((x2 / s).clamp(-448, 448).to(torch.float8_e4m3fn).float() * s).reshape(x.shape)
 
 
+# DeepSeek-V3's own release format (quant_method "fp8", 128x128 blocks,
+# dynamic activations per token and group of 128), written here with numpy.
+NATIVE_FP8 = dict(BASE, hidden_size=256, intermediate_size=256, moe_intermediate_size=128, num_attention_heads=2,
+                  num_key_value_heads=2, kv_lora_rank=128, q_lora_rank=128, qk_nope_head_dim=32, qk_rope_head_dim=16,
+                  v_head_dim=32, num_hidden_layers=2, n_routed_experts=8, n_group=2, topk_group=1,
+                  num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, routed_scaling_factor=2.5,
+                  norm_topk_prob=True, initializer_range=0.05,
+                  rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                   "original_max_position_embeddings": 64, "mscale": 1.0, "mscale_all_dim": 1.0})
+
+
+def group128_fp8_qdq(x):
+    """DeepSeek-V3's act_quant: per token and group of 128 channels, s = max(amax, 1e-4) / 448."""
+    shape = x.shape
+    x2 = x.reshape(-1, shape[-1])
+    out = torch.empty_like(x2)
+    for b in range(0, shape[-1], 128):
+        g = x2[:, b:b + 128]
+        s = torch.clamp(g.abs().amax(-1, keepdim=True), min=1e-4) / 448
+        out[:, b:b + 128] = (g / s).clamp(-448, 448).to(torch.float8_e4m3fn).float() * s
+    return out.reshape(shape)
+
+
+def native_fp8_copy(src, dst):
+    """src as DeepSeek ships block FP8: every linear but the router and the head F8_E4M3 with a
+    weight_scale_inv per 128x128 block; returns the dequantized float checkpoint beside it."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file as save_torch
+
+    out, deq = {}, {}
+    with safe_open(str(src / "model.safetensors"), "pt") as f:
+        for n in f.keys():
+            w = f.get_tensor(n)
+            if not n.endswith("_proj.weight") and not n.endswith("proj_with_mqa.weight"):
+                out[n] = deq[n] = w
+                continue
+            rows, cols = w.shape
+            br, bc = -(-rows // 128), -(-cols // 128)
+            s = torch.zeros(br, bc)
+            q = torch.zeros(rows, cols, dtype=torch.float8_e4m3fn)
+            d = torch.zeros(rows, cols)
+            for i in range(br):
+                for j in range(bc):
+                    blk = w[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128]
+                    sc = blk.abs().max() / 448
+                    qb = (blk / sc).to(torch.float8_e4m3fn)
+                    s[i, j] = sc
+                    q[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = qb
+                    d[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = qb.float() * sc
+            out[n], out[n[: -len("weight")] + "weight_scale_inv"], deq[n] = q, s, d
+    cfg = json.loads((src / "config.json").read_text())
+    for d, tensors, qc in ((dst, out, True), (pathlib.Path(str(dst) + "-dequantized"), deq, False)):
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        save_torch(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+        c = dict(cfg)
+        if qc:
+            c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                        "weight_block_size": [128, 128]}
+        (d / "config.json").write_text(json.dumps(c, indent=2))
+    return dst, pathlib.Path(str(dst) + "-dequantized")
+
+
+def reference_act_quant(model_dir, ids, qdq):
+    """transformers on model_dir with every linear's input (routed experts' included) through qdq,
+    except the router and the head, as an engine runs a checkpoint with dynamic activations."""
+    experts_cls = transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3Experts
+    original = experts_cls.forward
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        final = torch.zeros_like(hidden_states)
+        for e in range(self.num_experts):
+            tok, pos = torch.where(top_k_index == e)
+            if len(tok) == 0:
+                continue
+            x = qdq(hidden_states[tok])
+            gate, up = torch.nn.functional.linear(x, self.gate_up_proj[e]).chunk(2, dim=-1)
+            y = torch.nn.functional.linear(qdq(self.act_fn(gate) * up), self.down_proj[e])
+            final.index_add_(0, tok, y * top_k_weights[tok, pos, None])
+        return final
+
+    experts_cls.forward = forward
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
+                                                                  attn_implementation="eager").eval()
+        for mname, mod in model.named_modules():
+            if isinstance(mod, torch.nn.Linear) and not mname.endswith("lm_head"):
+                mod.register_forward_pre_hook(lambda m, args: (qdq(args[0]),))
+        with torch.no_grad():
+            return model(torch.tensor([ids])).logits[0].numpy().astype(np.float32)
+    finally:
+        experts_cls.forward = original
+
+
 def stacked_copy(src, dst):
     """The checkpoint with each MoE layer's routed experts as transformers 5's 3-D stacks."""
     from safetensors import safe_open
@@ -396,6 +499,17 @@ def main():
     print(f"  (the activation QDQ itself moves transformers' logits by rel "
           f"{float(np.abs(ref - weight_only).max()) / float(np.abs(ref).max()):.2e})")
     mine, secs = run_selq(logits_exe, qkvb, tokens_file, work / "kvb-selq", ref.shape[1])
+    for kind in ("prefill", "cached"):
+        ok &= compare(kind, mine[kind], ref, KVB_ACT_TOL)
+
+    print("== DeepSeek-V3's block FP8 (quant_method fp8, 128x128 blocks, dynamic per-token-group-128 activations)")
+    nat_src = build("native-fp8-src", NATIVE_FP8, work)
+    nat, nat_deq = native_fp8_copy(nat_src, work / "native-fp8")
+    ref = reference_act_quant(nat_deq, ids, group128_fp8_qdq)
+    _, weight_only = reference(nat_deq, ids)
+    print(f"  (the activation QDQ itself moves transformers' logits by rel "
+          f"{float(np.abs(ref - weight_only).max()) / float(np.abs(ref).max()):.2e})")
+    mine, secs = run_selq(logits_exe, nat, tokens_file, work / "native-selq", ref.shape[1])
     for kind in ("prefill", "cached"):
         ok &= compare(kind, mine[kind], ref, KVB_ACT_TOL)
 
