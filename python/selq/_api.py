@@ -142,7 +142,7 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
          hardware: str = "any", objective: str = "kl", tier: Optional[str] = None,
          candidates: Sequence[str] = (), arch: str = "", kv_cache: str = "bf16",
          prefill_query_quant: bool = False, refine: int = 0, refine_text: Optional[str] = None,
-         refine_tokens: int = 512) -> Plan:
+         refine_tokens: int = 512, rounding: Optional[str] = None) -> Plan:
     """Plan ``source`` with ``recipe`` (a name, path, YAML text or dict), or,
     with ``sensitivity`` and ``target_bpw``, choose each unit's format under
     that budget of stored bits per linear weight and plan the chosen recipe
@@ -150,7 +150,9 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
     recipe ``Plan.recipe.text``). ``dialect`` overrides the recipe's.
     ``refine=N`` then improves the mix by at most N end-to-end measurements on
     ``refine_tokens`` tokens of ``refine_text`` (calibration text; default Sense
-    and Sensibility), as ``--refine``; ``Plan.mix["refine"]`` says what it did."""
+    and Sensibility), as ``--refine``; ``Plan.mix["refine"]`` says what it did.
+    ``rounding="mse"`` is ``--rounding mse``: searched scales for every rule
+    whose options name no rounding (docs/RECIPES.md, "Rounding")."""
     source = os.fspath(source)
     cal = os.fspath(calibration) if calibration is not None else None
     mix = None
@@ -172,8 +174,14 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
         recipe = _selq.parse_recipe(recipe_yaml, "<planned-mix>")
     if recipe is None:
         raise _bad("plan needs recipe=, or sensitivity= with target_bpw=")
-    handle = _selq.make_plan(source, load_recipe(recipe), dialect, int(max_shard_bytes), cal)
+    handle = _selq.make_plan(source, _with_rounding(load_recipe(recipe), rounding), dialect, int(max_shard_bytes),
+                             cal)
     return Plan(handle, source, mix)
+
+
+def _with_rounding(recipe: "_selq.Recipe", rounding: Optional[str]) -> "_selq.Recipe":
+    # The CLI's --rounding: the recipe with a top-level `rounding:` (nearest, the default, changes nothing).
+    return recipe if rounding is None else _selq.with_rounding(recipe, str(rounding))
 
 
 _plan = plan  # `quantize` has a parameter named plan
@@ -226,7 +234,7 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
              plan: Optional[Plan] = None, dialect: Optional[str] = None, in_place: bool = False,
              overwrite: bool = False, threads: int = 0, allow_non_finite: bool = False,
              memory_budget: int = 512 * _MIB, max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
-             progress: Optional[Callable[[Progress], Any]] = None) -> QuantizeResult:
+             progress: Optional[Callable[[Progress], Any]] = None, rounding: Optional[str] = None) -> QuantizeResult:
     """Quantize ``source`` into ``destination`` (``selq quantize``): the same
     bytes as the CLI for the same recipe. ``recipe`` is a name, path, YAML
     text or dict; or give a ``plan`` from :func:`plan`. The work runs on all
@@ -238,7 +246,9 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     run, raises that exception, and leaves nothing under ``destination``
     (re-running the same call resumes from the committed shards).
     ``in_place=True`` rewrites ``source`` shard by shard (journaled; re-run to
-    resume)."""
+    resume). ``rounding="mse"`` is ``--rounding mse`` (searched block scales,
+    same formats; docs/RECIPES.md, "Rounding"); ``"weighted"`` and ``"gptq"``
+    are not implemented yet (BadInput)."""
     source = os.fspath(source)
     cal = os.fspath(calibration) if calibration is not None else None
     cb = _progress_fn(progress)
@@ -247,7 +257,8 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
             raise _bad("in_place takes no destination or plan")
         if recipe is None:
             raise _bad("quantize needs recipe=")
-        res, plan_json, bpw = _selq.quantize_in_place(source, load_recipe(recipe), dialect, cal, threads,
+        res, plan_json, bpw = _selq.quantize_in_place(source, _with_rounding(load_recipe(recipe), rounding), dialect,
+                                                      cal, threads,
                                                       allow_non_finite, memory_budget, cb)
         warnings = json.loads(plan_json).get("warnings", [])
         return _result(source, res, bpw, warnings)
@@ -256,9 +267,10 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     if plan is None:
         if recipe is None:
             raise _bad("quantize needs recipe= or plan=")
-        plan = _plan(source, recipe, dialect=dialect, max_shard_bytes=max_shard_bytes, calibration=cal)
-    elif recipe is not None or dialect is not None:
-        raise _bad("give recipe or plan, not both")
+        plan = _plan(source, recipe, dialect=dialect, max_shard_bytes=max_shard_bytes, calibration=cal,
+                     rounding=rounding)
+    elif recipe is not None or dialect is not None or rounding is not None:
+        raise _bad("give recipe (and rounding) or plan, not both")
     dst = os.fspath(destination)
     res = _selq.quantize(plan._handle, dst, overwrite, threads, allow_non_finite, memory_budget, cb)
     return _result(dst, res, plan.bits_per_weight, plan.warnings)

@@ -86,7 +86,7 @@ class QuantizedTensor(Mapping[str, np.ndarray]):
 
 def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed-tensors",
                     global_amax: Optional[float] = None, allow_non_finite: bool = False,
-                    **options: Any) -> QuantizedTensor:
+                    rounding: str = "nearest", **options: Any) -> QuantizedTensor:
     """Quantize one weight (2-D ``[out, in]`` or 3-D ``[experts, out, in]``)
     with ``scheme`` and a recipe's scheme ``options`` (``group_size=128``,
     ``symmetric=False``, ``activations="fp8-per-token"``, ``block_size=[128, 128]``,
@@ -98,7 +98,9 @@ def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed
     ``ml_dtypes.bfloat16``) or a CPU torch tensor, read in place. The GIL is
     released while the kernels run on all cores. ``global_amax`` replaces the
     tensor's own amax for NVFP4's global scale and FP8 per-tensor (fused
-    q/k/v or gate/up groups share one).
+    q/k/v or gate/up groups share one). ``rounding="mse"`` searches each
+    block's scale for the least squared error (same format, never a worse
+    block than the default ``"nearest"``; docs/RECIPES.md, "Rounding").
 
     >>> import numpy as np, ml_dtypes, selq
     >>> w = np.random.default_rng(0).standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
@@ -108,6 +110,8 @@ def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed
     """
     data, dtype = _source(array)
     shape = list(np.shape(data))
+    if rounding != "nearest":
+        options = {**options, "rounding": rounding}  # a recipe option: `options: {rounding: mse}`
     yaml = _scheme_yaml(scheme, options)
     tensors, metrics, name = _selq.quantize_tensor(data, dtype, shape, yaml, dialect, global_amax, allow_non_finite)
     out = {suffix: raw.view(_NUMPY[dt]).reshape(shp) for suffix, dt, shp, raw in tensors}

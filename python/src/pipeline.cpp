@@ -240,6 +240,12 @@ void bind_pipeline(nb::module_& m) {
   m.def("load_recipe", &recipe::load_recipe, "name_or_path"_a, "A recipe file, or a shipped recipe by name.");
   m.def("parse_recipe", &recipe::parse_recipe, "yaml_text"_a, "path_for_errors"_a, "A recipe from YAML text.");
   m.def(
+      "with_rounding",
+      [](const recipe::Recipe& r, const std::string& rounding) {
+        return recipe::with_rounding(r, quant::parse_rounding(rounding, "rounding"));
+      },
+      "recipe"_a, "rounding"_a, "The recipe with this rounding for every rule naming none (--rounding).");
+  m.def(
       "shipped_recipes",
       [] {
         std::vector<std::tuple<std::string, std::string, std::string>> out;

@@ -1,0 +1,57 @@
+"""rounding= in Python: selq.quantize_tensor(w, scheme, rounding="mse") and
+selq.quantize / selq.plan(..., rounding="mse") are the CLI's --rounding mse
+(docs/RECIPES.md, "Rounding"): the same format, searched scales, the same bytes
+as the CLI writes, and the roundings not built yet are BadInput errors."""
+import numpy as np
+import pytest
+
+import ml_dtypes
+import selq
+
+
+def weight(shape, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_t(3, size=shape).astype(np.float32)
+    w *= np.exp(rng.uniform(-2, 1, size=shape[:-1] + (1,))).astype(np.float32) * 0.02
+    return w.astype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("scheme,options", [("nvfp4", {}), ("mxfp4", {}), ("int4", {"group_size": 128}),
+                                            ("fp8-channel", {})])
+def test_quantize_tensor_mse_same_format_lower_error(scheme, options):
+    w = weight((64, 256), 3)
+    near = selq.quantize_tensor(w, scheme, **options)
+    mse = selq.quantize_tensor(w, scheme, rounding="mse", **options)
+    assert list(mse) == list(near)
+    for k in near:
+        assert mse[k].dtype == near[k].dtype and mse[k].shape == near[k].shape, k
+    assert mse.metrics["rel_frobenius"] < near.metrics["rel_frobenius"]
+    # It decodes with the unchanged dequantizer, to the error the kernel measured.
+    ref = w.astype(np.float32)
+    dq = selq.dequantize(mse)
+    rel = np.linalg.norm(dq - ref) / np.linalg.norm(ref)
+    assert rel == pytest.approx(mse.metrics["rel_frobenius"], rel=1e-5)
+    # nearest is the default
+    same = selq.quantize_tensor(w, scheme, rounding="nearest", **options)
+    assert [v.tobytes() for v in same.values()] == [v.tobytes() for v in near.values()]
+
+
+def test_not_implemented_roundings_are_bad_input():
+    w = weight((16, 64), 1)
+    for name in ("gptq", "weighted"):
+        with pytest.raises(selq.BadInput, match="not implemented yet"):
+            selq.quantize_tensor(w, "nvfp4", rounding=name)
+
+
+def test_quantize_rounding_matches_cli(llama, cli, tmp_path):
+    py = tmp_path / "py"
+    res = selq.quantize(llama, py, "llama-nvfp4", rounding="mse")
+    assert all(t.get("rounding") == "mse" for t in res.manifest["tensors"] if "scheme" in t)
+    out = tmp_path / "cli"
+    cli("quantize", llama, out, "--recipe", "llama-nvfp4", "--rounding", "mse", "--quiet")
+    for f in sorted(p.name for p in py.iterdir() if p.suffix == ".safetensors"):
+        assert (py / f).read_bytes() == (out / f).read_bytes(), f
+    plan = selq.plan(llama, "llama-nvfp4", rounding="mse")
+    assert all(t.get("rounding") == "mse" for t in plan.tensors if "scheme" in t)
+    with pytest.raises(selq.BadInput, match="not implemented yet"):
+        selq.plan(llama, "llama-nvfp4", rounding="gptq")
