@@ -12,7 +12,8 @@
 // here, the encoding stays in the schemes' row kernels (mx.cpp, nvfp4.cpp,
 // int.cpp, fp8.cpp, fp8_e8m0.cpp), which run the same SIMD code for every
 // rounding. Everything is per block, so the bytes do not depend on the
-// thread count, the memory budget or how a tensor is split.
+// thread count, the memory budget or how a tensor is split. A row holding
+// NaN/Inf (quantized only with --allow-non-finite) keeps nearest's scales.
 //
 // Candidates (docs/RECIPES.md, "Rounding"):
 //   MXFP4/MXFP8      the E8M0 exponent e (the rule's), e − 1 and e + 1
