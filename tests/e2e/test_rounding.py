@@ -11,8 +11,12 @@ are one line of bad input.
 """
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -96,6 +100,44 @@ class RoundingMse(unittest.TestCase):
                     E.read_json(os.path.join(dst, "selq-manifest.json"))["tensors"] if "scheme" in t}
         self.assertEqual({r for s, r in rounding.items() if ".self_attn." in s}, {"mse"})
         self.assertEqual({r for s, r in rounding.items() if ".mlp." in s}, {None})
+
+    def test_a_run_interrupted_with_another_rounding_is_not_adopted(self):
+        """The rounding is in the run's fingerprint (the recipe text --rounding
+        extends): a staged run of nearest, killed after its first committed
+        shard, is redone by an mse run into the same DST, and the reverse."""
+        src = os.path.join(self.tmp.name, "sharded")
+        E.selq("synth", "--arch", "llama", "--layers", "4", "--vocab", "2048", src, "--max-shard-size", "2MB")
+        for first, second in (("nearest", "mse"), ("mse", "nearest")):
+            clean = os.path.join(self.tmp.name, f"clean-{second}")
+            E.selq("quantize", src, clean, "--recipe", E.recipe("llama-nvfp4"), "--rounding", second, "--quiet")
+            want = E.tree_bytes(clean)
+            dst = os.path.join(self.tmp.name, f"resumed-{first}-{second}")
+            partial = dst + ".selq-partial"
+            killed = False
+            for _attempt in range(20):
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.rmtree(partial, ignore_errors=True)
+                cmd = [E.ARGS.selq, "quantize", src, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", first,
+                       "--quiet", "-j", "1"]
+                with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as p:
+                    while p.poll() is None:
+                        if os.path.isdir(partial) and any(f.endswith(".safetensors") for f in os.listdir(partial)):
+                            p.send_signal(signal.SIGKILL)
+                            killed = True
+                            break
+                        time.sleep(0.002)
+                    p.wait()
+                if killed and not os.path.exists(dst):
+                    break
+                killed = False
+            self.assertTrue(killed, "could not interrupt a run after its first shard")
+            E.selq("quantize", src, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", second, "--quiet")
+            got = E.tree_bytes(dst)
+            self.assertEqual(sorted(got), sorted(want))
+            for k in want:
+                if k.endswith(".html") or k == "selq-manifest.json":
+                    continue  # the destination's path is in them
+                self.assertEqual(got[k], want[k], f"{first} then {second}: {k}")
 
     def test_not_implemented_and_unknown_are_one_line(self):
         for name, text in (("gptq", "--rounding 'gptq' is not implemented yet"),
