@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "export/module_names.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 #include "runtime/calibrate.h"
@@ -152,15 +153,21 @@ CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const Ca
 InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
                                const std::vector<Candidate>& candidates, runtime::CausalLM& model,
                                const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options) {
-  // Capture the first `rows` input rows of each unit's first member, and
-  // every linear's input amax over all tokens (as `selq calibrate` measures it).
+  // Capture the first `rows` input rows each member sees (fused members share
+  // their input, so a dense unit captures once; each routed expert sees its
+  // own tokens), and every linear's input amax over all tokens (as `selq
+  // calibrate` measures it).
   struct Capture {
     std::map<std::string, std::vector<float>> rows;
     std::int64_t limit{0};
     InputAmax amax;
   } cap;
   cap.limit = options.rows;
-  for (const auto& u : layout.units) cap.rows[u.members.front().module];
+  const auto rows_key = [](const DecisionUnit& u, const std::string& member) -> const std::string& {
+    return exporter::experts_parent(member) ? member : u.members.front().module;
+  };
+  for (const auto& u : layout.units)
+    for (const auto& m : u.members) cap.rows[rows_key(u, m.module)];
   model.set_activation_hook(
       [](void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
         auto& c = *static_cast<Capture*>(ctx);
@@ -186,18 +193,23 @@ InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout
   for (const auto& unit : layout.units) {
     auto& us = table.units.at(static_cast<std::size_t>(&unit - layout.units.data()));
     if (us.name != unit.name) throw_bad_input(fmt::format("sensitivity table and layout disagree at {}", unit.name));
-    const auto& x = cap.rows.at(unit.members.front().module);
-    const std::int64_t in = linear_of(model, unit.members.front().module).in;
-    const std::int64_t rows = static_cast<std::int64_t>(x.size()) / in;
-    if (rows == 0) throw_bad_input(fmt::format("no calibration rows reached {}", unit.name));
+    // Members no calibration token reached (an idle expert) are left out.
+    std::vector<const std::vector<float>*> xs;
+    std::vector<std::int64_t> rows;
+    for (const auto& m : unit.members) {
+      xs.push_back(&cap.rows.at(rows_key(unit, m.module)));
+      rows.push_back(static_cast<std::int64_t>(xs.back()->size()) / linear_of(model, m.module).in);
+    }
+    if (std::all_of(rows.begin(), rows.end(), [](std::int64_t r) { return r == 0; }))
+      throw_bad_input(fmt::format("no calibration rows reached {}", unit.name));
     // Reference outputs once per member; the candidate's through a Linear
     // with its weights and activation mode, as the runtime would run it.
     std::vector<std::vector<float>> ref;
     double ref_sq = 0;
-    for (const auto& m : unit.members) {
-      const auto& l = linear_of(model, m.module);
-      std::vector<float> y(static_cast<std::size_t>(rows * l.out));
-      l.forward(x.data(), rows, y.data());
+    for (std::size_t i = 0; i < unit.members.size(); ++i) {
+      const auto& l = linear_of(model, unit.members[i].module);
+      std::vector<float> y(static_cast<std::size_t>(rows[i] * l.out));
+      if (rows[i] > 0) l.forward(xs[i]->data(), rows[i], y.data());
       for (float v : y) ref_sq += static_cast<double>(v) * v;
       ref.push_back(std::move(y));
     }
@@ -211,10 +223,11 @@ InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout
       auto qw = quantized_unit_weights(layout, unit, cand, model);
       double err = 0;
       for (std::size_t i = 0; i < unit.members.size(); ++i) {
+        if (rows[i] == 0) continue;
         runtime::Linear q =
             with_candidate(linear_of(model, unit.members[i].module), std::move(qw[i]), cand, cap.amax);
-        std::vector<float> y(static_cast<std::size_t>(rows * q.out));
-        q.forward(x.data(), rows, y.data());
+        std::vector<float> y(static_cast<std::size_t>(rows[i] * q.out));
+        q.forward(xs[i]->data(), rows[i], y.data());
         for (std::size_t k = 0; k < y.size(); ++k) {
           const double d = static_cast<double>(y[k]) - ref[i][k];
           err += d * d;
