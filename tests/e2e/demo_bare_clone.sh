@@ -62,9 +62,12 @@ SELQ="$SELQ_BIN" SELQ_DEMO_DIR="$T/work" "${isolate[@]}" scripts/demo.sh \
   --max-tokens 256 --context 32 --max-prompts 8 --gen-tokens 4 --quiet >"$T/out.txt" 2>&1
 rc=$?
 set -e
-cat "$T/out.txt"
-[ "$rc" -eq 0 ] || { echo "FAIL: scripts/demo.sh exited $rc"; exit 1; }
-python3 - "$T/work/smollm2/eval.json" <<'PY'
+# The whole demo output only when it failed: a short log keeps this test's own
+# FAIL line in view where CI shows the head and tail of a failing run.
+[ "$rc" -eq 0 ] || { cat "$T/out.txt"; echo "FAIL: scripts/demo.sh exited $rc"; exit 1; }
+echo "scripts/demo.sh: exit 0, $(wc -l <"$T/out.txt") lines; its last lines:"
+tail -n 4 "$T/out.txt"
+python3 - "$T/work/smollm2/eval.json" <<'PY' || { echo "FAIL: the demo's eval.json (above)"; exit 1; }
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert "Austen" in r["text_source"], r["text_source"]
@@ -89,7 +92,8 @@ assert r["uncertainty"]["windows"] == 8 and r["uncertainty"]["prompts"] == 8, r[
 print("demo in a bare clone: ok,", len(q), "recipes evaluated")
 PY
 # The demo ends with the report of its best mix (the planned one) and says where it is.
-grep -q "^report of .*planned-6: $T/work/smollm2/report.html$" "$T/out.txt" || { echo "FAIL: no report path printed"; exit 1; }
+grep -q "^report of .*planned-6: $T/work/smollm2/report.html$" "$T/out.txt" ||
+  { grep -n "report" "$T/out.txt"; echo "FAIL: no report path printed"; exit 1; }
 for part in 'id="map-fmt"' 'id="map-snr"' 'id="bars-format"' 'id="eval-table"' 'id="kl-histogram"' 'id="chart-quality"' \
             'id="chart-predicted"' 'id="chart-depth"'; do
   grep -q "$part" "$T/work/smollm2/report.html" || { echo "FAIL: the demo's report has no $part"; exit 1; }
@@ -97,7 +101,8 @@ done
 echo "demo report: ok, $(wc -c <"$T/work/smollm2/report.html") bytes"
 
 echo "== 2. scripts/test.sh's setup (offline: it must find everything installed) and configure, same tree"
-"${isolate[@]}" scripts/setup.sh test || fail "scripts/setup.sh test failed offline after the test run's setup"
+"${isolate[@]}" scripts/setup.sh test >"$T/setup-offline.txt" 2>&1 ||
+  { tail -n 30 "$T/setup-offline.txt"; fail "scripts/setup.sh test failed offline after the test run's setup (its last lines above)"; }
 eval "$TEST_CONFIGURE" >"$T/configure-test.txt" || { cat "$T/configure-test.txt"; fail "test.sh's configure failed"; }
 grep '^-- selq:' "$T/configure-test.txt"
 grep -q 'SELQ_WITH_MPI=AUTO -> ON' "$T/configure-test.txt" || fail "test.sh's configure left Open MPI out after the demo's"
