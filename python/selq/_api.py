@@ -247,8 +247,10 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     (re-running the same call resumes from the committed shards).
     ``in_place=True`` rewrites ``source`` shard by shard (journaled; re-run to
     resume). ``rounding="mse"`` is ``--rounding mse`` (searched block scales,
-    same formats; docs/RECIPES.md, "Rounding"); ``"weighted"`` and ``"gptq"``
-    are not implemented yet (BadInput)."""
+    same formats; docs/RECIPES.md, "Rounding"); ``"weighted"`` also weighs
+    each input channel's error by its mean squared activation from
+    ``calibration`` (``selq calibrate -o``); ``"gptq"`` is not implemented yet
+    (BadInput)."""
     source = os.fspath(source)
     cal = os.fspath(calibration) if calibration is not None else None
     cb = _progress_fn(progress)

@@ -86,7 +86,8 @@ class QuantizedTensor(Mapping[str, np.ndarray]):
 
 def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed-tensors",
                     global_amax: Optional[float] = None, allow_non_finite: bool = False,
-                    rounding: str = "nearest", **options: Any) -> QuantizedTensor:
+                    rounding: str = "nearest", channel_weights: Optional[ArrayLike] = None,
+                    **options: Any) -> QuantizedTensor:
     """Quantize one weight (2-D ``[out, in]`` or 3-D ``[experts, out, in]``)
     with ``scheme`` and a recipe's scheme ``options`` (``group_size=128``,
     ``symmetric=False``, ``activations="fp8-per-token"``, ``block_size=[128, 128]``,
@@ -101,6 +102,10 @@ def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed
     q/k/v or gate/up groups share one). ``rounding="mse"`` searches each
     block's scale for the least squared error (same format, never a worse
     block than the default ``"nearest"``; docs/RECIPES.md, "Rounding").
+    ``rounding="weighted"`` is the same search with each input channel's
+    squared error weighted by ``channel_weights`` (one per input channel, or
+    experts × in for a 3-D weight: the channel's mean squared activation,
+    what ``selq calibrate -o`` writes beside its JSON).
 
     >>> import numpy as np, ml_dtypes, selq
     >>> w = np.random.default_rng(0).standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
@@ -113,7 +118,11 @@ def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed
     if rounding != "nearest":
         options = {**options, "rounding": rounding}  # a recipe option: `options: {rounding: mse}`
     yaml = _scheme_yaml(scheme, options)
-    tensors, metrics, name = _selq.quantize_tensor(data, dtype, shape, yaml, dialect, global_amax, allow_non_finite)
+    weights = None
+    if channel_weights is not None:
+        weights = [float(v) for v in np.asarray(channel_weights, dtype=np.float32).reshape(-1)]
+    tensors, metrics, name = _selq.quantize_tensor(data, dtype, shape, yaml, dialect, global_amax, allow_non_finite,
+                                                   weights)
     out = {suffix: raw.view(_NUMPY[dt]).reshape(shp) for suffix, dt, shp, raw in tensors}
     return QuantizedTensor(out, name, tuple(shape), dtype, dialect, metrics, scheme, dict(options))
 

@@ -58,7 +58,8 @@ std::string suffix(exporter::Dialect d, const quant::SchemeSpec& spec, quant::Ou
 
 nb::tuple quantize_tensor(const InArray& data, const std::string& dtype, const Shape& shape,
                           const std::string& recipe_yaml, const std::string& dialect,
-                          std::optional<float> global_amax, bool allow_non_finite) {
+                          std::optional<float> global_amax, bool allow_non_finite,
+                          const std::optional<std::vector<float>>& channel_weights) {
   const TensorInfo info{"tensor", parse_dtype(dtype), shape};
   if (!dtype_is_float_source(info.dtype)) throw_bad_input(fmt::format("cannot quantize a {} tensor", dtype));
   if (data.nbytes() != info.nbytes())
@@ -75,6 +76,7 @@ nb::tuple quantize_tensor(const InArray& data, const std::string& dtype, const S
   quant::TensorQuantizeOptions opt;
   opt.global_amax = global_amax;
   opt.reject_non_finite = !allow_non_finite;
+  if (channel_weights) opt.channel_weights = *channel_weights;
   {
     nb::gil_scoped_release nogil;
     quant::quantize_weight(spec, TensorView{&info, bytes_of(data)}, spans, metrics, opt);
@@ -126,7 +128,7 @@ nb::ndarray<nb::numpy, float> dequantize(const std::vector<InArray>& stored, con
 
 void bind_tensor(nb::module_& m) {
   m.def("quantize_tensor", &quantize_tensor, "data"_a, "dtype"_a, "shape"_a, "recipe_yaml"_a, "dialect"_a,
-        "global_amax"_a.none(), "allow_non_finite"_a);
+        "global_amax"_a.none(), "allow_non_finite"_a, "channel_weights"_a.none());
   m.def("dequantize", &dequantize, "stored"_a, "shape"_a, "model_dtype"_a, "recipe_yaml"_a, "dialect"_a);
   m.def(
       "scheme_outputs",

@@ -1,11 +1,10 @@
 // `selq calibrate SRC --text FILE`: per-linear activation amax for static
-// activation scales.
+// activation scales, and input second moments for rounding `weighted`.
 #include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
-#include "io/atomic_file.h"
 #include "runtime/calibrate.h"
 #include "runtime/default_text.h"
 
@@ -23,11 +22,14 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
   auto* cmd = root.add_subcommand(
       "calibrate",
       "Run text through SRC with the reference runtime and record each linear's input\n"
-      "activation amax (JSON: {\"format\": \"selq-calibration-v1\", \"activation_amax\": {module: amax}}).");
+      "activation amax (JSON: {\"format\": \"selq-calibration-v1\", \"activation_amax\": {module: amax}})\n"
+      "and, with -o, each input channel's mean squared activation beside it (OUT.moments.safetensors,\n"
+      "named in the JSON) for `selq quantize --rounding weighted --calibration OUT`.");
   cmd->footer(
       "Examples:\n"
       "  selq calibrate CKPT -o calib.json                  # default text (Austen)\n"
-      "  selq calibrate CKPT --text my-domain.txt --max-tokens 8192 -o calib.json");
+      "  selq calibrate CKPT --text my-domain.txt --max-tokens 8192 -o calib.json\n"
+      "  selq quantize CKPT OUT --recipe llama-nvfp4 --rounding weighted --calibration calib.json");
   cmd->add_option("source", a->src, "Checkpoint directory (with tokenizer.json)")->required();
   cmd->add_option("--text", a->text,
                   "UTF-8 calibration text (default: Jane Austen's Sense and Sensibility, from Debian's "
@@ -42,12 +44,15 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
     auto r = runtime::calibrate(a->src, text.text, text.source, a->max_tokens, a->context,
                                 [&bar](std::uint64_t d, std::uint64_t t) { bar.update(d, t, "windows"); });
     bar.finish();
-    const std::string j = r.to_json().dump(2) + "\n";
     if (a->out.empty()) {
-      fmt::print("{}", j);
+      fmt::print("{}", r.to_json().dump(2) + "\n");
+      if (!a->quiet)
+        fmt::print(stderr, "input second moments (for --rounding weighted) are written only with -o FILE\n");
     } else {
-      io::write_file_atomic(a->out, j);
-      if (!a->quiet) fmt::print(stderr, "wrote {} ({} modules, {} tokens)\n", a->out, r.amax.size(), r.tokens);
+      r.save(a->out);
+      if (!a->quiet)
+        fmt::print(stderr, "wrote {} and {} ({} modules, {} tokens)\n", a->out,
+                   runtime::input_moments_path_for(a->out), r.amax.size(), r.tokens);
     }
     status = 0;
   });

@@ -84,7 +84,7 @@ int run_demo(DemoArgs& a) {
   {
     say(fmt::format("calibrating activation amax on {}", calib_text.source));
     auto cal = runtime::calibrate(base, calib_text.text, calib_text.source, 1024, 256);
-    io::write_file_atomic(calib_path, cal.to_json().dump(2) + "\n");
+    cal.save(calib_path);
     plan_options.activation_amax = cal.amax;
     plan_options.calibration_path = calib_path;
     plan_options.calibration = cal.text_provenance;

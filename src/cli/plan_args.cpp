@@ -22,11 +22,13 @@ void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required) {
                  "Re-shard the output with this cap (e.g. 5GB); default keeps the source's shard layout");
   cmd.add_option("--calibration", args.calibration,
                  "Activation amax per module from `selq calibrate` (JSON); needed by schemes with static "
-                 "activation scales (fp8-static, nvfp4 activations)");
+                 "activation scales (fp8-static, nvfp4 activations) and by --rounding weighted (the input "
+                 "second moments written beside it)");
   cmd.add_option("--rounding", args.rounding,
                  "How scales are chosen, for every rule whose options name no rounding: nearest (default: the\n"
-                 "format's scale rule) or mse (per block, the candidate scale with the least squared error;\n"
-                 "same formats, never a worse block; docs/RECIPES.md \"Rounding\")");
+                 "format's scale rule), mse (per block, the candidate scale with the least squared error;\n"
+                 "same formats, never a worse block) or weighted (mse with each input channel's error\n"
+                 "weighted by its mean squared activation; needs --calibration) (docs/RECIPES.md \"Rounding\")");
   cmd.add_flag("--strict", args.strict,
                "Refuse a plan with warnings (e.g. a rule asking for a format that already-quantized modules of "
                "the source are not in, without `requantize: true`), before anything is written");

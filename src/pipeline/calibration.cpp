@@ -1,12 +1,15 @@
 #include "pipeline/calibration.h"
 
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "io/safetensors_hash.h"
 
 namespace selq::pipeline {
 
@@ -30,6 +33,46 @@ std::map<std::string, float> load_activation_amax(const std::string& path) {
     if (!(a > 0.0) || !std::isfinite(a))
       throw_bad_input(fmt::format("activation amax {} is not positive and finite", a), {path, module});
     out[module] = static_cast<float>(a);
+  }
+  return out;
+}
+
+InputMoments load_input_moments(const std::string& path) {
+  nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, false);
+  const auto it = j.is_object() ? j.find("input_moments") : j.end();
+  if (!j.is_object() || it == j.end() || !it->is_object() || !(*it)["file"].is_string() ||
+      !(*it)["content_xxh3"].is_string())
+    throw_bad_input("calibration file names no input second moments (rounding 'weighted' needs them): run "
+                    "`selq calibrate SRC -o calib.json` with this selq, which writes them beside the JSON",
+                    {path});
+  const std::string file = (*it)["file"].get<std::string>();
+  const std::string dir = io::parent_dir(path);
+  const std::string mpath = file.starts_with('/') || dir == "." ? file : dir + "/" + file;
+  const auto hash = io::file_content_hash(mpath);
+  if (!hash)
+    throw_bad_input(fmt::format("the input second moments it names, {}, are missing or not a safetensors file", mpath),
+                    {path});
+  if (fmt::format("{:016x}", *hash) != (*it)["content_xxh3"].get<std::string>())
+    throw_bad_input(fmt::format("{} is not the moments file this calibration wrote (content hash {:016x}, the JSON "
+                                "says {}); calibrate again",
+                                mpath, *hash, (*it)["content_xxh3"].get<std::string>()),
+                    {path});
+  const auto f = io::SafetensorsFile::open(mpath);
+  InputMoments out;
+  for (const auto& e : f->entries()) {
+    if (e.info.dtype != DType::F32 || e.info.shape.size() != 1)
+      throw_bad_input(fmt::format("input moments of '{}' are {} {}, expected F32 [in]", e.info.name,
+                                  dtype_name(e.info.dtype), shape_to_string(e.info.shape)),
+                      {mpath, e.info.name});
+    const TensorView v = f->view(e.info.name);
+    auto m = std::make_shared<std::vector<float>>(static_cast<std::size_t>(e.info.shape[0]));
+    std::memcpy(m->data(), v.bytes.data(), v.bytes.size());
+    for (std::size_t c = 0; c < m->size(); ++c)
+      if (!((*m)[c] >= 0.0f) || !std::isfinite((*m)[c]))
+        throw_bad_input(fmt::format("input moment {} of '{}' is {}, expected finite and non-negative", c,
+                                    e.info.name, (*m)[c]),
+                        {mpath, e.info.name});
+    out[e.info.name] = std::move(m);
   }
   return out;
 }

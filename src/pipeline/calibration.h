@@ -1,8 +1,11 @@
 #pragma once
-// Reading the per-module activation amax that `selq calibrate` writes, for
-// schemes with static activation scales (FP8 static, NVFP4 W4A4).
+// Reading what `selq calibrate` writes: the per-module activation amax, for
+// schemes with static activation scales (FP8 static, NVFP4 W4A4), and the
+// input second moments, for rounding `weighted`.
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +14,13 @@ namespace selq::pipeline {
 // Parses a "selq-calibration-v1" file: {"format", ..., "activation_amax":
 // {module: amax}}. Errors name the file and, where it applies, the module.
 std::map<std::string, float> load_activation_amax(const std::string& path);
+
+// Each linear module's input second moments (mean x² per input channel) from
+// the moments file the calibration JSON at `path` names ("input_moments":
+// {"file", "content_xxh3"}), checked against that hash. Errors name the file:
+// a calibration written without -o or by an older selq has none.
+using InputMoments = std::map<std::string, std::shared_ptr<const std::vector<float>>>;
+InputMoments load_input_moments(const std::string& path);
 
 // What text the calibration read ({"path", "source", "bytes", "line_xxh3"}),
 // for the manifest, so that `selq eval` can refuse text that overlaps it;

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "export/dialect_read.h"
 #include "export/module_names.h"
+#include "pipeline/calibration.h"
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 
@@ -196,6 +197,30 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     throw Error(ErrorKind::Internal, "recipe resolution returned a different tensor count");
 
   const DType model_dtype = io::model_float_dtype(ckpt);
+  std::optional<InputMoments> moments;  // read when a rule first rounds `weighted`
+  auto channel_weights = [&](const std::string& module, const Shape& shape, const std::string& tensor) {
+    if (shape.size() != 2)
+      throw_bad_input(fmt::format("rounding 'weighted' of a {}-D expert stack is not implemented (its calibration "
+                                  "is per expert module); give its rule `rounding: mse`",
+                                  shape.size()),
+                      {recipe.path, tensor});
+    if (options.calibration_path.empty())
+      throw_bad_input("rounding 'weighted' weighs each input channel by its mean squared activation, which needs a "
+                      "calibration: run `selq calibrate SRC -o calib.json` and pass --calibration calib.json",
+                      {recipe.path, tensor});
+    if (!moments) moments = load_input_moments(options.calibration_path);
+    const auto it = moments->find(module);
+    if (it == moments->end())
+      throw_bad_input(fmt::format("no input second moments for module '{}' (rounding 'weighted'); was the "
+                                  "calibration made on this model?",
+                                  module),
+                      {options.calibration_path, tensor});
+    if (static_cast<std::int64_t>(it->second->size()) != shape[1])
+      throw_bad_input(fmt::format("input second moments of '{}' have {} channels, the weight has {} inputs",
+                                  module, it->second->size(), shape[1]),
+                      {options.calibration_path, tensor});
+    return it->second;
+  };
   std::unique_ptr<StoredWeightFinder> stored_weights;  // only when something is re-quantized
   auto find_stored = [&](const std::string& module) {
     if (!stored_weights) {
@@ -257,6 +282,8 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
              act->role});
         pt.input_amax = options.activation_amax.at(pt.module);
       }
+      if (spec.rounding.value == quant::Rounding::Weighted && spec.kind != quant::SchemeKind::FP8Tensor)
+        pt.channel_weights = channel_weights(pt.module, shape, pt.source);
       if (quant::scheme_traits(spec.kind).fused_group_amax && shape.size() == 2)
         pt.fused_group = recipe::fused_shard_key(pt.module);
       pt.scheme = spec;

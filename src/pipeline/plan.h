@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ struct PlannedTensor {
   // Calibrated max |input| of the module, for schemes with static activation
   // scales (the last output is then the InputScale tensor).
   std::optional<float> input_amax;
+  // Rounding::Weighted: the module's input second moments from the
+  // calibration (one weight per input channel), shared by the tensors of a module.
+  std::shared_ptr<const std::vector<float>> channel_weights;
   // Re-quantized pre-quantized module: how its weight is stored in the source
   // (the tensors to read and dequantize; `source` is the stored weight).
   std::optional<StoredWeight> stored;

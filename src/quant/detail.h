@@ -221,6 +221,12 @@ struct MatrixJob {
   std::span<std::span<std::uint8_t>> outs;
   std::vector<ErrorMetrics>* pieces;  // a 2-D block's metric pieces (TensorQuantizeOptions::pieces)
 };
+// Rounding::Weighted's input-channel weights for the job's matrix (its
+// expert's slice of a 3-D stack); null for the other roundings.
+inline const float* channel_weights_of(const MatrixJob& job) {
+  if (job.spec->rounding.value != Rounding::Weighted || job.options->channel_weights.empty()) return nullptr;
+  return job.options->channel_weights.data() + (job.g.three_d ? job.e * job.g.in : 0);
+}
 void quantize_mx(const MatrixJob& job, ErrorMetrics& m);
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& m);
 void quantize_fp8(const MatrixJob& job, ErrorMetrics& m);

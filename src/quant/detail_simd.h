@@ -103,14 +103,17 @@ inline bool row_is_finite(const float* x, std::size_t n) {
 
 // One row of `in` elements: codes into w, scale bytes into s. The SIMD paths
 // take the block maxima from `block_amax` when given (block_amax_simd of x).
+// `weights`: the input channels' weights for Rounding::Weighted (else null).
 void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_t* w,
-            std::uint8_t* s, ErrorMetrics& m, bool simd, const float* block_amax = nullptr);
+            std::uint8_t* s, ErrorMetrics& m, bool simd, const float* block_amax = nullptr,
+            const float* weights = nullptr);
 
 struct Nvfp4RowParams {
   bool ct;       // compressed-tensors convention (else ModelOpt)
   DType t;       // weight dtype (CT scale arithmetic)
   float global;  // gs (CT) or weight_scale_2 (ModelOpt)
   Rounding rounding{Rounding::Nearest};  // how block scales are chosen (quant/rounding_mse.h)
+  const float* weights{nullptr};         // Weighted: the row's input-channel weights
 };
 // The E4M3 block-scale byte for a block of amax `amax_blk` whose maximum is
 // mapped to `target` (6 for the scale rule; Four Over Six's 4), and the
@@ -131,6 +134,7 @@ struct Fp8Params {
   DType mt;  // dtype of the scale arithmetic
   DType ct;  // dtype of the quotient x / s (torch promotion of t and sd)
   Rounding rounding{Rounding::Nearest};  // how the scale is chosen (quant/rounding_mse.h)
+  const float* weights{nullptr};         // Weighted: the row's input-channel weights
 };
 Fp8Params fp8_params(const SchemeSpec& spec, DType t);
 // The scale the rule gives for `amax` (amax/448 in the scale's arithmetic,
@@ -143,7 +147,7 @@ float fp8_channel_row(const Fp8Params& p, const float* row, std::size_t n, float
                       ErrorMetrics& m);
 // The same for FP8 with an E8M0 row scale (fp8_e8m0.cpp); returns the scale byte.
 std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t n, float amax, bool finite,
-                          std::uint8_t* w, ErrorMetrics& m);
+                          std::uint8_t* w, ErrorMetrics& m, const float* weights = nullptr);
 
 // n elements with one scale s; `ct` is the dtype of the quotient x / s.
 // Adds clipped elements (not blocks) and the error sums to m.
@@ -157,6 +161,7 @@ struct IntRowParams {
   std::int64_t gw;        // group width (in for per-channel)
   int offset;             // added to each code byte: 2^(b-1) when packed, else 0
   Rounding rounding{Rounding::Nearest};  // how group scales are chosen (quant/rounding_mse.h)
+  const float* weights{nullptr};         // Weighted: the row's input-channel weights
 };
 // Scale (rounded to its stored dtype) and zero point of one group whose
 // min(0, min x) is mn and max(0, max x) is mx (compressed-tensors'

@@ -77,7 +77,7 @@ float fp8_channel_row(const Fp8Params& p, const float* row, std::size_t n, float
   }
   float s = fp8_scale(p, amax);
   // The scale is chosen; the kernel encodes with it, whichever rounding chose.
-  if (p.rounding == Rounding::Mse && finite) s = mse_fp8_scale(p, row, n, amax, s);
+  if (p.rounding != Rounding::Nearest && finite) s = mse_fp8_scale(p, row, p.weights, n, amax, s);
   ErrorMetrics rm;
   fp8_run(p, row, n, s, w, rm, finite);
   rm.blocks = 1;
@@ -101,7 +101,8 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
   const Geometry& g = job.g;
   const std::int64_t in = g.in, out = g.out;
   const DType t = job.src->info->dtype;
-  const Fp8Params p = fp8_params(spec, t);
+  Fp8Params p = fp8_params(spec, t);
+  p.weights = channel_weights_of(job);
   const std::uint8_t* src = job.src->bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
   std::uint8_t* wout = job.outs[0].data() + base0;
@@ -147,7 +148,7 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
   ErrorMetrics unused;
   for_row_chunks(nbr, 1, unused, job.pieces, [&](std::int64_t s0, std::int64_t s1, ErrorMetrics& m) {
     // One block as F32, its row segments back to back, and its codes.
-    thread_local std::vector<float> block;
+    thread_local std::vector<float> block, block_weights;
     thread_local std::vector<std::uint8_t> codes;
     for (std::int64_t sr = s0; sr < s1; ++sr) {
       const std::int64_t r0 = sr * br, r1 = std::min(out, r0 + br), nr = r1 - r0;
@@ -176,7 +177,17 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
           for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(block[i]));
         }
         float s = fp8_scale(p, amax);
-        if (p.rounding == Rounding::Mse && finite) s = mse_fp8_scale(p, block.data(), n, amax, s);
+        if (p.rounding != Rounding::Nearest && finite) {
+          // Weighted: each row segment of the block takes its columns' weights.
+          const float* w = nullptr;
+          if (p.weights) {
+            block_weights.resize(n);
+            for (std::int64_t r = 0; r < nr; ++r)
+              std::memcpy(block_weights.data() + r * static_cast<std::int64_t>(nc), p.weights + c0, nc * sizeof(float));
+            w = block_weights.data();
+          }
+          s = mse_fp8_scale(p, block.data(), w, n, amax, s);
+        }
         store_float(p.sd, sout, static_cast<std::uint64_t>((job.e * nbr + sr) * nbc + bj), s);
         // One kernel call for the whole block (a call per 128-element row
         // segment paid the dispatch and the metrics flush 128 times), then

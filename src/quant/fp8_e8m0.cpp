@@ -20,10 +20,10 @@ float e8m0_value(std::uint8_t b) {
 }  // namespace
 
 std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t n, float amax, bool finite,
-                          std::uint8_t* w, ErrorMetrics& m) {
+                          std::uint8_t* w, ErrorMetrics& m, const float* weights) {
   std::uint8_t sb = row_scale_byte(spec, amax);
   // The scale is chosen; the kernel encodes with it, whichever rounding chose.
-  if (spec.rounding.value == Rounding::Mse && finite) sb = mse_fp8_e8m0_byte(row, n, sb);
+  if (spec.rounding.value != Rounding::Nearest && finite) sb = mse_fp8_e8m0_byte(row, weights, n, sb);
   ErrorMetrics rm;
   fp8_row(DType::F32, row, n, e8m0_value(sb), w, rm, finite);
   rm.clipped_blocks = rm.clipped_elements != 0;
@@ -38,9 +38,10 @@ void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
   std::uint8_t* wout = job.outs[0].data() + base0;
   std::uint8_t* sout = job.outs[1].data() + job.e * out;
+  const float* weights = channel_weights_of(job);
   for_each_loaded_row(job, kFp8ChunkRows, metrics, [&](std::int64_t r, const float* row, float amax, bool finite,
                                                        ErrorMetrics& m) {
-    sout[r] = fp8_e8m0_row(spec, row, static_cast<std::size_t>(in), amax, finite, wout + r * in, m);
+    sout[r] = fp8_e8m0_row(spec, row, static_cast<std::size_t>(in), amax, finite, wout + r * in, m, weights);
   });
 }
 

@@ -103,7 +103,7 @@ void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_
     int_group_qparams(p, qmin, qmax, lo, hi, scales[gi], zps[gi]);
   }
   // The scales are chosen; the encoding below uses them, whichever rounding chose.
-  if (p.rounding == Rounding::Mse) mse_int_scales(p, qmin, qmax, x, in, mn.data(), mx.data(), scales, zps);
+  if (p.rounding != Rounding::Nearest) mse_int_scales(p, qmin, qmax, x, in, mn.data(), mx.data(), scales, zps);
   if (simd) {
     int_groups_simd(x, static_cast<std::size_t>(in), static_cast<std::size_t>(p.gw), scales, zps,
                     !p.sym, p.ct == DType::BF16, qmin, qmax, p.offset, codes, m);
@@ -148,7 +148,8 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
   const DType t = job.src->info->dtype;
   const int b = spec.bits;
   const bool packed = spec.int_pack_int32;
-  const IntRowParams p = int_row_params(spec, t, in);
+  IntRowParams p = int_row_params(spec, t, in);
+  p.weights = channel_weights_of(job);
   const std::int64_t gw = p.gw;
   const std::int64_t ngroups = in / gw;
   const std::int64_t words_per_row = ceil_div(in * b, 32);

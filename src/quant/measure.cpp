@@ -196,7 +196,8 @@ void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src,
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (options[i].pieces) throw Error(ErrorKind::Internal, "measure_weight: metric pieces are not supported");
     g = geometry_for(specs[i], src.info->shape, src.info->name);  // the same for every scheme
-    if (!has_row_kernel(specs[i].kind)) {
+    // Weighted takes its channel weights through quantize_weight (checked there).
+    if (!has_row_kernel(specs[i].kind) || specs[i].rounding.value == Rounding::Weighted) {
       metrics[i] = measure_by_quantizing(specs[i], src, options[i]);
       continue;
     }

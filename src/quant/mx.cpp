@@ -56,7 +56,7 @@ std::uint8_t mx_scale_byte(float amax, ScaleRule rule, const MxFormat& f) {
 }  // namespace
 
 void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_t* w,
-            std::uint8_t* sout, ErrorMetrics& m, bool simd, const float* block_amax) {
+            std::uint8_t* sout, ErrorMetrics& m, bool simd, const float* block_amax, const float* weights) {
   const MxFormat f = mx_format(spec);
   const std::int64_t nblk = in / 32;
   m.blocks += static_cast<std::uint64_t>(nblk);
@@ -73,7 +73,8 @@ void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_
     mx_scales_simd(block_amax, inv.size(), spec.scale_rule, f.emax, f.mbits_for_even, f.max, sout,
                    inv.data(), sc.data());
     // The scales are chosen; the kernels encode with them, whichever rounding chose.
-    if (spec.rounding.value == Rounding::Mse) mse_mx_scales(f.fp4, x, inv.size(), sout, inv.data(), sc.data());
+    if (spec.rounding.value != Rounding::Nearest)
+      mse_mx_scales(f.fp4, x, weights, inv.size(), sout, inv.data(), sc.data());
     if (f.fp4)
       e2m1_blocks_simd(x, static_cast<std::size_t>(in), 32, inv.data(), sc.data(), false,
                        f.clip_at, w, m);
@@ -129,6 +130,7 @@ void quantize_mx(const MatrixJob& job, ErrorMetrics& metrics) {
   const DType sdt = job.src->info->dtype;
   const std::uint8_t* src = job.src->bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * g.out * in);
+  const float* weights = channel_weights_of(job);
 
   for_row_chunks(g.out, kMxChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in)), amax(static_cast<std::size_t>(nblk));
@@ -139,7 +141,7 @@ void quantize_mx(const MatrixJob& job, ErrorMetrics& metrics) {
       const float* row = load_row_block_amax(sdt, src, base, buf.size(), 32, buf.data(), amax.data());
       const bool finite = all_finite(amax.data(), amax.size());
       if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
-      mx_row(spec, row, in, wout + r * wrow, sout + r * nblk, m, finite, amax.data());
+      mx_row(spec, row, in, wout + r * wrow, sout + r * nblk, m, finite, amax.data(), weights);
     }
   });
 }

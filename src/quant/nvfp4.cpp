@@ -80,7 +80,7 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
       }
     }
     // The scales are chosen; the kernel encodes with them, whichever rounding chose.
-    if (p.rounding == Rounding::Mse) mse_nvfp4_scales(p, x, block_amax, effs.size(), sout, effs.data());
+    if (p.rounding != Rounding::Nearest) mse_nvfp4_scales(p, x, block_amax, effs.size(), sout, effs.data());
     e2m1_blocks_simd(x, static_cast<std::size_t>(in), 16, effs.data(), effs.data(), true, 7.0f,
                      w, m);
     return;
@@ -128,7 +128,8 @@ void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
   const std::uint8_t* src = job.src->bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * g.out * in);
 
-  const NvParams p = nvfp4_row_params(spec, *job.src, *job.options, base0, static_cast<std::uint64_t>(g.out * in));
+  NvParams p = nvfp4_row_params(spec, *job.src, *job.options, base0, static_cast<std::uint64_t>(g.out * in));
+  p.weights = channel_weights_of(job);
   std::memcpy(job.outs[2].data() + 4 * job.e, &p.global, 4);
 
   std::uint8_t* wout = job.outs[0].data() + static_cast<std::uint64_t>(job.e * g.out * (in / 2));

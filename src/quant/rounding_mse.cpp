@@ -1,5 +1,5 @@
-// Rounding `mse` (quant/rounding_mse.h): per block, the candidate scale with
-// the least squared error, nearest's kept on ties.
+// Roundings `mse` and `weighted` (quant/rounding_mse.h): per block, the
+// candidate scale with the least (weighted) squared error, nearest's kept on ties.
 //
 // Each candidate's error is computed the way the row kernels encode (the
 // same quotient, the same rounding onto the element grid, the same F32
@@ -90,14 +90,16 @@ inline float e4m3_code_value(int c) {
                 : std::bit_cast<float>(static_cast<std::uint32_t>((e + 120) << 23 | m << 20));
 }
 
-// err[m][k] = Σ_i (x_i − dq_mk(x_i))² over n elements for M vectors m of 8
-// lanes k: lanes 0-3 over xa[m], lanes 4-7 over xb[m] (one block's 8
-// candidates, or two blocks' 4); with kAbs, x_i is |x_i| and dq its
-// magnitude (the kernels' grids are symmetric). dq(m, v, d) gets x_i in every
-// lane of its half and sets d. Each lane adds in element order; the M vectors
-// are independent chains of adds, which the core overlaps.
+// err[m][k] = Σ_i w_i (x_i − dq_mk(x_i))² over n elements for M vectors m
+// of 8 lanes k: lanes 0-3 over xa[m] (weights wa[m]), lanes 4-7 over xb[m]
+// (wb[m]) (one block's 8 candidates, or two blocks' 4); w_i = 1 when wa is
+// null (`mse`), else the input channel's weight (`weighted`). With kAbs, x_i
+// is |x_i| and dq its magnitude (the kernels' grids are symmetric). dq(m, v,
+// d) gets x_i in every lane of its half and sets d. Each lane adds in element
+// order; the M vectors are independent chains of adds, which the core overlaps.
 template <bool kAbs, int M, class Dq>
-inline void sse8_multi(const float* const* xa, const float* const* xb, std::size_t n, Dq&& dq, double (*err)[8]) {
+inline void sse8_multi(const float* const* xa, const float* const* xb, const float* const* wa,
+                       const float* const* wb, std::size_t n, Dq&& dq, double (*err)[8]) {
   V4d lo[M], hi[M];
   for (int m = 0; m < M; ++m) lo[m] = hi[m] = V4d{0.0, 0.0, 0.0, 0.0};
   for (std::size_t i = 0; i < n; ++i) {
@@ -108,20 +110,27 @@ inline void sse8_multi(const float* const* xa, const float* const* xb, std::size
       const V4f dl = __builtin_shufflevector(d, d, 0, 1, 2, 3), dh = __builtin_shufflevector(d, d, 4, 5, 6, 7);
       const V4d el = static_cast<double>(a) - __builtin_convertvector(dl, V4d);
       const V4d eh = static_cast<double>(b) - __builtin_convertvector(dh, V4d);
-      lo[m] += el * el;
-      hi[m] += eh * eh;
+      if (wa) {
+        lo[m] += el * el * static_cast<double>(wa[m][i]);
+        hi[m] += eh * eh * static_cast<double>(wb[m][i]);
+      } else {
+        lo[m] += el * el;
+        hi[m] += eh * eh;
+      }
     }
   }
   for (int m = 0; m < M; ++m)
     for (int k = 0; k < 4; ++k) err[m][k] = lo[m][k], err[m][4 + k] = hi[m][k];
 }
 
-// One vector of 8 candidates over the n elements of x.
+// One vector of 8 candidates over the n elements of x (weights w, or null).
 template <bool kAbs, class Dq>
-inline void sse8(const float* x, std::size_t n, Dq&& dq, double* err) {
+inline void sse8(const float* x, const float* w, std::size_t n, Dq&& dq, double* err) {
   const float* xs[1] = {x};
+  const float* ws[1] = {w};
   double e[1][8];
-  sse8_multi<kAbs, 1>(xs, xs, n, [&](int, const V8f& v, V8f& d) { dq(v, d); }, e);
+  sse8_multi<kAbs, 1>(xs, xs, w ? ws : nullptr, w ? ws : nullptr, n,
+                      [&](int, const V8f& v, V8f& d) { dq(v, d); }, e);
   std::memcpy(err, e[0], sizeof e[0]);
 }
 
@@ -136,11 +145,11 @@ inline int best_lane(const double* err, int first, int n) {
 // The scalar measure for what the lanes cannot do (F16 quotients): the same
 // element-order double sum.
 template <class DqOne>
-double sse_scalar(const float* x, std::size_t n, DqOne&& dq) {
+double sse_scalar(const float* x, const float* w, std::size_t n, DqOne&& dq) {
   double s = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
     const double e = static_cast<double>(x[i]) - static_cast<double>(dq(x[i]));
-    s += e * e;
+    s += w ? e * e * static_cast<double>(w[i]) : e * e;
   }
   return s;
 }
@@ -156,8 +165,8 @@ inline float e4m3_mag1(float a) {
 
 }  // namespace
 
-SELQ_MSE_CLONES void mse_mx_scales(bool fp4, const float* x, std::size_t nblk, std::uint8_t* sbytes, float* inv,
-                                   float* sc) {
+SELQ_MSE_CLONES void mse_mx_scales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes,
+                                   float* inv, float* sc) {
   // Four blocks at once, two per vector, four lanes each: e (the rule's),
   // e − 1, e + 1, e.
   constexpr int M = 2;
@@ -167,11 +176,14 @@ SELQ_MSE_CLONES void mse_mx_scales(bool fp4, const float* x, std::size_t nblk, s
     V8f i8[M], s8[M];
     const float* xa[M];
     const float* xb[M];
+    const float* wa[M];
+    const float* wb[M];
     std::size_t blk[2 * M];
     for (int h = 0; h < 2 * M; ++h) {
       // Past the row's end, the last block again (its result is discarded).
       const std::size_t b = blk[h] = std::min(b0 + static_cast<std::size_t>(h), nblk - 1);
       (h % 2 ? xb : xa)[h / 2] = x + b * 32;
+      (h % 2 ? wb : wa)[h / 2] = w ? w + b * 32 : nullptr;
       const int e0 = sbytes[b];
       const int cand[4] = {e0, e0 - 1, e0 + 1, e0};
       for (int k = 0; k < 4; ++k) {
@@ -184,10 +196,12 @@ SELQ_MSE_CLONES void mse_mx_scales(bool fp4, const float* x, std::size_t nblk, s
     }
     for (int m = 0; m < M; ++m) load8(iv[m], i8[m]), load8(sv[m], s8[m]);
     double err[M][8];
+    const float* const* wpa = w ? wa : nullptr;
+    const float* const* wpb = w ? wb : nullptr;
     if (fp4)
-      sse8_multi<true, M>(xa, xb, 32, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a * i8[m], d), d *= s8[m]; }, err);
+      sse8_multi<true, M>(xa, xb, wpa, wpb, 32, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a * i8[m], d), d *= s8[m]; }, err);
     else
-      sse8_multi<true, M>(xa, xb, 32, [&](int m, const V8f& a, V8f& d) { e4m3_mag8(a * i8[m], d), d *= s8[m]; }, err);
+      sse8_multi<true, M>(xa, xb, wpa, wpb, 32, [&](int m, const V8f& a, V8f& d) { e4m3_mag8(a * i8[m], d), d *= s8[m]; }, err);
     for (int h = 0; h < 2 * M && b0 + static_cast<std::size_t>(h) < nblk; ++h) {
       const int k = best_lane(err[h / 2], 4 * (h % 2), 4);
       sbytes[blk[h]] = static_cast<std::uint8_t>(e[h / 2][k]);
@@ -205,11 +219,13 @@ SELQ_MSE_CLONES void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, c
     float e[M][8];
     V8f e8[M];
     const float* xs[M];
+    const float* ws[M];
     std::size_t blk[M];
     for (int m = 0; m < M; ++m) {
       // Past the row's end, the last block again (its result is discarded).
       const std::size_t b = blk[m] = std::min(b0i + static_cast<std::size_t>(m), nblk - 1);
       xs[m] = x + b * 16;
+      ws[m] = p.weights ? p.weights + b * 16 : nullptr;
       // Codes 0x01..0x7E are the positive E4M3 values in increasing order:
       // nearest's byte b0 and its neighbours, and the neighbours of b46, the
       // byte that maps the block maximum to 4 (Four Over Six).
@@ -229,7 +245,9 @@ SELQ_MSE_CLONES void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, c
       load8(e[m], e8[m]);
     }
     double err[M][8];
-    sse8_multi<true, M>(xs, xs, 16, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a / e8[m], d), d *= e8[m]; }, err);
+    const float* const* wp = p.weights ? ws : nullptr;
+    sse8_multi<true, M>(xs, xs, wp, wp, 16, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a / e8[m], d), d *= e8[m]; },
+                        err);
     for (int m = 0; m < M && b0i + static_cast<std::size_t>(m) < nblk; ++m) {
       const int k = best_lane(err[m], 0, 8);
       sbytes[blk[m]] = static_cast<std::uint8_t>(codes[m][k]);
@@ -254,10 +272,12 @@ SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qma
   for (std::int64_t g0 = 0; g0 < ngroups; g0 += M) {
     float cs[M][8], cz[M][8];
     const float* xs[M];
+    const float* ws[M];
     std::int64_t grp[M];
     for (int m = 0; m < M; ++m) {
       const std::int64_t g = grp[m] = std::min(g0 + m, ngroups - 1);  // past the end: the last group again
       xs[m] = x + g * p.gw;
+      ws[m] = p.weights ? p.weights + g * p.gw : nullptr;
       cs[m][0] = s[g];
       cz[m][0] = zp[g];
       for (int k = 1; k < 8; ++k) {
@@ -269,7 +289,7 @@ SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qma
     if (p.ct == DType::F16) {
       for (int m = 0; m < M; ++m)
         for (int k = 0; k < 8; ++k)
-          err[m][k] = sse_scalar(xs[m], gw, [&](float xi) {
+          err[m][k] = sse_scalar(xs[m], ws[m], gw, [&](float xi) {
             float v = round_to(DType::F16, xi / cs[m][k]);
             if (asym) v = round_to(DType::F16, v + cz[m][k]);
             const float q = rne_small(std::clamp(v, qmin - 1.0f, qmax + 1.0f));
@@ -280,7 +300,8 @@ SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qma
                 hi = SELQ_SPLAT(qmax), magic = SELQ_SPLAT(12582912.0f);
       V8f s8[M], z8[M];
       for (int m = 0; m < M; ++m) load8(cs[m], s8[m]), load8(cz[m], z8[m]);
-      sse8_multi<false, M>(xs, xs, gw, [&](int m, const V8f& xv, V8f& d) {
+      const float* const* wp = p.weights ? ws : nullptr;
+      sse8_multi<false, M>(xs, xs, wp, wp, gw, [&](int m, const V8f& xv, V8f& d) {
         V8f v = xv / s8[m];
         in_dtype(p.ct, v);
         if (asym) {
@@ -303,7 +324,8 @@ SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qma
   }
 }
 
-SELQ_MSE_CLONES float mse_fp8_scale(const Fp8Params& p, const float* x, std::size_t n, float amax, float nearest) {
+SELQ_MSE_CLONES float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax,
+                                    float nearest) {
   // Lanes: nearest, then the scales of r·amax for r = 0.975 ... 0.825.
   float cs[8];
   cs[0] = nearest;
@@ -311,13 +333,13 @@ SELQ_MSE_CLONES float mse_fp8_scale(const Fp8Params& p, const float* x, std::siz
   double err[8];
   if (p.ct == DType::F16) {
     for (int k = 0; k < 8; ++k)
-      err[k] = sse_scalar(x, n, [&](float xi) {
+      err[k] = sse_scalar(x, w, n, [&](float xi) {
         return std::copysign(e4m3_mag1(std::fabs(round_to(DType::F16, xi / cs[k]))) * cs[k], xi);
       });
   } else {
     V8f s8;
     load8(cs, s8);
-    sse8<true>(x, n, [&](const V8f& a, V8f& d) {
+    sse8<true>(x, w, n, [&](const V8f& a, V8f& d) {
       V8f v = a / s8;
       in_dtype(p.ct, v);
       e4m3_mag8(v, d);
@@ -327,7 +349,7 @@ SELQ_MSE_CLONES float mse_fp8_scale(const Fp8Params& p, const float* x, std::siz
   return cs[best_lane(err, 0, 8)];
 }
 
-SELQ_MSE_CLONES std::uint8_t mse_fp8_e8m0_byte(const float* x, std::size_t n, std::uint8_t nearest) {
+SELQ_MSE_CLONES std::uint8_t mse_fp8_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest) {
   const int e0 = nearest;
   int e[8] = {e0, e0 - 1, e0 + 1, e0, e0, e0, e0, e0};
   float sv[8];
@@ -338,7 +360,7 @@ SELQ_MSE_CLONES std::uint8_t mse_fp8_e8m0_byte(const float* x, std::size_t n, st
   V8f s8;
   load8(sv, s8);
   double err[8];
-  sse8<true>(x, n, [&](const V8f& a, V8f& d) { e4m3_mag8(a / s8, d), d *= s8; }, err);
+  sse8<true>(x, w, n, [&](const V8f& a, V8f& d) { e4m3_mag8(a / s8, d), d *= s8; }, err);
   return static_cast<std::uint8_t>(e[best_lane(err, 0, 8)]);
 }
 

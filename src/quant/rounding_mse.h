@@ -6,6 +6,12 @@
 // (the candidates side by side in vector lanes: rounding_mse.cpp).
 // The nearest rounding's choice is always a candidate and is kept unless
 // another is strictly better, so no block is ever worse than `nearest`.
+// Rounding `weighted` is the same search with each element's squared error
+// multiplied by its input channel's weight w (the channel's mean squared
+// activation, from `selq calibrate`): Σ w (x − dq)², so a block's error is
+// what it adds to the linear's output error E‖(W − Q)x‖² when the input
+// channels are uncorrelated (llama.cpp's imatrix idea). Each function takes
+// the weights of its elements (null: `mse`).
 //
 // Each function takes the scales the scale rule chose (the arrays the row
 // kernels then encode with) and replaces them in place: scale selection is
@@ -35,24 +41,25 @@
 namespace selq::quant::detail {
 
 // MX: sbytes/inv/sc as mx_scales_simd made them, for nblk blocks of 32.
-void mse_mx_scales(bool fp4, const float* x, std::size_t nblk, std::uint8_t* sbytes, float* inv, float* sc);
+void mse_mx_scales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes, float* inv,
+                   float* sc);
 
 // NVFP4: sbytes/eff as nvfp4_scales_simd made them, for nblk blocks of 16
-// whose maxima are block_amax.
+// whose maxima are block_amax (weights: p.weights).
 void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, const float* block_amax, std::size_t nblk,
                       std::uint8_t* sbytes, float* eff);
 
 // INT: the groups' scales and zero points as int_group_qparams made them from
-// the groups' min(0, min x) / max(0, max x).
+// the groups' min(0, min x) / max(0, max x) (weights: p.weights).
 void mse_int_scales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in,
                     const float* mn, const float* mx, float* s, float* zp);
 
 // FP8 with one scale over n elements of amax `amax` (a channel or a 2-D
 // block): the chosen scale, `nearest` unless another is strictly better.
-float mse_fp8_scale(const Fp8Params& p, const float* x, std::size_t n, float amax, float nearest);
+float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax, float nearest);
 
 // FP8 with one E8M0 scale over the n elements of a channel.
-std::uint8_t mse_fp8_e8m0_byte(const float* x, std::size_t n, std::uint8_t nearest);
+std::uint8_t mse_fp8_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest);
 
 
 }  // namespace selq::quant::detail

@@ -49,12 +49,13 @@ inline constexpr std::size_t kActModeCount = 8;
 enum class Rounding : std::uint8_t {
   Nearest,  // the format's scale rule, round to nearest: the bytes compressed-tensors/Quark/ModelOpt write
   Mse,      // per block/group: the candidate scale (nearest's among them) with the least squared error
+  Weighted, // Mse with each input channel's error weighted by its mean squared activation (selq calibrate)
 };
-// Recipe names: "nearest", "mse".
+// Recipe names: "nearest", "mse", "weighted".
 const char* rounding_name(Rounding r);
 // The rounding a recipe or option names. Throws BadInput naming `what` (the
 // option, e.g. "--rounding") for an unknown name, and for one that is planned
-// but not implemented yet ("weighted", "gptq") with a one-line reason.
+// but not implemented yet ("gptq") with a one-line reason.
 Rounding parse_rounding(std::string_view name, std::string_view what);
 
 // A SchemeSpec's rounding. It compares equal to any other: SchemeSpec's ==
@@ -180,6 +181,11 @@ struct TensorQuantizeOptions {
   // Flat index of the source's first element in its whole tensor (a block's
   // offset), so that a non-finite weight is reported where it is.
   std::uint64_t first_element{0};
+  // Rounding::Weighted: each input channel's error weight (its mean squared
+  // activation from `selq calibrate`), `in` values for a 2-D weight, or
+  // experts × in for a 3-D stack (expert e's from e·in). Required by
+  // Weighted, ignored by the other roundings.
+  std::span<const float> channel_weights;
 };
 
 // Quantizes `src` (F32/BF16/F16, shape per scheme_outputs) into `outs`, which

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 #include "runtime/eval.h"
 #include "runtime/causal_lm.h"
 #include "runtime/text_overlap.h"
@@ -27,6 +29,38 @@ nlohmann::json CalibrationResult::to_json() const {
     j["unreached_expert_rule"] = kUnreachedExpertRule;
   }
   return j;
+}
+
+std::string input_moments_path_for(const std::string& json_path) {
+  std::string base = json_path;
+  if (base.size() > 5 && base.ends_with(".json")) base.resize(base.size() - 5);
+  return base + ".moments.safetensors";
+}
+
+void CalibrationResult::save(const std::string& json_path) const {
+  nlohmann::json j = to_json();
+  if (!input_moments.empty()) {
+    const std::string path = input_moments_path_for(json_path);
+    std::vector<TensorInfo> infos;
+    for (const auto& [m, v] : input_moments)
+      infos.push_back({m, DType::F32, Shape{static_cast<std::int64_t>(v.size())}});
+    io::SafetensorsWriter w(path, infos,
+                            {{"format", "selq-input-moments-v1"},
+                             {"definition", "per input channel of each linear module: mean of x^2 over the "
+                                            "calibration tokens it saw"}});
+    for (const auto& [m, v] : input_moments)
+      w.write(m, std::span(reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(float)));
+    const std::uint64_t hash = w.content_hash();
+    const std::uint64_t bytes = w.total_size();
+    w.commit();
+    const auto slash = path.find_last_of('/');
+    if (!expert_tokens.empty()) j["unreached_expert_moments_rule"] = kUnreachedExpertMomentsRule;
+    j["input_moments"] = {{"file", slash == std::string::npos ? path : path.substr(slash + 1)},
+                          {"bytes", bytes},
+                          {"content_xxh3", fmt::format("{:016x}", hash)},
+                          {"modules", input_moments.size()}};
+  }
+  io::write_file_atomic(json_path, j.dump(2) + "\n");
 }
 
 void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows) {
@@ -73,15 +107,33 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
   r.context = context;
   r.text_provenance =
       text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
+  // Σ x² per input channel and the rows seen, per linear, in double.
+  struct SquareSums {
+    std::vector<double> sum;
+    std::int64_t rows{0};
+  };
+  struct HookState {
+    CalibrationResult* r;
+    std::map<std::string, SquareSums> sq;
+  } state{&r, {}};
   model->set_activation_hook(
       [](void* ctx, const Linear& l, const float* x, std::int64_t rows) {
-        auto& res = *static_cast<CalibrationResult*>(ctx);
+        auto& st = *static_cast<HookState*>(ctx);
+        auto& res = *st.r;
         record_input_amax(res.amax, l, x, rows);
+        SquareSums& s = st.sq[l.module];
+        s.sum.resize(static_cast<std::size_t>(l.in), 0.0);
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t c = 0; c < l.in; ++c) {
+            const double v = x[i * l.in + c];
+            s.sum[static_cast<std::size_t>(c)] += v * v;
+          }
+        s.rows += rows;
         // An expert's gate_proj sees each routed token once.
         if (auto e = routed_expert(l.module); e && e->projection == "gate_proj")
           res.expert_tokens[e->layer_prefix + e->expert] += rows;
       },
-      &r);
+      &state);
   const auto n = static_cast<std::int64_t>(toks.size());
   const std::uint64_t windows = static_cast<std::uint64_t>((n + context - 1) / context);
   for (std::int64_t b = 0, w = 0; b < n; b += context, ++w) {
@@ -92,7 +144,13 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
     if (on_progress) on_progress(static_cast<std::uint64_t>(w + 1), windows);
   }
   model->set_activation_hook(nullptr, nullptr);
-  // Routed experts no token reached: the rule above, each listed.
+  for (const auto& [module, s] : state.sq) {
+    if (s.rows == 0) continue;
+    std::vector<float>& m = r.input_moments[module];
+    m.resize(s.sum.size());
+    for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(s.sum[c] / static_cast<double>(s.rows));
+  }
+  // Routed experts no token reached: the rules above, each listed.
   std::map<std::string, std::pair<float, std::string>> layer_max;  // layer prefix + projection -> (amax, module)
   std::vector<std::pair<std::string, ExpertName>> missing;
   for (const Linear* l : model->linears()) {
@@ -115,6 +173,25 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
                                   checkpoint, e.layer_prefix.substr(0, e.layer_prefix.size() - 1), r.tokens));
     r.amax[module] = it->second.first;
     r.unreached[module] = it->second.second;
+  }
+  // Their moments: the mean over the layer's reached experts of the projection.
+  std::map<std::string, std::pair<std::vector<double>, int>> layer_moments;
+  for (const auto& [module, e] : missing) layer_moments.emplace(e.layer_prefix + "*." + e.projection, std::pair{std::vector<double>{}, 0});
+  for (const auto& [module, m] : r.input_moments) {
+    const auto e = routed_expert(module);
+    if (!e) continue;
+    auto it = layer_moments.find(e->layer_prefix + "*." + e->projection);
+    if (it == layer_moments.end()) continue;
+    auto& [sum, n] = it->second;
+    sum.resize(m.size(), 0.0);
+    for (std::size_t c = 0; c < m.size(); ++c) sum[c] += m[c];
+    ++n;
+  }
+  for (const auto& [module, e] : missing) {
+    const auto& [sum, n] = layer_moments.at(e.layer_prefix + "*." + e.projection);
+    std::vector<float>& m = r.input_moments[module];
+    m.resize(sum.size());
+    for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(sum[c] / n);
   }
   return r;
 }

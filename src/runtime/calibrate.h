@@ -1,7 +1,9 @@
 #pragma once
 // Per-linear activation amax measured with the reference runtime, for static
 // activation scales (FP8 static input_scale = amax/448; NVFP4 input global
-// scale = 448*6/amax in the compressed-tensors convention).
+// scale = 448*6/amax in the compressed-tensors convention), and each linear's
+// input second moments (the mean of x² per input channel: the diagonal of
+// XᵀX / rows), for rounding `weighted` (quant/rounding_mse.h).
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,12 +26,25 @@ struct CalibrationResult {
   // module whose amax they were given (kUnreachedExpertRule).
   std::map<std::string, std::int64_t> expert_tokens;
   std::map<std::string, std::string> unreached;
+  // linear module -> mean x² of each input channel over the tokens it saw
+  // (an unreached expert: the mean over its layer's reached experts of the
+  // same projection, kUnreachedExpertMomentsRule).
+  std::map<std::string, std::vector<float>> input_moments;
   // {"format": "selq-calibration-v1", "model", "text", "tokens", "context",
   //  "text_provenance", "activation_amax": {module: amax}; with routed
   //  experts also "expert_tokens", "unreached_experts": {module: source},
   //  "unreached_expert_rule"}
   nlohmann::json to_json() const;
+  // Writes the JSON to `json_path` and the second moments beside it, in
+  // safetensors (one F32 [in] tensor per module, named by the module): the
+  // JSON's "input_moments" names that file (relative to the JSON's
+  // directory) with its content hash. Both atomic; the moments first, so a
+  // JSON on disk never names a missing or older file.
+  void save(const std::string& json_path) const;
 };
+
+// The moments file `save` writes beside `json_path`: calib.json -> calib.moments.safetensors.
+std::string input_moments_path_for(const std::string& json_path);
 
 struct Linear;
 // Raises `amax[l.module]` to the max |x| of the `rows` inputs a linear-hook
@@ -43,6 +58,9 @@ void record_input_amax(std::map<std::string, float>& amax, const Linear& l, cons
 inline constexpr const char* kUnreachedExpertRule =
     "an expert no calibration token reached gets, per projection, the largest amax of that projection over the "
     "same layer's reached experts";
+inline constexpr const char* kUnreachedExpertMomentsRule =
+    "an expert no calibration token reached gets, per projection, the mean input second moments of that "
+    "projection over the same layer's reached experts";
 
 // Runs the text through the model in windows of `context` tokens (at most
 // `max_tokens`, 0: all) and records each linear's input amax. Fused inputs

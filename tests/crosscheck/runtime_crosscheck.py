@@ -13,6 +13,11 @@ attention) loading the same BF16 checkpoint:
     KV cache (half of them for SmolLM2; the last 16 for Qwen, whose decode
     steps each read 7 GB of F32 weights).
 
+For SmolLM2 also `selq calibrate` on the same tokens (one window): each
+linear's input amax and per-channel mean x² (the moments file rounding
+`weighted` reads) against forward hooks on the reference's nn.Linear inputs,
+max |diff| <= 1e-4 * max value per module.
+
 Tolerance: max |selq - torch| <= 1e-4 * max |torch logit| over every position
 and vocabulary entry (both accumulate in FP32; the difference is summation
 order over 30 or 28 layers), and the argmax agrees at every position where the
@@ -106,6 +111,17 @@ def main():
     model = getattr(transformers, arch).from_pretrained(
         str(model_dir), torch_dtype=torch.float32, attn_implementation="eager")
     model.eval()
+    inputs = {}  # linear module -> (amax, mean x^2 per channel) of its inputs, from hooks
+
+    def hook(module_name):
+        def f(_mod, args):
+            x = args[0].detach().double().reshape(-1, args[0].shape[-1])
+            inputs[module_name] = (float(x.abs().max()), (x * x).mean(0).numpy())
+        return f
+    if name == "smollm2":
+        for module_name, mod in model.named_modules():
+            if isinstance(mod, torch.nn.Linear) and ".layers." in module_name:
+                mod.register_forward_pre_hook(hook(module_name))
     with torch.no_grad():
         ref = model(torch.tensor([ids])).logits[0].numpy().astype(np.float32)
     del model  # the Qwen reference holds 7 GB; free it before comparing
@@ -128,8 +144,39 @@ def main():
         if not agree[decisive].all():
             print(f"FAIL: {kind} argmax differs at decisive positions {np.flatnonzero(decisive & ~agree)}")
             ok = False
+    if inputs:
+        ok &= check_calibration(selq_exe, work, model_dir, text, len(ids), inputs)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     return 0 if ok else 1
+
+
+def check_calibration(selq_exe, work, model_dir, text, n_tokens, inputs):
+    """selq calibrate's amax and input second moments vs the reference's hooks."""
+    from safetensors.numpy import load_file
+    (work / "calib-text.txt").write_text(text, encoding="utf-8")
+    calib = work / "calib.json"
+    subprocess.run([selq_exe, "calibrate", str(model_dir), "--text", str(work / "calib-text.txt"), "--max-tokens",
+                    str(n_tokens), "--context", str(n_tokens), "-o", str(calib), "-q"], check=True)
+    j = json.loads(calib.read_text())
+    assert j["tokens"] == n_tokens, j["tokens"]
+    moments = load_file(str(work / j["input_moments"]["file"]))
+    ok = True
+    worst_amax = worst_m2 = 0.0
+    for module_name, (amax, m2) in sorted(inputs.items()):
+        if module_name not in moments or module_name not in j["activation_amax"]:
+            print(f"FAIL: selq calibrate has no entry for {module_name}")
+            ok = False
+            continue
+        ra = abs(j["activation_amax"][module_name] - amax) / amax
+        mine = moments[module_name].astype(np.float64)
+        rm = float(np.abs(mine - m2).max() / np.abs(m2).max())
+        worst_amax, worst_m2 = max(worst_amax, ra), max(worst_m2, rm)
+        if ra > REL_TOL or rm > REL_TOL or mine.shape != m2.shape:
+            print(f"FAIL: {module_name}: amax rel {ra:.2e}, mean x^2 rel {rm:.2e} (tol {REL_TOL:.0e})")
+            ok = False
+    print(f"selq calibrate vs hooks on {len(inputs)} linears: amax rel <= {worst_amax:.2e}, "
+          f"mean x^2 per channel rel <= {worst_m2:.2e} (tol {REL_TOL:.0e})")
+    return ok
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ depend on the thread count or the memory budget (-j 1, -j 2, and 64 MiB with
 tensors split in row blocks), `selq verify --against SRC` is clean, every
 quantized tensor's error is at most nearest's, the manifest records the
 rounding of each tensor (and nearest's manifest has no such key), `selq plan`
-shows it, a recipe can ask for it per rule, and the roundings not built yet
-are one line of bad input.
+shows it, a recipe can ask for it per rule, and the rounding not built yet
+(and `weighted` without a calibration: tests/e2e/test_static_activation.py
+has it with one) is one line of bad input.
 """
 import json
 import os
@@ -141,7 +142,8 @@ class RoundingMse(unittest.TestCase):
 
     def test_not_implemented_and_unknown_are_one_line(self):
         for name, text in (("gptq", "--rounding 'gptq' is not implemented yet"),
-                           ("weighted", "--rounding 'weighted' is not implemented yet"),
+                           ("weighted", "'weighted' weighs each input channel by its mean squared activation, "
+                                        "which needs a calibration"),
                            ("sgd", "unknown --rounding 'sgd'")):
             dst = os.path.join(self.tmp.name, f"bad-{name}")
             r = E.selq("quantize", self.src, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", name,

@@ -7,6 +7,11 @@ the reference runtime loads the result and evaluates it against the base.
 Checked from Python: every stored input scale equals the formula applied in
 float32 to the calibration file's value (bit for bit), `selq verify` finds
 nothing, and W4A4 perplexity is finite and worse than the base but not absurd.
+
+Rounding `weighted` reads the same calibration's input second moments (the
+file `selq calibrate -o` writes beside its JSON): the same formats as nearest,
+other bytes than mse, verify clean, the manifest says so; a calibration
+without moments, or with another moments file, is one line naming the file.
 """
 import json
 import os
@@ -125,6 +130,73 @@ class StaticActivationScales(unittest.TestCase):
         bf16 = lambda a: np.float32(torch.tensor(float(a / np.float32(448.0)), dtype=torch.float32)  # noqa: E731
                                     .to(torch.bfloat16).float().item())
         self.check_scales(dst, "input_scale", "BF16", [1], bf16)
+
+    def test_weighted_rounding_reads_the_moments(self):
+        import torch
+        j = E.read_json(self.calib)
+        moments = os.path.join(self.tmp.name, j["input_moments"]["file"])
+        self.assertEqual(j["input_moments"]["file"], "calib.moments.safetensors")
+        from safetensors.numpy import load_file
+        m = load_file(moments)
+        self.assertEqual(sorted(m), sorted(self.amax))  # one [in] F32 tensor per linear
+        self.assertEqual((m["model.layers.0.mlp.down_proj"].dtype, m["model.layers.0.mlp.down_proj"].shape),
+                         (np.float32, (1536,)))
+        # q/k/v read the same activations; each channel's mean x^2 is at most amax^2
+        q, v = m["model.layers.3.self_attn.q_proj"], m["model.layers.3.self_attn.v_proj"]
+        self.assertEqual(q.tobytes(), v.tobytes())
+        self.assertTrue((q >= 0).all() and (q <= self.amax["model.layers.3.self_attn.q_proj"] ** 2).all())
+        outs = {}
+        for rounding in ("mse", "weighted"):
+            dst = os.path.join(self.tmp.name, f"nvfp4-{rounding}")
+            E.selq("quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", rounding,
+                   "--calibration", self.calib, "--quiet")
+            v = E.selq("verify", dst, "--against", self.base, "--json", check=False)
+            self.assertEqual(v.returncode, 0, v.stdout[-2000:] + v.stderr)
+            outs[rounding] = dst
+        hm, hw = E.safetensors_headers(outs["mse"]), E.safetensors_headers(outs["weighted"])
+        self.assertEqual(hm, hw)  # the same names, dtypes and shapes
+        name = "model.layers.5.mlp.down_proj.weight_scale"
+        self.assertNotEqual(E.load_tensor(outs["mse"], name, hm).view(torch.uint8).numpy().tobytes(),
+                            E.load_tensor(outs["weighted"], name, hw).view(torch.uint8).numpy().tobytes())
+        manifest = E.read_json(os.path.join(outs["weighted"], "selq-manifest.json"))
+        self.assertTrue(all(t.get("rounding") == "weighted" for t in manifest["tensors"] if "scheme" in t))
+        self.assertEqual(manifest["calibration"]["path"], self.calib)
+
+    def test_weighted_without_moments_is_one_line(self):
+        cases = []
+        # A calibration JSON whose moments file is gone.
+        gone = os.path.join(self.tmp.name, "gone.json")
+        j = E.read_json(self.calib)
+        j["input_moments"]["file"] = "gone.moments.safetensors"
+        with open(gone, "w") as f:
+            json.dump(j, f)
+        cases.append((gone, "are missing or not a safetensors file"))
+        # One whose moments file is another calibration's.
+        other = os.path.join(self.tmp.name, "other.json")
+        E.selq("calibrate", self.base, "--max-tokens", "64", "--context", "32", "-o", other, "-q")
+        swapped = os.path.join(self.tmp.name, "swapped.json")
+        j = E.read_json(self.calib)
+        j["input_moments"]["file"] = "other.moments.safetensors"
+        with open(swapped, "w") as f:
+            json.dump(j, f)
+        cases.append((swapped, "is not the moments file this calibration wrote"))
+        # One written to stdout (no moments).
+        r = E.selq("calibrate", self.base, "--max-tokens", "64", "--context", "32")
+        stdout_json = os.path.join(self.tmp.name, "stdout.json")
+        with open(stdout_json, "w") as f:
+            f.write(r.stdout)
+        cases.append((stdout_json, "names no input second moments"))
+        cases.append((None, "needs a calibration"))
+        for calib, text in cases:
+            dst = os.path.join(self.tmp.name, "refused")
+            args = ["quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", "weighted"]
+            r = E.selq(*args, *(["--calibration", calib] if calib else []), check=False)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(text, r.stderr)
+            if calib:
+                self.assertIn(calib, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertFalse(os.path.exists(dst))
 
     def test_missing_calibration_is_one_clear_error(self):
         r = E.selq("quantize", self.base, os.path.join(self.tmp.name, "none"), "--recipe",

@@ -38,9 +38,26 @@ def test_quantize_tensor_mse_same_format_lower_error(scheme, options):
 
 def test_not_implemented_roundings_are_bad_input():
     w = weight((16, 64), 1)
-    for name in ("gptq", "weighted"):
-        with pytest.raises(selq.BadInput, match="not implemented yet"):
-            selq.quantize_tensor(w, "nvfp4", rounding=name)
+    with pytest.raises(selq.BadInput, match="not implemented yet"):
+        selq.quantize_tensor(w, "nvfp4", rounding="gptq")
+
+
+def test_quantize_tensor_weighted():
+    w = weight((64, 256), 4)
+    rng = np.random.default_rng(1)
+    cw = (10.0 ** rng.uniform(-2, 2, size=256)).astype(np.float32)
+    mse = selq.quantize_tensor(w, "nvfp4", rounding="mse")
+    wt = selq.quantize_tensor(w, "nvfp4", rounding="weighted", channel_weights=cw)
+    assert list(wt) == list(mse)
+    ref = w.astype(np.float32)
+
+    def werr(q):
+        return float((((selq.dequantize(q) - ref) ** 2) * cw).sum())
+    assert werr(wt) < werr(mse)  # the error the weights ask for
+    ones = selq.quantize_tensor(w, "nvfp4", rounding="weighted", channel_weights=np.ones(256, np.float32))
+    assert [v.tobytes() for v in ones.values()] == [v.tobytes() for v in mse.values()]
+    with pytest.raises(selq.BadInput, match="input-channel weights"):
+        selq.quantize_tensor(w, "nvfp4", rounding="weighted")
 
 
 def test_quantize_rounding_matches_cli(llama, cli, tmp_path):
