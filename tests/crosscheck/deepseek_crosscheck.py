@@ -53,7 +53,14 @@ Then `selq eval BASE QUANT` (every statistic and draft acceptance) and
 trained here with `tokenizers` on a fixed paragraph): eval's bits per weight
 must equal `selq plan`'s, and calibrating on 3 tokens (so that some routed
 experts see none) must give every expert linear a positive amax, the
-unreached ones listed with the layer's largest amax of the same projection.
+unreached ones listed with the layer's largest amax of the same projection,
+and input second moments (calib.moments.safetensors) for every linear, the
+unreached experts' the mean of the layer's reached experts of the projection.
+
+Then the whole path on the MoE (issue 36): `selq sensitivity` activation-aware
+and measured (a layer's experts one unit), `selq plan --target-bpw` from each,
+`selq quantize` of the emitted mixes and of `--rounding weighted` with the
+calibration, `selq verify` clean, `selq eval` of all of them with intervals.
 
 Tolerance: max |selq - torch| <= 1e-4 * max |torch logit|, argmax equal
 wherever the reference's top-2 margin exceeds twice that.
@@ -413,7 +420,102 @@ def eval_and_calibrate(selq_exe, work, base, quant, recipe, params):
         if amax[m] != max(same) or amax[src] != amax[m] or cal["expert_tokens"][m.rsplit(".", 1)[0]] != 0:
             print(f"  FAIL: {m}: amax {amax[m]} is not the layer's largest {proj} amax {max(same)}")
             ok = False
+    from safetensors.numpy import load_file
+    moments = load_file(str(work / cal["input_moments"]["file"]))
+    if sorted(moments) != sorted(amax) or not all((v >= 0).all() and np.isfinite(v).all() for v in moments.values()):
+        print("  FAIL: the moments file does not hold one finite, non-negative vector per calibrated linear")
+        ok = False
+    for m in unreached:
+        layer, proj = m.split(".mlp.experts.")[0], m.rsplit(".", 1)[1]
+        reached = [moments[k].astype(np.float64) for k in experts
+                   if k.startswith(layer + ".mlp.experts.") and k.endswith("." + proj) and k not in unreached]
+        want = np.mean(reached, axis=0).astype(np.float32)
+        if not np.allclose(moments[m], want, rtol=1e-6, atol=0):
+            print(f"  FAIL: {m}: moments are not the mean of the layer's reached {proj} experts")
+            ok = False
+    print(f"  input second moments: {len(moments)} linears, {len(unreached)} unreached experts given their "
+          f"layer's mean ({cal['unreached_expert_moments_rule'][:40]}...)")
+    ok &= whole_path(selq_exe, work, base)
     return ok
+
+
+def whole_path(selq_exe, work, base):
+    """calibrate -> sensitivity (activation-aware, measured) -> plan -> quantize -> verify -> eval on the MoE."""
+    ok = True
+    text = work / "text.txt"
+    cal = work / "cal-path.json"
+
+    def run(*a):
+        r = subprocess.run([selq_exe, *map(str, a)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"selq {' '.join(map(str, a[:2]))} failed: {r.stderr.strip()}")
+        return r.stdout
+    t0 = time.perf_counter()
+    run("calibrate", base, "--text", text, "--max-tokens", "128", "--context", "64", "-o", cal, "--quiet")
+    mixes = []
+    for tier in ("activation-aware", "measured"):
+        sens = work / f"sens-{tier}.json"
+        run("sensitivity", base, "--tier", tier, "--calibration-text", text, "--tokens", "128", "--context", "64",
+            "--candidates", "fp8-w8a8,nvfp4-w4a16,mxfp4-w4a16", "-o", sens, "--quiet")
+        s = json.loads(sens.read_text())
+        units = s["units"] if isinstance(s.get("units"), list) else []
+        expert_units = [u for u in units if ".mlp.experts" in json.dumps(u)]
+        mix = work / f"mix-{tier}.yaml"
+        # The float32 base is 32 bits/w; its smallest mix here is ~7.2 (some dims keep float).
+        plan = json.loads(run("plan", base, "--sensitivity", sens, "--target-bpw", "10", "--emit-recipe", mix, "--json"))
+        print(f"  sensitivity {tier}: {len(units)} units ({len(expert_units)} holding routed experts); "
+              f"plan at 10 bits/w: {plan['mix']['bits_per_weight']:.3f}")
+        if not expert_units or plan["mix"]["bits_per_weight"] > 10.0 + 1e-9:
+            print(f"  FAIL: {tier}: no expert units scored, or the plan is over its budget")
+            ok = False
+        mixes.append(mix)
+    outs = []
+    for i, mix in enumerate(mixes):
+        d = work / f"path-mix{i}"
+        run("quantize", base, d, "--recipe", mix, "--quiet", "--force")
+        outs.append(d)
+    nvfp4 = work / "path-nvfp4.yaml"
+    nvfp4.write_text(PATH_NVFP4_RECIPE)
+    for rounding in ("nearest", "weighted"):
+        d = work / f"path-nvfp4-{rounding}"
+        run("quantize", base, d, "--recipe", nvfp4, "--rounding", rounding, "--calibration", cal, "--quiet", "--force")
+        outs.append(d)
+    for d in outs:
+        v = subprocess.run([selq_exe, "verify", str(d), "--against", str(base)], capture_output=True, text=True)
+        if v.returncode != 0:
+            print(f"  FAIL: selq verify {d.name}: {v.stdout[-400:]}{v.stderr[-400:]}")
+            ok = False
+    # Held out: eval refuses text that shares a run of words with a calibration.
+    heldout = work / "heldout.txt"
+    heldout.write_text(" ".join(f"On day {i} the {w} crossed the {v} near the {u} and waited for news." for i, (w, v, u)
+                                in enumerate(zip(["miller", "teacher", "farmer", "clerk"] * 8,
+                                                 ["bridge", "square", "field", "road"] * 8,
+                                                 ["church", "school", "station", "mill"] * 8))))
+    ev = json.loads(run("eval", base, *outs, "--text", heldout, "--context", "64", "--max-tokens", "512",
+                        "--prompts", work / "prompts.jsonl", "--gen-tokens", "8", "--draft-k", "3", "--quiet", "--json",
+                        "--no-base-cache"))
+    for q in ev["quantized"]:
+        kl = q["intervals"]["text"]["kl_mean"]
+        print(f"  {pathlib.Path(q['path']).name}: {q['linear_bits_per_weight']:.3f} bits/w, KL {q['kl_mean']:.4f} "
+              f"[{kl['lo']:.4f}, {kl['hi']:.4f}], top-1 {q['top1_agreement']:.3f}")
+        if not (np.isfinite(q["kl_mean"]) and q["kl_mean"] >= 0):
+            ok = False
+    by = {pathlib.Path(q["path"]).name: q["kl_mean"] for q in ev["quantized"]}
+    print(f"  whole path: {time.perf_counter() - t0:.1f} s; weighted - nearest NVFP4 KL "
+          f"{by['path-nvfp4-weighted'] - by['path-nvfp4-nearest']:+.4f}")
+    return ok
+
+
+# Routed and shared experts and the dense MLP NVFP4 weight-only, attention kept.
+PATH_NVFP4_RECIPE = """name: path-nvfp4
+arch: deepseek-v3
+exclude: ["@router", "@heads"]
+rules:
+  - match: "*mlp.*"
+    scheme: nvfp4
+    options: {activations: none}
+default: null
+"""
 
 
 def main():
