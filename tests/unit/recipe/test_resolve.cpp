@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <map>
 #include <string>
 
@@ -423,8 +422,9 @@ TEST(RecipeResolve, UnknownTemplateInAProgrammaticRecipe) {
   EXPECT_THROW(resolve_recipe(recipe, m.tensors, m.config), Error);
 }
 
-TEST(RecipeResolve, KimiSizedListResolvesQuickly) {
-  // 61 layers x 384 experts x 3 projections: the size `selq plan` faces.
+TEST(RecipeResolve, KimiSizedListResolves) {
+  // 61 layers x 384 experts x 3 projections: the size `selq plan` faces. Its
+  // time is measured in docs/BENCHMARKS.md (selq plan at 70k tensors), not asserted here.
   NameList m;
   m.config = {{"num_hidden_layers", 61}};
   for (int l = 0; l < 61; ++l) {
@@ -436,13 +436,9 @@ TEST(RecipeResolve, KimiSizedListResolvesQuickly) {
         m.linear(p + "mlp.experts." + std::to_string(e) + "." + proj, 64, 64);
   }
   const Recipe recipe = load_recipe(std::string(SELQ_SOURCE_DIR) + "/recipes/kimi-k3-mxfp4-attnfp8.yaml");
-  const auto t0 = std::chrono::steady_clock::now();
   const Resolution r = resolve_recipe(recipe, m.tensors, m.config);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("resolved %zu tensors in %.3f s\n", m.tensors.size(), s);
   EXPECT_EQ(count_kinds(r)[SchemeKind::MXFP4], 61 * 384 * 3);
   EXPECT_EQ(count_kinds(r)[SchemeKind::FP8Channel], 61 * 5);
-  EXPECT_LT(s, 10.0);
 }
 
 }  // namespace
