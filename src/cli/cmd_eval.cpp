@@ -60,12 +60,14 @@ const CommandRegistration kEval(60, [](CLI::App& root, int& status) {
       ->capture_default_str();
   cmd->add_flag("--no-base-cache", a->no_base_cache, "Neither read nor write the base cache");
   cmd->add_flag("--json", a->json, "Print JSON on stdout");
-  cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
+  cmd->add_flag("--quiet,-q", a->quiet,
+                "No progress (a bar on a terminal; otherwise a line every 30 s with the time left)");
   cmd->callback([a, &status] {
     if (a->no_base_cache) a->opts.base_cache_dir.clear();
     const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Evaluation);
     const auto prompts = runtime::prompts_or_default(a->prompts, a->opts.max_prompts);
-    ProgressBar bar("eval", !a->quiet && stderr_is_tty());
+    ProgressBar bar("eval", !a->quiet, ProgressBar::Unit::Count,
+                    stderr_is_tty() ? ProgressBar::Style::Bar : ProgressBar::Style::Lines);
     a->opts.on_progress = [&bar](const std::string& stage, std::uint64_t done, std::uint64_t total) {
       bar.update(done, total, stage);
     };

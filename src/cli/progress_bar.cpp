@@ -13,12 +13,28 @@ std::string human_bytes(double b) {
   return fmt::format("{:.1f} {}", b, units[u]);
 }
 
-ProgressBar::ProgressBar(std::string label, bool enabled, Unit unit)
-    : label_(std::move(label)), enabled_(enabled), unit_(unit), start_(std::chrono::steady_clock::now()), last_(start_) {}
+ProgressBar::ProgressBar(std::string label, bool enabled, Unit unit, Style style)
+    : label_(std::move(label)),
+      enabled_(enabled),
+      unit_(unit),
+      style_(style),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
 
 void ProgressBar::update(std::uint64_t done, std::uint64_t total, const std::string& detail) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
+  if (style_ == Style::Lines) {
+    if (done < total && now - last_ < std::chrono::seconds(kLineSeconds)) return;
+    last_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double left = done ? secs * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
+    fmt::print(stderr, "{}: {}/{} ({:.0f}%), {:.0f} s so far, about {:.0f} s left{}{}\n", label_, done, total,
+               total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0, secs, left,
+               detail.empty() ? "" : "; ", detail);
+    std::fflush(stderr);
+    return;
+  }
   if (drawn_ && done < total && now - last_ < std::chrono::milliseconds(100)) return;
   last_ = now;
   drawn_ = true;
@@ -37,7 +53,7 @@ void ProgressBar::update(std::uint64_t done, std::uint64_t total, const std::str
 }
 
 void ProgressBar::finish() {
-  if (enabled_ && drawn_) fmt::print(stderr, "\n");
+  if (enabled_ && drawn_ && style_ == Style::Bar) fmt::print(stderr, "\n");
   drawn_ = false;
 }
 

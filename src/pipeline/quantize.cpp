@@ -61,7 +61,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   std::error_code ec;
   if (lead) {
     if (fs::exists(dst) && !options.overwrite)
-      throw_bad_input("destination exists (pass --force to replace it)", {dst});
+      throw_bad_input("destination exists (--force on the command line, overwrite=True in Python, replaces it)", {dst});
     // A staging directory from a run with another plan is stale: start over.
     if (fs::exists(staging) && !fs::exists(journal_file(staging, kJournalBase, 0))) remove_all_quietly(staging);
     fs::create_directories(staging, ec);
