@@ -37,9 +37,12 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
     if (c.spec) ids += " " + c.id + (c.calibrated() ? " (plan needs --calibration)" : "");
   cmd->footer(
       "Candidates (--candidates or --schemes, comma-separated; default all; bf16 always):\n "+ ids + "\n"
+      "Any of them +mse (e.g. nvfp4-w4a16+mse) is the same format with rounding mse (searched scales):\n"
+      "the tiers score the rounded weights and the emitted recipe's rule says `rounding: mse`.\n"
       "Examples:\n"
       "  selq sensitivity /models/Llama-3.1-8B -o sens.json\n"
       "  selq sensitivity CKPT --candidates fp8-w8a8,nvfp4-w4a16,mxfp4-w4a4 -o sens.json\n"
+      "  selq sensitivity CKPT --candidates fp8-w8a8,nvfp4-w4a16,nvfp4-w4a16+mse -o sens.json\n"
       "  selq sensitivity CKPT --tier measured --calibration-text train.txt -o sens.json\n"
       "  mpirun -np 16 selq sensitivity CKPT -o sens.json          # data-free units over 16 ranks\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml");

@@ -1,6 +1,9 @@
 #include "planner/candidates.h"
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -69,7 +72,29 @@ const std::vector<Candidate>& all_candidates() {
 const Candidate* find_candidate(const std::string& id) {
   for (const auto& c : all_candidates())
     if (c.id == id) return &c;
-  return nullptr;
+  const auto plus = id.rfind('+');
+  if (plus == std::string::npos) return nullptr;
+  const Candidate* base = find_candidate(id.substr(0, plus));
+  if (!base || !base->spec) return nullptr;
+  const quant::Rounding r = quant::parse_rounding(id.substr(plus + 1), "candidate rounding");
+  if (r == quant::Rounding::Weighted)
+    throw_bad_input(fmt::format("candidate '{}': the planner cannot score rounding 'weighted' yet (its tiers read no "
+                                "calibration moments); plan with nearest or mse candidates and quantize the emitted "
+                                "recipe with --rounding weighted --calibration calib.json",
+                                id));
+  if (r == quant::Rounding::Nearest) return base;
+  // Derived candidates live as long as the process, one per id (pointers are handed out).
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Candidate>> derived;
+  const std::lock_guard lock(mu);
+  auto& slot = derived[id];
+  if (!slot) {
+    slot = std::make_unique<Candidate>(*base);
+    slot->id = id;
+    slot->spec->rounding.value = r;
+    slot->description = fmt::format("{}, rounding {}", base->description, quant::rounding_name(r));
+  }
+  return slot.get();
 }
 
 std::vector<Candidate> select_candidates(const std::vector<std::string>& ids, Hardware hw,
@@ -81,6 +106,7 @@ std::vector<Candidate> select_candidates(const std::vector<std::string>& ids, Ha
   }
   std::vector<std::string> known;
   for (const auto& c : all_candidates()) known.push_back(c.id);
+  known.push_back("any of them +mse");
   std::vector<Candidate> out{*find_candidate("bf16")};
   for (const auto& id : wanted) {
     const Candidate* c = find_candidate(id);

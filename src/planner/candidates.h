@@ -29,6 +29,11 @@ struct Candidate {
 
 // Every candidate selq knows, "bf16" first.
 const std::vector<Candidate>& all_candidates();
+// A known id, or one with a rounding suffix: "nvfp4-w4a16+mse" is that format
+// with rounding `mse` (a dimension of the candidates: the tiers score the
+// rounded weights and the emitted recipe's rule says `rounding: mse`). Null
+// for an unknown id; BadInput for a rounding the planner cannot score
+// ("+weighted": its tiers read no calibration moments yet).
 const Candidate* find_candidate(const std::string& id);
 
 // The candidates named in `ids` (empty: every one), restricted to those `hw`

@@ -187,7 +187,10 @@ UnitFormats unit_formats(const UnitLayout& layout, const DecisionUnit& unit, con
     if (!candidates[c].spec || !unit_cost(layout, unit, candidates[c])) continue;
     quant::SchemeSpec weights = dialect_spec(layout, candidates[c]);
     weights.act = quant::ActMode::None;
-    auto it = std::find(u.formats.begin(), u.formats.end(), weights);
+    // The same stored format with another rounding is other weights (== compares formats only).
+    auto it = std::find_if(u.formats.begin(), u.formats.end(), [&](const quant::SchemeSpec& f) {
+      return f == weights && f.rounding.value == weights.rounding.value;
+    });
     u.format_of[c] = static_cast<std::size_t>(it - u.formats.begin());
     if (it == u.formats.end()) u.formats.push_back(weights);
   }

@@ -30,7 +30,9 @@ void check_mix_recipe(const io::Checkpoint& ckpt, const UnitLayout& layout, cons
     for (const auto& m : layout.units[c.unit].members) {
       const auto it = by_module.find(m.module);
       const bool quantized = it != by_module.end() && it->second->scheme.has_value();
-      const bool ok = cand->spec ? quantized && *it->second->scheme == dialect_spec(layout, *cand) : !quantized;
+      const bool ok = cand->spec ? quantized && *it->second->scheme == dialect_spec(layout, *cand) &&
+                                       it->second->scheme->rounding.value == cand->spec->rounding.value
+                                 : !quantized;
       if (!ok)
         throw_unsupported(fmt::format("planner bug: the emitted recipe plans {} as {}, the mix chose {}", m.module,
                                       quantized ? it->second->scheme->name() : "unquantized", c.candidate));

@@ -55,6 +55,8 @@ SchemeText scheme_text(const quant::SchemeSpec& spec) {
     opts.push_back(fmt::format("symmetric: {}", spec.symmetric));
   if ((takes & quant::kOptPackInt32) && spec.int_pack_int32 != base.int_pack_int32)
     opts.push_back(fmt::format("pack_int32: {}", spec.int_pack_int32));
+  if (spec.rounding.value != quant::Rounding::Nearest)
+    opts.push_back(fmt::format("rounding: {}", quant::rounding_name(spec.rounding.value)));
   if (!opts.empty()) out.options = fmt::format("{{{}}}", fmt::join(opts, ", "));
   return out;
 }

@@ -135,6 +135,46 @@ TEST_F(PlannerTest, EmittedRecipePlansToTheChosenMixExactly) {
   }
 }
 
+// Rounding is a dimension of the candidates: "X+mse" scores X's searched-scale
+// weights (never a worse weight error than X), and a plan choosing it emits a
+// rule with `rounding: mse` whose quantize uses it.
+TEST_F(PlannerTest, RoundingCandidatesScoreAndEmitTheirRounding) {
+  const Candidate* mse = find_candidate("nvfp4-w4a16+mse");
+  ASSERT_NE(mse, nullptr);
+  EXPECT_EQ(mse->id, "nvfp4-w4a16+mse");
+  EXPECT_EQ(mse->spec->rounding.value, quant::Rounding::Mse);
+  EXPECT_EQ(find_candidate("nvfp4-w4a16")->spec->rounding.value, quant::Rounding::Nearest);  // not changed
+  EXPECT_EQ(find_candidate("nvfp4-w4a16+mse"), mse);        // one per id
+  EXPECT_EQ(find_candidate("nvfp4-w4a16+nearest"), find_candidate("nvfp4-w4a16"));
+  EXPECT_EQ(find_candidate("int3+mse"), nullptr);
+  EXPECT_EQ(find_candidate("bf16+mse"), nullptr);
+  EXPECT_THROW(find_candidate("nvfp4-w4a16+weighted"), Error);  // not scorable yet: one line saying so
+  EXPECT_THROW(find_candidate("nvfp4-w4a16+sgd"), Error);
+
+  const auto cands = select_candidates({"nvfp4-w4a16", "nvfp4-w4a16+mse", "fp8-w8a16"}, Hardware::Any,
+                                       exporter::Dialect::CompressedTensors);
+  const SensitivityTable t = data_free_sensitivity(*ckpt_, *layout_, cands);
+  for (const auto& u : layout_->units) {
+    const double near = score(t, u.name, "nvfp4-w4a16").weight_nmse, searched = score(t, u.name, "nvfp4-w4a16+mse").weight_nmse;
+    EXPECT_LT(searched, near) << u.name;
+  }
+  std::ofstream(dir_ / "out" / "sens-mse.json") << t.to_json().dump();
+  TargetRequest req;
+  req.sensitivity_path = (dir_ / "out" / "sens-mse.json").string();
+  req.target_bpw = 5.0;
+  const auto r = plan_target(*ckpt_, req);
+  ASSERT_TRUE(r.mix);
+  int chose_mse = 0;
+  for (const auto& c : r.mix->choices) chose_mse += c.candidate == "nvfp4-w4a16+mse";
+  EXPECT_GT(chose_mse, 0);  // same bytes, lower score: preferred over plain NVFP4
+  EXPECT_NE(r.recipe_yaml.find("rounding: mse"), std::string::npos) << r.recipe_yaml;
+  const auto plan = pipeline::make_plan(*ckpt_, recipe::parse_recipe(r.recipe_yaml, "emitted"));
+  int searched_tensors = 0;
+  for (const auto& pt : plan.tensors)
+    searched_tensors += pt.scheme && pt.scheme->rounding.value == quant::Rounding::Mse;
+  EXPECT_GT(searched_tensors, 0);
+}
+
 // NVFP4 W4A4 takes a static input scale: planned only with a calibration,
 // whose amax the emitted recipe is planned with (input scales counted).
 TEST_F(PlannerTest, CalibratedCandidatesNeedTheCalibration) {
