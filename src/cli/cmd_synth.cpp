@@ -4,7 +4,9 @@
 #include "cli/command.h"
 #include "cli/plan_args.h"
 #include "cli/progress_bar.h"
+#include "core/error.h"
 #include "pipeline/synth.h"
+#include "runtime/tokenizer.h"
 
 namespace selq::cli {
 namespace {
@@ -27,7 +29,9 @@ const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
       "Examples:\n"
       "  selq synth --arch dspark --scale 8 /tmp/dspark     # a 5-layer draft model, 1/8 scale\n"
       "  selq synth --arch kimi-k3 --scale 64 /tmp/k3       # MoE names and shapes, scaled down");
-  cmd->add_option("--arch", args->options.arch, "dspark, kimi-k3, deepseek-v3 or llama")
+  cmd->add_option("--arch", args->options.arch,
+                  "dspark, kimi-k3, deepseek-v3 or llama (deepseek-v3 comes with its router and RoPE config and a\n"
+                  "byte-level tokenizer.json: selq's runtime and transformers run it)")
       ->check(CLI::IsMember({"dspark", "kimi-k3", "deepseek-v3", "llama"}))
       ->required();
   cmd->add_option("destination", args->dst, "Output directory (must not exist)")->required();
@@ -42,6 +46,13 @@ const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
   cmd->add_flag("--json", args->json, "Print a JSON summary");
   cmd->callback([args, &status] {
     args->options.max_shard_bytes = parse_size(args->max_shard_size);
+    // deepseek-v3 runs in selq's runtime (eval, calibrate, the measured tiers): it gets a tokenizer.
+    if (args->options.arch == "deepseek-v3") {
+      if (args->options.vocab >= 0 && args->options.vocab < 257)
+        throw_bad_input("--arch deepseek-v3 needs --vocab of at least 257 (its byte-level tokenizer's 256 bytes and "
+                        "<|endoftext|>)");
+      args->options.extra_files["tokenizer.json"] = runtime::Tokenizer::byte_level_json().dump();
+    }
     const std::uint64_t bytes = pipeline::write_synth_checkpoint(args->options, args->dst);
     if (args->json)
       fmt::print("{}\n", nlohmann::json{{"destination", args->dst}, {"arch", args->options.arch}, {"bytes", bytes}}.dump(2));

@@ -247,6 +247,7 @@ std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& d
                         nlohmann::json{{"do_sample", false}, {"max_new_tokens", 256}}.dump(2) + "\n");
   io::write_file_atomic((fs::path(staging) / "tokenizer_config.json").string(),
                         nlohmann::json{{"model_max_length", 8192}, {"tokenizer_class", "PreTrainedTokenizerFast"}}.dump(2) + "\n");
+  for (const auto& [name, content] : o.extra_files) io::write_file_atomic((fs::path(staging) / name).string(), content);
   fs::rename(staging, dst, ec);
   if (ec) throw_io(fmt::format("cannot rename the synthetic checkpoint into place: {}", ec.message()), {dst});
   return total;

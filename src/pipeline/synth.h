@@ -3,6 +3,7 @@
 // (optionally scaled down), with weights drawn to look like trained ones:
 // per-output-channel scale spread, a few outlier input channels, heavy tails.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct SynthOptions {
   std::uint64_t max_shard_bytes{1ull << 30};
   bool experts_nvfp4{false};        // kimi-k3/deepseek-v3: routed experts pre-quantized NVFP4 (compressed-tensors)
   DType dtype{DType::BF16};
+  // Other files written into the checkpoint with it (name -> content), e.g.
+  // the CLI's byte-level tokenizer.json for a model the runtime runs.
+  std::map<std::string, std::string> extra_files;
 };
 
 struct SynthTensor {

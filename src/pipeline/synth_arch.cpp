@@ -142,6 +142,26 @@ SynthModel deepseek_like(const SynthOptions& o, bool kimi) {
   SynthModel m;
   m.config = kimi ? mla_config(d, "kimi_k3", "KimiK3ForConditionalGeneration")
                   : mla_config(d, "deepseek_v3", "DeepseekV3ForCausalLM");
+  if (!kimi) {
+    // The router and RoPE as DeepSeek-V3 configures them (its 256 experts in 8
+    // groups, 4 groups and 8 experts per token), scaled to the experts here, so
+    // that selq's runtime and transformers run the model.
+    int groups = 1;  // the most of 4, 2 that divide the experts into groups of at least 2
+    for (int g : {4, 2})
+      if (groups == 1 && d.experts % g == 0 && d.experts / g >= 2) groups = g;
+    const int topk_groups = std::max(1, groups / 2);
+    m.config.update({{"n_group", groups},
+                     {"topk_group", topk_groups},
+                     {"num_experts_per_tok", std::min(2, topk_groups * (d.experts / groups))},
+                     {"routed_scaling_factor", 2.5},
+                     {"norm_topk_prob", true},
+                     {"scoring_func", "sigmoid"},
+                     {"topk_method", "noaux_tc"},
+                     {"hidden_act", "silu"},
+                     {"rope_theta", 10000.0},
+                     {"max_position_embeddings", 4096},
+                     {"attention_bias", false}});
+  }
   Builder b(m);
   if (kimi) {
     const std::int64_t vh = scaled(1152, o.scale);

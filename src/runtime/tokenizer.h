@@ -62,6 +62,10 @@ class Tokenizer {
 
   // An HF tokenizer.json that `tokenizers` loads and that encodes like this.
   nlohmann::json to_tokenizer_json() const;
+  // A byte-level BPE tokenizer of the 256 byte tokens (ids 0-255, GPT-2's
+  // byte-to-character map) and no merges, "<|endoftext|>" at 256: every text
+  // encodes, one token per byte. For synthetic checkpoints (selq synth).
+  static nlohmann::json byte_level_json();
 
   std::size_t vocab_size() const { return id_to_token_.size(); }
   const std::string& token(std::int32_t id) const { return id_to_token_.at(static_cast<std::size_t>(id)); }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "runtime/gguf.h"
 #include "runtime/tokenizer.h"
+#include "runtime/tokenizer_unicode.h"
 
 namespace selq::runtime {
 namespace {
@@ -150,6 +151,25 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
   t.special_ = {id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id"),
                 id("tokenizer.ggml.unknown_token_id"), id("tokenizer.ggml.padding_token_id")};
   return t;
+}
+
+json Tokenizer::byte_level_json() {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) {
+    std::string t;
+    unicode::utf8_append(t, byte_to_unicode(static_cast<std::uint8_t>(b)));
+    vocab[t] = b;
+  }
+  json pre = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  json model = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
+                {"ignore_merges", false}, {"vocab", std::move(vocab)}, {"merges", json::array()}};
+  json added = json::array({{{"id", 256}, {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false},
+                             {"rstrip", false}, {"normalized", false}, {"special", true}}});
+  return {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", std::move(added)},
+          {"normalizer", nullptr}, {"pre_tokenizer", std::move(pre)}, {"post_processor", nullptr},
+          {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+          {"model", std::move(model)}};
 }
 
 json Tokenizer::to_tokenizer_json() const {

@@ -57,6 +57,10 @@ unreached ones listed with the layer's largest amax of the same projection,
 and input second moments (calib.moments.safetensors) for every linear, the
 unreached experts' the mean of the layer's reached experts of the projection.
 
+`selq synth --arch deepseek-v3` (BF16, its byte-level tokenizer.json): the
+tokenizers library encodes text to one id per byte with it, and transformers
+loads the checkpoint and gives selq's logits.
+
 Then the whole path on the MoE (issue 36): `selq sensitivity` activation-aware
 and measured (a layer's experts one unit), `selq plan --target-bpw` from each,
 `selq quantize` of the emitted mixes and of `--rounding weighted` with the
@@ -439,6 +443,32 @@ def eval_and_calibrate(selq_exe, work, base, quant, recipe, params):
     return ok
 
 
+def synth_checkpoint(logits_exe, selq_exe, work):
+    """selq synth's DeepSeek-V3 (BF16, byte-level tokenizer): transformers' logits and the tokenizers library's ids."""
+    from tokenizers import Tokenizer
+    d = work / "synth-dsv3"
+    if d.exists():
+        shutil.rmtree(d)
+    subprocess.run([selq_exe, "synth", "--arch", "deepseek-v3", "--scale", "64", "--layers", "3", "--experts", "8",
+                    "--vocab", "512", str(d)], check=True, stdout=subprocess.DEVNULL)
+    cfg = json.loads((d / "config.json").read_text())
+    text = "The old mill closed in 1923; now it is a museum. Ünïcödé and emoji 🙂 too."
+    hf_ids = Tokenizer.from_file(str(d / "tokenizer.json")).encode(text).ids
+    ok = hf_ids == list(text.encode("utf-8"))
+    print(f"  tokenizers: {len(hf_ids)} ids for {len(text.encode('utf-8'))} bytes, one per byte: {ok}")
+    ids_file = work / "synth-tokens.txt"
+    ids = hf_ids[:N_TOKENS] if len(hf_ids) >= N_TOKENS else (hf_ids * (N_TOKENS // len(hf_ids) + 1))[:N_TOKENS]
+    ids_file.write_text(" ".join(map(str, ids)))
+    model, ref = reference(d, ids)
+    print(f"  transformers loads it: {type(model).__name__}, {cfg['n_routed_experts']} experts in {cfg['n_group']} "
+          f"groups, top-{cfg['num_experts_per_tok']} of {cfg['topk_group']} groups")
+    del model
+    mine, _ = run_selq(logits_exe, d, ids_file, work / "synth-selq", ref.shape[1])
+    for kind in ("prefill", "cached"):
+        ok &= compare(kind, mine[kind], ref)
+    return ok
+
+
 def whole_path(selq_exe, work, base):
     """calibrate -> sensitivity (activation-aware, measured) -> plan -> quantize -> verify -> eval on the MoE."""
     ok = True
@@ -614,6 +644,9 @@ def main():
     mine, secs = run_selq(logits_exe, nat, tokens_file, work / "native-selq", ref.shape[1])
     for kind in ("prefill", "cached"):
         ok &= compare(kind, mine[kind], ref, KVB_ACT_TOL)
+
+    print("== selq synth --arch deepseek-v3: its config and byte-level tokenizer, loaded by transformers and tokenizers")
+    ok &= synth_checkpoint(logits_exe, selq_exe, work)
 
     print("== selq eval and calibrate on the DeepSeek-V3 checkpoints")
     ok &= eval_and_calibrate(selq_exe, work, src, qdir, recipe, CONFIGS[first])

@@ -162,3 +162,14 @@ TEST(ImportGguf, UnpermuteQkRows) {
 
 }  // namespace
 }  // namespace selq::runtime
+
+// selq synth's tokenizer for runnable synthetic checkpoints: one token per
+// byte, any text, and back.
+TEST(Tokenizer, ByteLevelJsonEncodesEachByte) {
+  const auto tok = selq::runtime::Tokenizer::from_tokenizer_json(selq::runtime::Tokenizer::byte_level_json(), "bytes");
+  const std::string text = "The mill, 1923 \xC3\x9C\x6E\xC3\xAF \xF0\x9F\x99\x82\n\ttabs  and  spaces";
+  const auto ids = tok.encode(text);
+  ASSERT_EQ(ids.size(), text.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], static_cast<unsigned char>(text[i])) << i;
+  EXPECT_EQ(tok.decode(ids), text);
+}
