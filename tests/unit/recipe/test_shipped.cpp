@@ -40,6 +40,12 @@ const std::map<std::string, std::set<std::string>> kUnmatchedByDesign{
      {"*block_sparse_moe.gate*", "*block_sparse_moe.routed_expert_down_proj*",
       "*block_sparse_moe.routed_expert_up_proj*", "*self_attention_res_proj*", "*mlp_res_proj*",
       "*output_attn_res_proj*"}},
+    // The same, and the seed's own shared-expert glob in the released name
+    // (its DeepSeek-V3-named twin, *mlp.shared_experts*, matches).
+    {"kimi-k3-seed003",
+     {"*block_sparse_moe.gate*", "*block_sparse_moe.routed_expert_down_proj*",
+      "*block_sparse_moe.routed_expert_up_proj*", "*block_sparse_moe.shared_experts*", "*self_attention_res_proj*",
+      "*mlp_res_proj*", "*output_attn_res_proj*"}},
 };
 
 TEST(ShippedRecipes, AllParseAndResolveWithoutWarnings) {
