@@ -26,7 +26,8 @@ wheel=$(realpath "$(ls "$dist"/selq-*.whl)")
 "$work/venv/bin/pip" install -q --disable-pip-version-check "$wheel"
 cd "$work"  # away from the source tree: the installed package, not python/selq
 "$work/venv/bin/selq" --version >/dev/null
-"$work/venv/bin/selq" recipes | grep -q llama-nvfp4
+"$work/venv/bin/selq" recipes >"$work/recipes.txt"  # a file: grep -q on a pipe can SIGPIPE the writer
+grep -q llama-nvfp4 "$work/recipes.txt"
 "$work/venv/bin/selq" synth --arch llama --scale 16 --layers 2 "$work/src" >/dev/null
 "$work/venv/bin/python" - "$work" <<'PY'
 import sys, numpy as np, ml_dtypes, selq
