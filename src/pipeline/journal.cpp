@@ -97,6 +97,7 @@ std::string plan_fingerprint(const Plan& plan, const recipe::Recipe& recipe) {
   for (const auto& t : plan.tensors) {
     f << t.source << t.source_shard << t.source_info << static_cast<int>(t.action) << scheme_label(t.scheme) << t.module
       << t.fused_group << (t.input_amax ? fmt::format("{:a}", *t.input_amax) : "-");
+    if (t.exact_from_mxfp4) f << "pow2";
     if (t.channel_weights)  // rounding `weighted`: another calibration makes other bytes
       f << fmt::format("{:016x}", XXH3_64bits(t.channel_weights->data(), t.channel_weights->size() * sizeof(float)));
     if (t.stored) {

@@ -282,6 +282,9 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
              act->role});
         pt.input_amax = options.activation_amax.at(pt.module);
       }
+      // No rounding does better than keeping every value (error 0 against the source).
+      pt.exact_from_mxfp4 = pt.stored && pt.stored->scheme.kind == quant::SchemeKind::MXFP4 &&
+                            spec.kind == quant::SchemeKind::NVFP4;
       if (spec.rounding.value == quant::Rounding::Weighted && spec.kind != quant::SchemeKind::FP8Tensor)
         pt.channel_weights = channel_weights(pt.module, shape, pt.source);
       if (quant::scheme_traits(spec.kind).fused_group_amax && shape.size() == 2)

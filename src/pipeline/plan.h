@@ -42,6 +42,9 @@ struct PlannedTensor {
   // Rounding::Weighted: the module's input second moments from the
   // calibration (one weight per input channel), shared by the tensors of a module.
   std::shared_ptr<const std::vector<float>> channel_weights;
+  // Re-quantized MXFP4 -> NVFP4, whatever the rounding: power-of-two NVFP4
+  // scales, which keep every MXFP4 value (TensorQuantizeOptions::nvfp4_pow2_scales).
+  bool exact_from_mxfp4{false};
   // Re-quantized pre-quantized module: how its weight is stored in the source
   // (the tensors to read and dequantize; `source` is the stored weight).
   std::optional<StoredWeight> stored;

@@ -1,5 +1,6 @@
 // Plan serialization (the JSON `quantize` and scripts consume) and the human
 // summary printed by `selq plan`.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string_view>
@@ -121,6 +122,7 @@ nlohmann::json tensor_json(const PlannedTensor& t) {
   if (t.input_amax) e["input_amax"] = *t.input_amax;
   if (t.stored) {
     e["requantize_from"] = t.stored->scheme.name();
+    if (t.exact_from_mxfp4) e["exact"] = "power-of-two NVFP4 scales keep every MXFP4 value";
     e["requantize_inputs"] = t.stored->tensors;
   }
   nlohmann::json outs = nlohmann::json::array();
@@ -225,6 +227,12 @@ std::string format_plan(const Plan& plan) {
     }
     flush(run_start, last);
   }
+  const auto exact = std::count_if(plan.tensors.begin(), plan.tensors.end(),
+                                   [](const PlannedTensor& t) { return t.exact_from_mxfp4; });
+  if (exact > 0)
+    out += fmt::format("exact: {} MXFP4 tensor(s) re-quantized to NVFP4 with power-of-two scales, every value kept "
+                       "(where a tensor's block exponents span at most 18 binades)\n",
+                       exact);
   for (const auto& w : plan.warnings) out += fmt::format("warning: {}\n", w);
   return out;
 }

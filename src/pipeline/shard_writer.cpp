@@ -280,6 +280,7 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
   qo.reject_non_finite = !options.allow_non_finite;
   qo.global_amax = global_amax;
   if (t.channel_weights) qo.channel_weights = *t.channel_weights;
+  qo.nvfp4_pow2_scales = t.exact_from_mxfp4;
   // A static activation scale is the last output; it comes from the
   // calibration, not from the weight.
   std::span<std::span<std::uint8_t>> weight_outs(outs);
@@ -359,6 +360,7 @@ void produce_block(const PlannedTensor& t, const QuantizeOptions& options, Buffe
   qo.reject_non_finite = !options.allow_non_finite;
   qo.global_amax = s.amax;
   if (t.channel_weights) qo.channel_weights = *t.channel_weights;
+  qo.nvfp4_pow2_scales = t.exact_from_mxfp4;
   qo.pieces = &f.pieces;
   qo.first_element = static_cast<std::uint64_t>(item.u0) * (shape_numel(info.shape) / static_cast<std::uint64_t>(units));
   quant::ErrorMetrics unused;

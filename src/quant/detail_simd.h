@@ -14,6 +14,7 @@
 // so they depend only on the row's data, never on the thread count.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/codecs.h"
 #include "core/codecs_simd.h"
@@ -114,6 +115,9 @@ struct Nvfp4RowParams {
   float global;  // gs (CT) or weight_scale_2 (ModelOpt)
   Rounding rounding{Rounding::Nearest};  // how block scales are chosen (quant/rounding_mse.h)
   const float* weights{nullptr};         // Weighted: the row's input-channel weights
+  // TensorQuantizeOptions::nvfp4_pow2_scales: global = 2^(8 - top) (CT) or
+  // 2^(top - 8) (ModelOpt), top the largest block exponent; else nullopt.
+  std::optional<int> pow2_top{};
 };
 // The E4M3 block-scale byte for a block of amax `amax_blk` whose maximum is
 // mapped to `target` (6 for the scale rule; Four Over Six's 4), and the

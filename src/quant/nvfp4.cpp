@@ -41,6 +41,25 @@ inline std::uint8_t block_scale_byte(const NvParams& p, float amax_blk, float ta
 inline float effective_scale(const NvParams& p, std::uint8_t b) {
   return p.ct ? e4m3_value(b) / p.global : e4m3_value(b) * p.global;
 }
+
+// ceil(log2(a / 6)) for a > 0, exactly (frexp: a = m 2^e, m in [0.5, 1)).
+int pow2_exponent(float amax) {
+  int e = 0;
+  const float m = std::frexp(amax / 6.0f, &e);
+  return m == 0.5f ? e - 1 : e;
+}
+
+// Power-of-two block scales (TensorQuantizeOptions::nvfp4_pow2_scales): the
+// block's exponent k, clamped to E4M3's 18 binades below the top one, as the
+// E4M3 byte of 2^(k - top + 8) (256 = 2^8 is E4M3's largest power of two).
+void pow2_block_scales(const NvParams& p, const float* block_amax, std::size_t nblk, std::uint8_t* sout, float* eff) {
+  const int top = *p.pow2_top;
+  for (std::size_t b = 0; b < nblk; ++b) {
+    const int k = block_amax[b] > 0.0f ? std::max(pow2_exponent(block_amax[b]), top - 17) : top - 17;
+    sout[b] = e4m3_sat_code(std::ldexp(1.0f, k - top + 8));
+    eff[b] = effective_scale(p, sout[b]);
+  }
+}
 }  // namespace
 
 std::uint8_t nvfp4_block_scale_byte(const Nvfp4RowParams& p, float amax_blk, float target) {
@@ -80,7 +99,10 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
       }
     }
     // The scales are chosen; the kernel encodes with them, whichever rounding chose.
-    if (p.rounding != Rounding::Nearest) mse_nvfp4_scales(p, x, block_amax, effs.size(), sout, effs.data());
+    if (p.pow2_top)
+      pow2_block_scales(p, block_amax, effs.size(), sout, effs.data());
+    else if (p.rounding != Rounding::Nearest)
+      mse_nvfp4_scales(p, x, block_amax, effs.size(), sout, effs.data());
     e2m1_blocks_simd(x, static_cast<std::size_t>(in), 16, effs.data(), effs.data(), true, 7.0f,
                      w, m);
     return;
@@ -116,8 +138,13 @@ Nvfp4RowParams nvfp4_row_params(const SchemeSpec& spec, const TensorView& src, c
                                 std::uint64_t first, std::uint64_t count) {
   const DType t = src.info->dtype;
   const float amax = options.global_amax ? *options.global_amax : span_amax_fast(src, first, count);
-  return {spec.nvfp == NvfpConvention::CompressedTensors, t, nvfp4_global_scale(spec.nvfp, t, amax),
-          spec.rounding.value};
+  Nvfp4RowParams p{spec.nvfp == NvfpConvention::CompressedTensors, t, nvfp4_global_scale(spec.nvfp, t, amax),
+                   spec.rounding.value};
+  if (options.nvfp4_pow2_scales && amax > 0.0f && std::isfinite(amax)) {
+    p.pow2_top = pow2_exponent(amax);
+    p.global = std::ldexp(1.0f, p.ct ? 8 - *p.pow2_top : *p.pow2_top - 8);
+  }
+  return p;
 }
 
 void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {

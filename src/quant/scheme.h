@@ -186,6 +186,12 @@ struct TensorQuantizeOptions {
   // experts × in for a 3-D stack (expert e's from e·in). Required by
   // Weighted, ignored by the other roundings.
   std::span<const float> channel_weights;
+  // NVFP4: power-of-two scales (global and per block: each block's scale is
+  // 2^ceil(log2(amax/6))), which keep every value of a weight that comes from
+  // MXFP4 exactly (an E2M1 value times a power of two that stays <= 6 is on the
+  // grid), as long as its block exponents span at most 18 binades (E4M3's
+  // powers of two); blocks below that range take its smallest.
+  bool nvfp4_pow2_scales{false};
 };
 
 // Quantizes `src` (F32/BF16/F16, shape per scheme_outputs) into `outs`, which

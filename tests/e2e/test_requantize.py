@@ -193,6 +193,48 @@ class Requantize(unittest.TestCase):
             self.assertLess(rel, 0.2, m)
             self.assertGreater(rel, 0.0, m)
 
+    def test_mxfp4_to_nvfp4_keeps_every_value(self):
+        # MXFP4 -> NVFP4 is exact with power-of-two NVFP4 scales (global and per block), in both
+        # NVFP4 conventions and whatever the rounding; the plan says so.
+        synth = self.path("llama-bf16-mx")
+        E.selq("synth", "--arch", "llama", "--layers", "2", "--scale", "16", "--vocab", "512", synth)
+        src = self.path("llama-mxfp4")
+        E.selq("quantize", synth, src, "--recipe",
+               write_recipe(self.path("mx-src.yaml"), "name: m\ndefault: {scheme: mxfp4, options: {activations: none}}\n"),
+               "--quiet")
+        sh = E.safetensors_headers(src)
+        modules = sorted(k[: -len(".weight_packed")] for k in sh if k.endswith(".weight_packed"))
+        self.assertEqual(len(modules), 2 * 7)
+        import torch
+
+        def mxfp4_values(m):
+            c = E.load_tensor(src, m + ".weight_packed", sh).numpy()
+            e = E.load_tensor(src, m + ".weight_scale", sh).numpy().astype(np.int32)
+            v = np.stack([E2M1[c & 15], E2M1[c >> 4]], -1).reshape(c.shape[0], -1)
+            return v * np.repeat(np.exp2(e - 127.0).astype(np.float32), 32, 1)
+
+        def modelopt_values(d, m, h):
+            c = E.load_tensor(d, m + ".weight", h).numpy()
+            ws = E.load_tensor(d, m + ".weight_scale", h).view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
+            w2 = float(E.load_tensor(d, m + ".weight_scale_2", h).float().numpy().reshape(-1)[0])
+            v = np.stack([E2M1[c & 15], E2M1[c >> 4]], -1).reshape(c.shape[0], -1)
+            return v * np.repeat(ws.astype(np.float32) * np.float32(w2), 16, 1)
+
+        for dialect, rounding in (("compressed-tensors", "nearest"), ("compressed-tensors", "mse"), ("modelopt", "nearest")):
+            r = write_recipe(self.path(f"nv-{dialect}.yaml"),
+                             f"name: nv\narch: llama\ndialect: {dialect}\nrequantize: true\n"
+                             "default: {scheme: nvfp4, options: {activations: none}}\n")
+            plan = E.selq("plan", src, "--recipe", r, "--rounding", rounding).stdout
+            self.assertIn("exact: 14 MXFP4 tensor(s) re-quantized to NVFP4 with power-of-two scales", plan)
+            dst = self.path(f"llama-mx-nv-{dialect}-{rounding}")
+            E.selq("quantize", src, dst, "--recipe", r, "--rounding", rounding, "--quiet")
+            v = E.selq("verify", dst, "--against", src, "--json", check=False)
+            self.assertEqual(v.returncode, 0, v.stdout[-2000:] + v.stderr)
+            h = E.safetensors_headers(dst)
+            for m in modules:
+                got = nvfp4_values(dst, m, h) if dialect == "compressed-tensors" else modelopt_values(dst, m, h)
+                self.assertTrue(np.array_equal(got, mxfp4_values(m)), f"{dialect} {rounding} {m}")
+
     def test_partial_requantize_of_a_shared_source_pattern_is_refused(self):
         src = self.nvfp4_source()
         r = write_recipe(self.path("part.yaml"),
