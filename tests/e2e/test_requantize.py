@@ -11,6 +11,8 @@ their stored tensors and quantized with the new scheme.
   NVFP4 companion tensor survives, verify is clean.
 * A ModelOpt FP8 source (per-channel weights) re-quantized to NVFP4 in
   compressed-tensors: any of selq's dialects is read back as a source.
+* MXFP4 -> NVFP4 keeps every value (power-of-two NVFP4 scales), in both NVFP4
+  conventions and whatever the rounding, and the plan says so.
 * Without the flag the rule only warns and the modules pass through; in place
   is refused with one clear line.
 """
