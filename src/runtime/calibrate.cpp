@@ -88,6 +88,9 @@ std::optional<ExpertName> routed_expert(const std::string& module) {
   return ExpertName{module.substr(0, e0), e, module.substr(dot + 1)};
 }
 
+// The routed experts of one layer and projection: "model.layers.3.mlp.experts.*.down_proj".
+std::string layer_projection(const ExpertName& e) { return e.layer_prefix + "*." + e.projection; }
+
 }  // namespace
 
 CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
@@ -156,7 +159,7 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
   for (const Linear* l : model->linears()) {
     const auto e = routed_expert(l->module);
     if (!e) continue;
-    const std::string key = e->layer_prefix + "*." + e->projection;
+    const std::string key = layer_projection(*e);
     if (auto it = r.amax.find(l->module); it != r.amax.end()) {
       auto& best = layer_max[key];
       if (best.second.empty() || it->second > best.first) best = {it->second, l->module};
@@ -166,7 +169,7 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
     }
   }
   for (const auto& [module, e] : missing) {
-    auto it = layer_max.find(e.layer_prefix + "*." + e.projection);
+    auto it = layer_max.find(layer_projection(e));
     if (it == layer_max.end())
       throw_bad_input(fmt::format("{}: no calibration token reached any expert of {} ({} tokens); calibrate on more "
                                   "text",
@@ -176,11 +179,11 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
   }
   // Their moments: the mean over the layer's reached experts of the projection.
   std::map<std::string, std::pair<std::vector<double>, int>> layer_moments;
-  for (const auto& [module, e] : missing) layer_moments.emplace(e.layer_prefix + "*." + e.projection, std::pair{std::vector<double>{}, 0});
+  for (const auto& [module, e] : missing) layer_moments.emplace(layer_projection(e), std::pair{std::vector<double>{}, 0});
   for (const auto& [module, m] : r.input_moments) {
     const auto e = routed_expert(module);
     if (!e) continue;
-    auto it = layer_moments.find(e->layer_prefix + "*." + e->projection);
+    auto it = layer_moments.find(layer_projection(*e));
     if (it == layer_moments.end()) continue;
     auto& [sum, n] = it->second;
     sum.resize(m.size(), 0.0);
@@ -188,7 +191,7 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
     ++n;
   }
   for (const auto& [module, e] : missing) {
-    const auto& [sum, n] = layer_moments.at(e.layer_prefix + "*." + e.projection);
+    const auto& [sum, n] = layer_moments.at(layer_projection(e));
     std::vector<float>& m = r.input_moments[module];
     m.resize(sum.size());
     for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(sum[c] / n);

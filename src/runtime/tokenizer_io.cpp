@@ -154,22 +154,14 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
 }
 
 json Tokenizer::byte_level_json() {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) {
-    std::string t;
-    unicode::utf8_append(t, byte_to_unicode(static_cast<std::uint8_t>(b)));
-    vocab[t] = b;
-  }
-  json pre = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  json model = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-                {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-                {"ignore_merges", false}, {"vocab", std::move(vocab)}, {"merges", json::array()}};
-  json added = json::array({{{"id", 256}, {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false},
-                             {"rstrip", false}, {"normalized", false}, {"special", true}}});
-  return {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", std::move(added)},
-          {"normalizer", nullptr}, {"pre_tokenizer", std::move(pre)}, {"post_processor", nullptr},
-          {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
-          {"model", std::move(model)}};
+  Tokenizer t;
+  t.pre_ = PreTokenizer::Gpt2;
+  std::vector<std::string> tokens(257);
+  for (int b = 0; b < 256; ++b) unicode::utf8_append(tokens[static_cast<std::size_t>(b)], byte_to_unicode(static_cast<std::uint8_t>(b)));
+  tokens[256] = "<|endoftext|>";
+  t.added_.push_back({256, tokens[256], true});
+  t.init_vocab(std::move(tokens), "byte-level tokenizer");
+  return t.to_tokenizer_json();
 }
 
 json Tokenizer::to_tokenizer_json() const {

@@ -162,24 +162,25 @@ class StaticActivationScales(unittest.TestCase):
         self.assertTrue(all(t.get("rounding") == "weighted" for t in manifest["tensors"] if "scheme" in t))
         self.assertEqual(manifest["calibration"]["path"], self.calib)
 
+    def calibration_naming(self, name, moments_file):
+        """A copy of the calibration JSON whose input_moments names another file."""
+        path = os.path.join(self.tmp.name, name)
+        j = E.read_json(self.calib)
+        j["input_moments"]["file"] = moments_file
+        with open(path, "w") as f:
+            json.dump(j, f)
+        return path
+
     def test_weighted_without_moments_is_one_line(self):
         cases = []
         # A calibration JSON whose moments file is gone.
-        gone = os.path.join(self.tmp.name, "gone.json")
-        j = E.read_json(self.calib)
-        j["input_moments"]["file"] = "gone.moments.safetensors"
-        with open(gone, "w") as f:
-            json.dump(j, f)
-        cases.append((gone, "are missing or not a safetensors file"))
+        cases.append((self.calibration_naming("gone.json", "gone.moments.safetensors"),
+                      "are missing or not a safetensors file"))
         # One whose moments file is another calibration's.
         other = os.path.join(self.tmp.name, "other.json")
         E.selq("calibrate", self.base, "--max-tokens", "64", "--context", "32", "-o", other, "-q")
-        swapped = os.path.join(self.tmp.name, "swapped.json")
-        j = E.read_json(self.calib)
-        j["input_moments"]["file"] = "other.moments.safetensors"
-        with open(swapped, "w") as f:
-            json.dump(j, f)
-        cases.append((swapped, "is not the moments file this calibration wrote"))
+        cases.append((self.calibration_naming("swapped.json", "other.moments.safetensors"),
+                      "is not the moments file this calibration wrote"))
         # One written to stdout (no moments).
         r = E.selq("calibrate", self.base, "--max-tokens", "64", "--context", "32")
         stdout_json = os.path.join(self.tmp.name, "stdout.json")

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "quant/scheme.h"
+#include "quantize_roundtrip.h"
 
 using namespace selq;
 using namespace selq::quant;
@@ -31,19 +32,12 @@ std::vector<float> mx_grid(std::int64_t rows, std::int64_t in, int lo, int hi, u
   return v;
 }
 
-std::vector<float> roundtrip(const SchemeSpec& spec, const std::vector<float>& x, const Shape& shape) {
-  const TensorInfo info{"w", DType::F32, shape};
-  std::vector<std::uint8_t> src(x.size() * 4);
-  std::memcpy(src.data(), x.data(), src.size());
-  std::vector<std::vector<std::uint8_t>> bufs;
-  for (const auto& o : scheme_outputs(spec, shape)) bufs.emplace_back(dtype_nbytes(o.dtype, shape_numel(o.shape)));
-  std::vector<std::span<std::uint8_t>> spans(bufs.begin(), bufs.end());
+test_util::Quantized roundtrip(const SchemeSpec& spec, const std::vector<float>& x, const Shape& shape, bool pow2 = true) {
   TensorQuantizeOptions opt;
-  opt.nvfp4_pow2_scales = true;
-  ErrorMetrics m;
-  quantize_weight(spec, TensorView{&info, src}, spans, m, opt);
-  std::vector<std::span<const std::uint8_t>> cs(spans.begin(), spans.end());
-  return dequantize_weight(spec, shape, cs);
+  opt.nvfp4_pow2_scales = pow2;
+  return test_util::quantize_roundtrip(
+      spec, TensorInfo{"w", DType::F32, shape},
+      std::span(reinterpret_cast<const std::uint8_t*>(x.data()), x.size() * sizeof(float)), opt);
 }
 
 }  // namespace
@@ -52,18 +46,10 @@ TEST(Nvfp4Pow2, Mxfp4GridValuesComeBackExactly) {
   for (NvfpConvention conv : {NvfpConvention::CompressedTensors, NvfpConvention::ModelOpt}) {
     const SchemeSpec spec{.kind = SchemeKind::NVFP4, .nvfp = conv};
     const auto x = mx_grid(32, 256, -20, -3, 1);  // 18 binades
-    const auto dq = roundtrip(spec, x, {32, 256});
+    const auto dq = roundtrip(spec, x, {32, 256}).dq;
     for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(dq[i], x[i]) << i;
     // The plain scale rule does not keep them (the reason for the option).
-    const TensorInfo info{"w", DType::F32, {32, 256}};
-    std::vector<std::uint8_t> src(x.size() * 4);
-    std::memcpy(src.data(), x.data(), src.size());
-    std::vector<std::vector<std::uint8_t>> bufs;
-    for (const auto& o : scheme_outputs(spec, {32, 256})) bufs.emplace_back(dtype_nbytes(o.dtype, shape_numel(o.shape)));
-    std::vector<std::span<std::uint8_t>> spans(bufs.begin(), bufs.end());
-    ErrorMetrics m;
-    quantize_weight(spec, TensorView{&info, src}, spans, m);
-    EXPECT_GT(m.sum_sq_err, 0.0);
+    EXPECT_GT(roundtrip(spec, x, {32, 256}, false).metrics.sum_sq_err, 0.0);
   }
 }
 
@@ -71,7 +57,7 @@ TEST(Nvfp4Pow2, BlocksBelowTheRangeAreFiniteNotExact) {
   const SchemeSpec spec{.kind = SchemeKind::NVFP4};
   auto x = mx_grid(8, 64, -4, -4, 2);
   for (std::size_t i = 0; i < 16; ++i) x[i] = std::ldexp(kE2M1[i % 8], -40);  // 36 binades below the top block
-  const auto dq = roundtrip(spec, x, {8, 64});
+  const auto dq = roundtrip(spec, x, {8, 64}).dq;
   for (std::size_t i = 16; i < x.size(); ++i) ASSERT_EQ(dq[i], x[i]) << i;
   bool any_off = false;
   for (std::size_t i = 0; i < 16; ++i) {

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "quant/scheme.h"
+#include "quantize_roundtrip.h"
 #include "recipe/recipe.h"
 
 using namespace selq;
@@ -70,21 +71,10 @@ std::vector<float> as_loaded(const std::vector<float>& v, DType dt) {
   return out;
 }
 
-struct Quantized {
-  std::vector<std::vector<std::uint8_t>> bufs;
-  ErrorMetrics metrics;
-  std::vector<float> dq;
-};
+using test_util::Quantized;
 
 Quantized run(const SchemeSpec& spec, const Shape& shape, const std::vector<std::uint8_t>& data, DType dt) {
-  TensorInfo info{"w", dt, shape};
-  Quantized q;
-  for (const auto& s : scheme_outputs(spec, shape)) q.bufs.emplace_back(dtype_nbytes(s.dtype, shape_numel(s.shape)));
-  std::vector<std::span<std::uint8_t>> spans(q.bufs.begin(), q.bufs.end());
-  quantize_weight(spec, TensorView{&info, data}, spans, q.metrics);
-  std::vector<std::span<const std::uint8_t>> cs(spans.begin(), spans.end());
-  q.dq = dequantize_weight(spec, shape, cs);
-  return q;
+  return test_util::quantize_roundtrip(spec, TensorInfo{"w", dt, shape}, data);
 }
 
 SchemeSpec with(SchemeSpec s, Rounding r) {

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "quant/scheme.h"
+#include "quantize_roundtrip.h"
 
 using namespace selq;
 using namespace selq::quant;
@@ -53,24 +54,14 @@ std::vector<float> bf16_loaded(const std::vector<float>& v) {
   return out;
 }
 
-struct Quantized {
-  std::vector<std::vector<std::uint8_t>> bufs;
-  std::vector<float> dq;
-};
+using test_util::Quantized;
 
 Quantized run(const SchemeSpec& spec, const Shape& shape, const std::vector<std::uint8_t>& data,
               std::span<const float> weights = {}) {
-  TensorInfo info{"model.layers.0.mlp.down_proj.weight", DType::BF16, shape};
-  Quantized q;
-  for (const auto& s : scheme_outputs(spec, shape)) q.bufs.emplace_back(dtype_nbytes(s.dtype, shape_numel(s.shape)));
-  std::vector<std::span<std::uint8_t>> spans(q.bufs.begin(), q.bufs.end());
   TensorQuantizeOptions o;
   o.channel_weights = weights;
-  ErrorMetrics m;
-  quantize_weight(spec, TensorView{&info, data}, spans, m, o);
-  std::vector<std::span<const std::uint8_t>> cs(spans.begin(), spans.end());
-  q.dq = dequantize_weight(spec, shape, cs);
-  return q;
+  return test_util::quantize_roundtrip(spec, TensorInfo{"model.layers.0.mlp.down_proj.weight", DType::BF16, shape}, data,
+                                     o);
 }
 
 SchemeSpec with(SchemeSpec s, Rounding r) {
