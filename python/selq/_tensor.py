@@ -87,7 +87,7 @@ class QuantizedTensor(Mapping[str, np.ndarray]):
 def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed-tensors",
                     global_amax: Optional[float] = None, allow_non_finite: bool = False,
                     rounding: str = "nearest", channel_weights: Optional[ArrayLike] = None,
-                    **options: Any) -> QuantizedTensor:
+                    hessian: Optional[ArrayLike] = None, **options: Any) -> QuantizedTensor:
     """Quantize one weight (2-D ``[out, in]`` or 3-D ``[experts, out, in]``)
     with ``scheme`` and a recipe's scheme ``options`` (``group_size=128``,
     ``symmetric=False``, ``activations="fp8-per-token"``, ``block_size=[128, 128]``,
@@ -106,6 +106,9 @@ def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed
     squared error weighted by ``channel_weights`` (one per input channel, or
     experts × in for a 3-D weight: the channel's mean squared activation,
     what ``selq calibrate -o`` writes beside its JSON).
+    ``rounding="gptq"`` runs GPTQ with ``hessian`` (``[in, in]``, the sum of
+    ``x xᵀ`` over the layer's calibration inputs) onto the scales ``"mse"``
+    chooses: the same stored format (mxfp4, mxfp8, nvfp4, int schemes).
 
     >>> import numpy as np, ml_dtypes, selq
     >>> w = np.random.default_rng(0).standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
@@ -121,8 +124,9 @@ def quantize_tensor(array: ArrayLike, scheme: str, *, dialect: str = "compressed
     weights = None
     if channel_weights is not None:
         weights = [float(v) for v in np.asarray(channel_weights, dtype=np.float32).reshape(-1)]
+    h = None if hessian is None else np.ascontiguousarray(hessian, dtype=np.float64)
     tensors, metrics, name = _selq.quantize_tensor(data, dtype, shape, yaml, dialect, global_amax, allow_non_finite,
-                                                   weights)
+                                                   weights, h)
     out = {suffix: raw.view(_NUMPY[dt]).reshape(shp) for suffix, dt, shp, raw in tensors}
     return QuantizedTensor(out, name, tuple(shape), dtype, dialect, metrics, scheme, dict(options))
 

@@ -14,8 +14,10 @@
 #include "bindings.h"
 #include "core/error.h"
 #include "export/dialect.h"
+#include "quant/gptq_grid.h"
 #include "quant/scheme.h"
 #include "recipe/recipe.h"
+#include "runtime/gptq.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -59,7 +61,8 @@ std::string suffix(exporter::Dialect d, const quant::SchemeSpec& spec, quant::Ou
 nb::tuple quantize_tensor(const InArray& data, const std::string& dtype, const Shape& shape,
                           const std::string& recipe_yaml, const std::string& dialect,
                           std::optional<float> global_amax, bool allow_non_finite,
-                          const std::optional<std::vector<float>>& channel_weights) {
+                          const std::optional<std::vector<float>>& channel_weights,
+                          const std::optional<InArray>& hessian) {
   const TensorInfo info{"tensor", parse_dtype(dtype), shape};
   if (!dtype_is_float_source(info.dtype)) throw_bad_input(fmt::format("cannot quantize a {} tensor", dtype));
   if (data.nbytes() != info.nbytes())
@@ -77,9 +80,27 @@ nb::tuple quantize_tensor(const InArray& data, const std::string& dtype, const S
   opt.global_amax = global_amax;
   opt.reject_non_finite = !allow_non_finite;
   if (channel_weights) opt.channel_weights = *channel_weights;
+  const bool gptq = spec.rounding.value == quant::Rounding::Gptq;
+  if (gptq != hessian.has_value())
+    throw_bad_input(gptq ? "rounding 'gptq' needs hessian= (the [in, in] float64 Σ x xᵀ of the layer's inputs)"
+                         : "hessian= is used by rounding 'gptq' only");
+  const TensorView view{&info, bytes_of(data)};
   {
     nb::gil_scoped_release nogil;
-    quant::quantize_weight(spec, TensorView{&info, bytes_of(data)}, spans, metrics, opt);
+    if (gptq) {
+      const auto in = shape.empty() ? 0 : shape.back();
+      if (hessian->dtype() != nb::dtype<double>() || hessian->nbytes() != static_cast<std::size_t>(in * in * 8))
+        throw_bad_input(fmt::format("hessian must be a float64 [{0}, {0}] array", in));
+      const std::span<const double> h(static_cast<const double*>(hessian->data()), static_cast<std::size_t>(in * in));
+      runtime::GptqOptions go;
+      go.quantize.global_amax = global_amax;
+      const runtime::GptqResult r = runtime::gptq_round(spec, view, h, go);
+      const TensorInfo rinfo{"tensor", DType::F32, shape};
+      const TensorView rounded{&rinfo, {reinterpret_cast<const std::uint8_t*>(r.weight.data()), r.weight.size() * 4}};
+      quant::store_gptq_weights(spec, view, rounded, spans, metrics, opt);
+    } else {
+      quant::quantize_weight(spec, view, spans, metrics, opt);
+    }
   }
   nb::list tensors;
   for (std::size_t i = 0; i < outs.size(); ++i)
@@ -128,7 +149,7 @@ nb::ndarray<nb::numpy, float> dequantize(const std::vector<InArray>& stored, con
 
 void bind_tensor(nb::module_& m) {
   m.def("quantize_tensor", &quantize_tensor, "data"_a, "dtype"_a, "shape"_a, "recipe_yaml"_a, "dialect"_a,
-        "global_amax"_a.none(), "allow_non_finite"_a, "channel_weights"_a.none());
+        "global_amax"_a.none(), "allow_non_finite"_a, "channel_weights"_a.none(), "hessian"_a.none());
   m.def("dequantize", &dequantize, "stored"_a, "shape"_a, "model_dtype"_a, "recipe_yaml"_a, "dialect"_a);
   m.def(
       "scheme_outputs",

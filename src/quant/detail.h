@@ -221,6 +221,11 @@ struct MatrixJob {
   std::span<std::span<std::uint8_t>> outs;
   std::vector<ErrorMetrics>* pieces;  // a 2-D block's metric pieces (TensorQuantizeOptions::pieces)
 };
+// Whether the rounding searches the scales (quant/rounding_mse.h); nearest
+// keeps the rule's, gptq the ones already in the outputs.
+inline bool searches_scales(Rounding r) { return r == Rounding::Mse || r == Rounding::Weighted; }
+inline bool keeps_given_scales(Rounding r) { return r == Rounding::Gptq; }
+
 // Rounding::Weighted's input-channel weights for the job's matrix (its
 // expert's slice of a 3-D stack); null for the other roundings.
 inline const float* channel_weights_of(const MatrixJob& job) {

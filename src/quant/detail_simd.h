@@ -176,6 +176,11 @@ void int_group_qparams(const IntRowParams& p, float qmin, float qmax, float mn, 
 // int_groups_simd). Non-finite rows must take simd = false.
 void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_t* codes,
              float* s, float* zp, ErrorMetrics& m, bool simd);
+// The stored scale and zero point of group gi of row r of expert e
+// (`scales`/`zps`: the Scale and ZeroPoint outputs; zps null when symmetric).
+void stored_group_qparams(const SchemeSpec& spec, std::int64_t out, std::int64_t in, const std::uint8_t* scales,
+                          const std::uint8_t* zps, std::int64_t e, std::int64_t r, std::int64_t gi, float& s,
+                          float& zp);
 // The parameters of an IntChannel/IntGroup scheme for a source of dtype t
 // whose rows have `in` elements.
 IntRowParams int_row_params(const SchemeSpec& spec, DType t, std::int64_t in);

@@ -89,6 +89,7 @@ void quantize_weight(const SchemeSpec& spec, const TensorView& src,
   const auto specs = scheme_outputs(spec, info.shape);
   const detail::Geometry g = detail::geometry_for(spec, info.shape, info.name);
   check_outs_sizes(specs, outs.size(), [&](std::size_t i) { return outs[i].size(); }, info.name);
+  check_gptq_supported(spec, info.name);
   // fp8-tensor's one scale is not searched (any rounding is nearest's).
   if (spec.rounding.value == Rounding::Weighted && spec.kind != SchemeKind::FP8Tensor)
     check_channel_weights(options.channel_weights, g, info.name);

@@ -77,7 +77,7 @@ float fp8_channel_row(const Fp8Params& p, const float* row, std::size_t n, float
   }
   float s = fp8_scale(p, amax);
   // The scale is chosen; the kernel encodes with it, whichever rounding chose.
-  if (p.rounding != Rounding::Nearest && finite) s = mse_fp8_scale(p, row, p.weights, n, amax, s);
+  if (searches_scales(p.rounding) && finite) s = mse_fp8_scale(p, row, p.weights, n, amax, s);
   ErrorMetrics rm;
   fp8_run(p, row, n, s, w, rm, finite);
   rm.blocks = 1;
@@ -177,7 +177,7 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
           for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(block[i]));
         }
         float s = fp8_scale(p, amax);
-        if (p.rounding != Rounding::Nearest && finite) {
+        if (searches_scales(p.rounding) && finite) {
           // Weighted: each row segment of the block takes its columns' weights.
           const float* w = nullptr;
           if (p.weights) {

@@ -23,7 +23,7 @@ std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t 
                           std::uint8_t* w, ErrorMetrics& m, const float* weights) {
   std::uint8_t sb = row_scale_byte(spec, amax);
   // The scale is chosen; the kernel encodes with it, whichever rounding chose.
-  if (spec.rounding.value != Rounding::Nearest && finite) sb = mse_fp8_e8m0_byte(row, weights, n, sb);
+  if (searches_scales(spec.rounding.value) && finite) sb = mse_fp8_e8m0_byte(row, weights, n, sb);
   ErrorMetrics rm;
   fp8_row(DType::F32, row, n, e8m0_value(sb), w, rm, finite);
   rm.clipped_blocks = rm.clipped_elements != 0;

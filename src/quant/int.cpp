@@ -77,6 +77,26 @@ int out_index(OutRole role, const SchemeSpec& spec) {
 }
 }  // namespace
 
+void stored_group_qparams(const SchemeSpec& spec, std::int64_t out, std::int64_t in, const std::uint8_t* scales,
+                          const std::uint8_t* zps, std::int64_t e, std::int64_t r, std::int64_t gi, float& s,
+                          float& zp) {
+  const int b = spec.bits;
+  const std::int64_t ngroups = in / (spec.kind == SchemeKind::IntChannel ? in : spec.group_size);
+  const std::uint64_t sidx = static_cast<std::uint64_t>((e * out + r) * ngroups + gi);
+  s = load_float_element(spec.scale_dtype, scales, sidx);
+  zp = 0.0f;
+  if (spec.symmetric) return;
+  if (spec.int_pack_int32) {
+    const std::int64_t zp_words = ceil_div(out * b, 32);
+    zp = static_cast<float>(static_cast<int>(get_bits(zps + (e * zp_words * ngroups + gi) * 4,
+                                                      static_cast<std::uint64_t>(ngroups) * 4,
+                                                      static_cast<std::uint64_t>(r * b), b)) -
+                            (1 << (b - 1)));
+  } else {
+    zp = static_cast<float>(static_cast<std::int8_t>(zps[sidx]));
+  }
+}
+
 void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_t* codes,
              float* scales, float* zps, ErrorMetrics& m, bool simd) {
   const float qmin = -std::ldexp(1.0f, p.bits - 1), qmax = std::ldexp(1.0f, p.bits - 1) - 1.0f;
@@ -100,15 +120,17 @@ void int_row(const IntRowParams& p, const float* x, std::int64_t in, std::uint8_
         hi = std::max(hi, xg[i]);
       }
     }
-    int_group_qparams(p, qmin, qmax, lo, hi, scales[gi], zps[gi]);
+    if (!keeps_given_scales(p.rounding)) int_group_qparams(p, qmin, qmax, lo, hi, scales[gi], zps[gi]);
   }
   // The scales are chosen; the encoding below uses them, whichever rounding chose.
-  if (p.rounding != Rounding::Nearest) mse_int_scales(p, qmin, qmax, x, in, mn.data(), mx.data(), scales, zps);
+  if (searches_scales(p.rounding)) mse_int_scales(p, qmin, qmax, x, in, mn.data(), mx.data(), scales, zps);
   if (simd) {
     int_groups_simd(x, static_cast<std::size_t>(in), static_cast<std::size_t>(p.gw), scales, zps,
                     !p.sym, p.ct == DType::BF16, qmin, qmax, p.offset, codes, m);
     return;
   }
+  if (keeps_given_scales(p.rounding))  // GPTQ's weights are finite: they take the SIMD path
+    throw Error(ErrorKind::Internal, "int_row: kept scales on a non-finite row");
   std::vector<float> dq(static_cast<std::size_t>(p.gw));
   for (std::int64_t gi = 0; gi < ngroups; ++gi) {
     const float* xg = x + gi * p.gw;
@@ -161,6 +183,17 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
                        (packed ? static_cast<std::uint64_t>(job.e * out * words_per_row * 4) : base0);
   std::uint8_t* sout = job.outs[1].data();
   std::uint8_t* zout = spec.symmetric ? nullptr : job.outs[2].data();
+  // GPTQ: the scales and zero points the outputs hold are kept (read before
+  // the packed outputs are cleared), [out, ngroups] each.
+  std::vector<float> kept_s, kept_zp;
+  if (keeps_given_scales(p.rounding)) {
+    kept_s.resize(static_cast<std::size_t>(out * ngroups));
+    kept_zp.resize(kept_s.size());
+    for (std::int64_t r = 0; r < out; ++r)
+      for (std::int64_t gi = 0; gi < ngroups; ++gi)
+        stored_group_qparams(spec, g.out, g.in, sout, zout, job.e, r, gi, kept_s[static_cast<std::size_t>(r * ngroups + gi)],
+                             kept_zp[static_cast<std::size_t>(r * ngroups + gi)]);
+  }
   if (packed) {
     // Zero fill once: row padding bits stay 0 and zero points are OR-ed in.
     std::memset(wout, 0, static_cast<std::size_t>(out * words_per_row * 4));
@@ -188,6 +221,10 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
       const float* row = load_row_block_amax(t, src, base, buf.size(), buf.size(), buf.data(), &amax);
       const bool finite = all_finite(&amax, 1);
       if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
+      if (!kept_s.empty()) {
+        std::copy_n(kept_s.begin() + r * ngroups, ngroups, scales.begin());
+        std::copy_n(kept_zp.begin() + r * ngroups, ngroups, zps.begin());
+      }
       int_row(p, row, in, codes.data(), scales.data(), zps.data(), m, finite);
       for (std::int64_t gi = 0; gi < ngroups; ++gi) {
         const std::uint64_t sidx = static_cast<std::uint64_t>((job.e * out + r) * ngroups + gi);
@@ -221,26 +258,15 @@ void dequantize_int(const SchemeSpec& spec, const Geometry& g,
   const std::int64_t in = g.in, out = g.out;
   const int b = spec.bits;
   const std::int64_t gw = spec.kind == SchemeKind::IntChannel ? in : spec.group_size;
-  const std::int64_t ngroups = in / gw;
-  const std::int64_t words_per_row = ceil_div(in * b, 32), zp_words = ceil_div(out * b, 32);
+  const std::int64_t words_per_row = ceil_div(in * b, 32);
   const int off = 1 << (b - 1);
   require_scale_dtype(spec.scale_dtype);
+  const std::uint8_t* zps = spec.symmetric ? nullptr : outs[2].data();
   for (std::int64_t e = 0; e < g.experts; ++e)
     for (std::int64_t r = 0; r < out; ++r)
       for (std::int64_t c = 0; c < in; ++c) {
-        const std::int64_t gi = c / gw;
-        const std::uint64_t sidx = static_cast<std::uint64_t>((e * out + r) * ngroups + gi);
-        const float s = load_float_element(spec.scale_dtype, outs[1].data(), sidx);
-        float zp = 0.0f;
-        if (!spec.symmetric) {
-          if (spec.int_pack_int32)
-            zp = static_cast<float>(static_cast<int>(get_bits(
-                     outs[2].data() + (e * zp_words * ngroups + gi) * 4,
-                     static_cast<std::uint64_t>(ngroups) * 4, static_cast<std::uint64_t>(r * b), b)) -
-                 off);
-          else
-            zp = static_cast<float>(static_cast<std::int8_t>(outs[2][sidx]));
-        }
+        float s, zp;
+        stored_group_qparams(spec, g.out, g.in, outs[1].data(), zps, e, r, c / gw, s, zp);
         float q;
         if (spec.int_pack_int32)
           q = static_cast<float>(

@@ -195,6 +195,8 @@ void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src,
   Geometry g;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (options[i].pieces) throw Error(ErrorKind::Internal, "measure_weight: metric pieces are not supported");
+    if (specs[i].rounding.value == Rounding::Gptq)  // its weights come from the runtime (runtime/gptq.h)
+      throw Error(ErrorKind::Internal, "measure_weight: rounding gptq is not measured from the weight alone");
     g = geometry_for(specs[i], src.info->shape, src.info->name);  // the same for every scheme
     // Weighted takes its channel weights through quantize_weight (checked there).
     if (!has_row_kernel(specs[i].kind) || specs[i].rounding.value == Rounding::Weighted) {

@@ -70,10 +70,17 @@ void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_
       block_amax_simd(x, static_cast<std::size_t>(in), 32, amax.data());
       block_amax = amax.data();
     }
-    mx_scales_simd(block_amax, inv.size(), spec.scale_rule, f.emax, f.mbits_for_even, f.max, sout,
-                   inv.data(), sc.data());
+    if (keeps_given_scales(spec.rounding.value)) {
+      for (std::size_t b = 0; b < inv.size(); ++b) {
+        sc[b] = pow2(sout[b] - 127);
+        inv[b] = pow2(127 - sout[b]);
+      }
+    } else {
+      mx_scales_simd(block_amax, inv.size(), spec.scale_rule, f.emax, f.mbits_for_even, f.max, sout, inv.data(),
+                     sc.data());
+    }
     // The scales are chosen; the kernels encode with them, whichever rounding chose.
-    if (spec.rounding.value != Rounding::Nearest)
+    if (searches_scales(spec.rounding.value))
       mse_mx_scales(f.fp4, x, weights, inv.size(), sout, inv.data(), sc.data());
     if (f.fp4)
       e2m1_blocks_simd(x, static_cast<std::size_t>(in), 32, inv.data(), sc.data(), false,
@@ -83,6 +90,8 @@ void mx_row(const SchemeSpec& spec, const float* x, std::int64_t in, std::uint8_
                        f.clip_at, w, m);
     return;
   }
+  if (keeps_given_scales(spec.rounding.value))  // GPTQ's weights are finite: they take the SIMD path
+    throw Error(ErrorKind::Internal, "mx_row: kept scales on a non-finite row");
   std::vector<float> v(static_cast<std::size_t>(in)), dq(v.size());
   std::vector<float> scales(static_cast<std::size_t>(nblk));
   std::vector<std::uint8_t> codes;  // decoded from, when the caller stores none

@@ -89,7 +89,9 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
       block_amax_simd(x, static_cast<std::size_t>(in), 16, amax.data());
       block_amax = amax.data();
     }
-    if (!p.ct || p.t != DType::F16) {
+    if (keeps_given_scales(p.rounding)) {
+      for (std::size_t b = 0; b < effs.size(); ++b) effs[b] = effective_scale(p, sout[b]);
+    } else if (!p.ct || p.t != DType::F16) {
       nvfp4_scales_simd(block_amax, effs.size(), p.ct, p.t == DType::BF16, p.global, sout,
                         effs.data());
     } else {
@@ -99,14 +101,18 @@ void nvfp4_row(const Nvfp4RowParams& p, const float* x, std::int64_t in, std::ui
       }
     }
     // The scales are chosen; the kernel encodes with them, whichever rounding chose.
-    if (p.pow2_top)
+    if (keeps_given_scales(p.rounding))
+      ;
+    else if (p.pow2_top)
       pow2_block_scales(p, block_amax, effs.size(), sout, effs.data());
-    else if (p.rounding != Rounding::Nearest)
+    else if (searches_scales(p.rounding))
       mse_nvfp4_scales(p, x, block_amax, effs.size(), sout, effs.data());
     e2m1_blocks_simd(x, static_cast<std::size_t>(in), 16, effs.data(), effs.data(), true, 7.0f,
                      w, m);
     return;
   }
+  if (keeps_given_scales(p.rounding))  // GPTQ's weights are finite: they take the SIMD path
+    throw Error(ErrorKind::Internal, "nvfp4_row: kept scales on a non-finite row");
   std::vector<float> effs(static_cast<std::size_t>(nblk));
   std::vector<float> v(static_cast<std::size_t>(in)), dq(v.size());
   std::vector<std::uint8_t> codes;  // decoded from, when the caller stores none
@@ -157,7 +163,10 @@ void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& metrics) {
 
   NvParams p = nvfp4_row_params(spec, *job.src, *job.options, base0, static_cast<std::uint64_t>(g.out * in));
   p.weights = channel_weights_of(job);
-  std::memcpy(job.outs[2].data() + 4 * job.e, &p.global, 4);
+  if (keeps_given_scales(p.rounding))
+    std::memcpy(&p.global, job.outs[2].data() + 4 * job.e, 4);
+  else
+    std::memcpy(job.outs[2].data() + 4 * job.e, &p.global, 4);
 
   std::uint8_t* wout = job.outs[0].data() + static_cast<std::uint64_t>(job.e * g.out * (in / 2));
   std::uint8_t* sout = job.outs[1].data() + static_cast<std::uint64_t>(job.e * g.out * nblk);

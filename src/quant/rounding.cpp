@@ -12,6 +12,7 @@ const char* rounding_name(Rounding r) {
     case Rounding::Nearest: return "nearest";
     case Rounding::Mse: return "mse";
     case Rounding::Weighted: return "weighted";
+    case Rounding::Gptq: return "gptq";
   }
   return "?";
 }
@@ -20,9 +21,31 @@ Rounding parse_rounding(std::string_view name, std::string_view what) {
   if (name == "nearest") return Rounding::Nearest;
   if (name == "mse") return Rounding::Mse;
   if (name == "weighted") return Rounding::Weighted;
-  if (name == "gptq")
-    throw_bad_input(fmt::format("{} '{}' is not implemented yet (available: nearest, mse, weighted)", what, name));
-  throw_bad_input(fmt::format("unknown {} '{}' (expected one of: nearest, mse, weighted)", what, name));
+  if (name == "gptq") return Rounding::Gptq;
+  throw_bad_input(fmt::format("unknown {} '{}' (expected one of: nearest, mse, weighted, gptq)", what, name));
+}
+
+bool gptq_supports(SchemeKind kind) {
+  switch (kind) {
+    case SchemeKind::MXFP4:
+    case SchemeKind::MXFP8:
+    case SchemeKind::NVFP4:
+    case SchemeKind::IntChannel:
+    case SchemeKind::IntGroup: return true;
+    case SchemeKind::FP8Tensor:
+    case SchemeKind::FP8Channel:
+    case SchemeKind::FP8Block:
+    case SchemeKind::FP8ChannelE8M0: return false;
+  }
+  return false;
+}
+
+void check_gptq_supported(const SchemeSpec& spec, const std::string& tensor) {
+  if (spec.rounding.value == Rounding::Gptq && !gptq_supports(spec.kind))
+    throw_unsupported(fmt::format("rounding 'gptq' is implemented for mxfp4, mxfp8, nvfp4 and int schemes, not {}; "
+                                  "give this rule `rounding: mse`",
+                                  spec.name()),
+                      ErrorWhere{{}, tensor, {}});
 }
 
 }  // namespace selq::quant

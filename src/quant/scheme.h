@@ -50,13 +50,20 @@ enum class Rounding : std::uint8_t {
   Nearest,  // the format's scale rule, round to nearest: the bytes compressed-tensors/Quark/ModelOpt write
   Mse,      // per block/group: the candidate scale (nearest's among them) with the least squared error
   Weighted, // Mse with each input channel's error weighted by its mean squared activation (selq calibrate)
+  // GPTQ (runtime/gptq.h): the scales come from `mse` over the original weight
+  // and stay; the source given to quantize_weight is GPTQ's error-compensated
+  // weight, already on their grid, and the kernels encode it with the scales
+  // that `outs` holds on entry (gptq_keeps_scales). MX, NVFP4 and INT kinds.
+  Gptq,
 };
-// Recipe names: "nearest", "mse", "weighted".
+// Recipe names: "nearest", "mse", "weighted", "gptq".
 const char* rounding_name(Rounding r);
 // The rounding a recipe or option names. Throws BadInput naming `what` (the
-// option, e.g. "--rounding") for an unknown name, and for one that is planned
-// but not implemented yet ("gptq") with a one-line reason.
+// option, e.g. "--rounding") for an unknown name.
 Rounding parse_rounding(std::string_view name, std::string_view what);
+// Whether a kind's scales can be kept for GPTQ (its rows have a per-element
+// grid: MXFP4, MXFP8, NVFP4, int per channel or group).
+bool gptq_supports(SchemeKind kind);
 
 // A SchemeSpec's rounding. It compares equal to any other: SchemeSpec's ==
 // compares stored formats (dialect config groups, engine replays, fused-group
@@ -94,6 +101,10 @@ struct SchemeSpec {
   std::string name() const;
   bool operator==(const SchemeSpec&) const = default;
 };
+
+// Throws Unsupported naming `tensor` when `spec` rounds `gptq` on a kind that
+// gptq_supports refuses.
+void check_gptq_supported(const SchemeSpec& spec, const std::string& tensor);
 
 // What each output tensor is, independent of how a dialect names it.
 enum class OutRole {

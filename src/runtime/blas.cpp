@@ -2,14 +2,23 @@
 
 #include <exception>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
+
 #include "core/shared_library.h"
 
 namespace selq::runtime::blas {
 namespace {
 
+// LAPACK's Fortran entry points (OpenBLAS's are C and take no hidden string lengths).
+using LapackFactor = void (*)(const char* uplo, const int* n, double* a, const int* lda, int* info);
+
 struct Api {
   decltype(&cblas_sgemm) sgemm;
   decltype(&cblas_sgemv) sgemv;
+  decltype(&cblas_dgemm) dgemm;
+  LapackFactor dpotrf{nullptr}, dpotri{nullptr};
 };
 
 const Api& api() {
@@ -24,8 +33,14 @@ const Api& api() {
       lib.function<SetThreads>("openblas_set_num_threads")(1);
     } catch (const std::exception&) {
     }
-    return Api{lib.function<decltype(&cblas_sgemm)>("cblas_sgemm"),
-               lib.function<decltype(&cblas_sgemv)>("cblas_sgemv")};
+    Api a{lib.function<decltype(&cblas_sgemm)>("cblas_sgemm"), lib.function<decltype(&cblas_sgemv)>("cblas_sgemv"),
+          lib.function<decltype(&cblas_dgemm)>("cblas_dgemm")};
+    try {  // GPTQ only: a BLAS without LAPACK still runs everything else
+      a.dpotrf = lib.function<LapackFactor>("dpotrf_");
+      a.dpotri = lib.function<LapackFactor>("dpotri_");
+    } catch (const std::exception&) {
+    }
+    return a;
   }();
   return loaded;
 }
@@ -41,5 +56,26 @@ void sgemv(CBLAS_ORDER order, CBLAS_TRANSPOSE trans, int m, int n, float alpha, 
            const float* x, int incx, float beta, float* y, int incy) {
   api().sgemv(order, trans, m, n, alpha, a, lda, x, incx, beta, y, incy);
 }
+
+void dgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int m, int n, int k, double alpha,
+           const double* a, int lda, const double* b, int ldb, double beta, double* c, int ldc) {
+  api().dgemm(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
+int lapack(LapackFactor f, int n, double* a, int lda) {
+  if (!f)
+    throw_unsupported(fmt::format("GPTQ needs LAPACK's dpotrf/dpotri, which the BLAS library {} does not export "
+                                  "(OpenBLAS does)",
+                                  SELQ_BLAS_SONAME));
+  const char uplo = 'L';
+  int info = 0;
+  f(&uplo, &n, a, &lda, &info);
+  return info;
+}
+}  // namespace
+
+int dpotrf_lower(int n, double* a, int lda) { return lapack(api().dpotrf, n, a, lda); }
+int dpotri_lower(int n, double* a, int lda) { return lapack(api().dpotri, n, a, lda); }
 
 }  // namespace selq::runtime::blas

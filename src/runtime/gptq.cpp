@@ -1,0 +1,121 @@
+#include "runtime/gptq.h"
+
+#include <fmt/format.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "quant/gptq_grid.h"
+#include "runtime/blas.h"
+#include "runtime/linear.h"
+
+namespace selq::runtime {
+
+namespace {
+
+constexpr std::int64_t kPanelRows = 64;
+
+// U with H⁻¹ = Uᵀ U (upper, row-major; only j >= i is read), from the
+// permuted, damped H: Cholesky, inverse, Cholesky again, as the paper's
+// implementation. Row-major upper is column-major lower, LAPACK's 'L'.
+bool inverse_cholesky_upper(std::vector<double>& h, std::int64_t n) {
+  const int ni = static_cast<int>(n);
+  if (blas::dpotrf_lower(ni, h.data(), ni) != 0) return false;
+  if (blas::dpotri_lower(ni, h.data(), ni) != 0) return false;
+  return blas::dpotrf_lower(ni, h.data(), ni) == 0;
+}
+
+}  // namespace
+
+GptqResult gptq_round(const quant::SchemeSpec& spec, const TensorView& weight, std::span<const double> hessian,
+                      const GptqOptions& options) {
+  const std::string& name = weight.info->name;
+  const Shape& shape = weight.info->shape;
+  if (shape.size() != 2)
+    throw_unsupported(fmt::format("rounding 'gptq' of a {}-D tensor is not implemented", shape.size()),
+                      ErrorWhere{{}, name, {}});
+  quant::check_gptq_supported(spec, name);
+  const std::int64_t out = shape[0], n = shape[1];
+  if (hessian.size() != static_cast<std::size_t>(n * n))
+    throw Error(ErrorKind::Internal, fmt::format("gptq_round: Hessian of {} values for {} inputs", hessian.size(), n),
+                ErrorWhere{{}, name, {}});
+
+  const auto scale_outs = quant::gptq_scale_outputs(spec, weight, options.quantize);
+  const std::vector<std::span<const std::uint8_t>> scale_views(scale_outs.begin(), scale_outs.end());
+  const quant::ElementGrid grid(spec, shape, scale_views);
+
+  // Static act-order: columns by decreasing diagonal (ties by index).
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  const auto diag = [&](std::int64_t i) { return hessian[static_cast<std::size_t>(i * n + i)]; };
+  std::stable_sort(perm.begin(), perm.end(), [&](std::int64_t a, std::int64_t b) { return diag(a) > diag(b); });
+  std::vector<char> dead(static_cast<std::size_t>(n));
+  double mean_diag = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    dead[static_cast<std::size_t>(i)] = diag(i) <= 0.0;
+    mean_diag += dead[static_cast<std::size_t>(i)] ? 1.0 : diag(i);
+  }
+  mean_diag /= static_cast<double>(n);
+
+  std::vector<double> u;
+  double damp = options.dampening;
+  for (int attempt = 0;; ++attempt) {
+    u.assign(static_cast<std::size_t>(n * n), 0.0);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        u[static_cast<std::size_t>(i * n + j)] = hessian[static_cast<std::size_t>(perm[i] * n + perm[j])];
+    for (std::int64_t i = 0; i < n; ++i) {
+      double& d = u[static_cast<std::size_t>(i * n + i)];
+      if (dead[static_cast<std::size_t>(perm[i])]) d = 1.0;
+      d += damp * mean_diag;
+    }
+    if (inverse_cholesky_upper(u, n)) break;
+    if (attempt == 3)
+      throw_bad_input(fmt::format("GPTQ: the Hessian of this linear's inputs is not positive definite even with "
+                                  "dampening {} (are its calibration inputs finite?)",
+                                  damp),
+                      ErrorWhere{{}, name, {}});
+    damp *= 10;
+  }
+
+  const Matrix w = load_matrix(weight, out, n);
+  GptqResult result;
+  result.dampening = damp;
+  result.weight.assign(static_cast<std::size_t>(out * n), 0.0f);
+  const std::int64_t block = std::max<std::int64_t>(1, options.block_columns);
+  const std::int64_t panels = (out + kPanelRows - 1) / kPanelRows;
+  tbb::parallel_for(std::int64_t{0}, panels, [&](std::int64_t p) {
+    const std::int64_t r0 = p * kPanelRows, m = std::min(kPanelRows, out - r0);
+    std::vector<double> wp(static_cast<std::size_t>(m * n)), err(static_cast<std::size_t>(m * block));
+    std::vector<float> row(static_cast<std::size_t>(n));
+    for (std::int64_t r = 0; r < m; ++r) {
+      w.row_f32(r0 + r, row.data());
+      for (std::int64_t j = 0; j < n; ++j)
+        wp[static_cast<std::size_t>(r * n + j)] = dead[static_cast<std::size_t>(perm[j])] ? 0.0 : row[perm[j]];
+    }
+    for (std::int64_t i1 = 0; i1 < n; i1 += block) {
+      const std::int64_t i2 = std::min(i1 + block, n), cnt = i2 - i1;
+      for (std::int64_t c = i1; c < i2; ++c) {
+        const double* uc = u.data() + c * n;
+        const double d = uc[c];
+        for (std::int64_t r = 0; r < m; ++r) {
+          double* wr = wp.data() + r * n;
+          const float q = grid.nearest(r0 + r, perm[c], static_cast<float>(wr[c]));
+          result.weight[static_cast<std::size_t>((r0 + r) * n + perm[c])] = q;
+          const double e = (wr[c] - static_cast<double>(q)) / d;
+          err[static_cast<std::size_t>(r * cnt + (c - i1))] = e;
+          for (std::int64_t j = c + 1; j < i2; ++j) wr[j] -= e * uc[j];
+        }
+      }
+      if (i2 < n)  // the block's errors onto every later column at once
+        blas::dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n - i2),
+                    static_cast<int>(cnt), -1.0, err.data(), static_cast<int>(cnt), u.data() + i1 * n + i2,
+                    static_cast<int>(n), 1.0, wp.data() + i2, static_cast<int>(n));
+    }
+  });
+  return result;
+}
+
+}  // namespace selq::runtime
