@@ -234,7 +234,8 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
              plan: Optional[Plan] = None, dialect: Optional[str] = None, in_place: bool = False,
              overwrite: bool = False, threads: int = 0, allow_non_finite: bool = False,
              memory_budget: int = 512 * _MIB, max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
-             progress: Optional[Callable[[Progress], Any]] = None, rounding: Optional[str] = None) -> QuantizeResult:
+             progress: Optional[Callable[[Progress], Any]] = None, rounding: Optional[str] = None,
+             calibration_text: Optional[PathLike] = None, calibration_tokens: int = 8192) -> QuantizeResult:
     """Quantize ``source`` into ``destination`` (``selq quantize``): the same
     bytes as the CLI for the same recipe. ``recipe`` is a name, path, YAML
     text or dict; or give a ``plan`` from :func:`plan`. The work runs on all
@@ -249,8 +250,10 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     resume). ``rounding="mse"`` is ``--rounding mse`` (searched block scales,
     same formats; docs/RECIPES.md, "Rounding"); ``"weighted"`` also weighs
     each input channel's error by its mean squared activation from
-    ``calibration`` (``selq calibrate -o``); ``"gptq"`` is not implemented yet
-    (BadInput)."""
+    ``calibration`` (``selq calibrate -o``); ``"gptq"`` runs GPTQ layer by layer
+    on ``calibration_tokens`` tokens of ``calibration_text`` (a UTF-8 file;
+    default: the Austen calibration text) onto ``"mse"``'s scales, file to
+    file (``--rounding gptq --calibration-text``)."""
     source = os.fspath(source)
     cal = os.fspath(calibration) if calibration is not None else None
     cb = _progress_fn(progress)
@@ -274,7 +277,9 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     elif recipe is not None or dialect is not None or rounding is not None:
         raise _bad("give recipe (and rounding) or plan, not both")
     dst = os.fspath(destination)
-    res = _selq.quantize(plan._handle, dst, overwrite, threads, allow_non_finite, memory_budget, cb)
+    text = os.fspath(calibration_text) if calibration_text is not None else None
+    res = _selq.quantize(plan._handle, dst, overwrite, threads, allow_non_finite, memory_budget, cb, text,
+                         calibration_tokens)
     return _result(dst, res, plan.bits_per_weight, plan.warnings)
 
 

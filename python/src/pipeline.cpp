@@ -28,6 +28,7 @@
 #include "recipe/shipped.h"
 #include "runtime/default_text.h"
 #include "runtime/eval.h"
+#include "runtime/gptq_pass.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -98,12 +99,25 @@ nb::tuple result_tuple(const pipeline::QuantizeResult& r) {
 }
 
 nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool overwrite, int threads, bool allow_non_finite,
-                   std::uint64_t memory_budget, const ProgressFn& progress) {
+                   std::uint64_t memory_budget, const ProgressFn& progress,
+                   const std::optional<std::string>& calibration_text, std::int64_t calibration_tokens) {
   auto qo = quantize_options(overwrite, threads, allow_non_finite, memory_budget);
   auto r = Session::run<pipeline::QuantizeResult>([&](Session& s) {
     auto o = qo;
     set_progress(o, s, progress);
-    return pipeline::run_quantize(*h.checkpoint, h.plan, h.recipe, dst, o);
+    if (!h.plan.rounds_gptq()) return pipeline::run_quantize(*h.checkpoint, h.plan, h.recipe, dst, o);
+    // Rounding gptq: the layer-by-layer pass first (as pipeline::quantize runs it for the CLI).
+    runtime::GptqPassOptions pass;
+    pass.text_path = calibration_text.value_or("");
+    pass.max_tokens = calibration_tokens;
+    pass.work_dir = runtime::gptq_work_dir(dst);
+    pipeline::Plan plan = h.plan;
+    o.rounded = runtime::run_gptq_pass(*h.checkpoint, plan, pass);
+    plan.rounded_fingerprint = o.rounded->fingerprint();
+    plan.gptq_calibration = o.rounded->provenance();
+    auto res = pipeline::run_quantize(*h.checkpoint, plan, h.recipe, dst, o);
+    runtime::remove_gptq_work_dir(dst);
+    return res;
   });
   return result_tuple(r);
 }
@@ -275,7 +289,7 @@ void bind_pipeline(nb::module_& m) {
       .def_prop_ro("recipe", [](const PlanHandle& h) { return h.recipe; });
   m.def("make_plan", &make_plan, "source"_a, "recipe"_a, "dialect"_a, "max_shard_bytes"_a, "calibration"_a);
   m.def("quantize", &quantize, "plan"_a, "dst"_a, "overwrite"_a, "threads"_a, "allow_non_finite"_a,
-        "memory_budget"_a, "progress"_a.none());
+        "memory_budget"_a, "progress"_a.none(), "calibration_text"_a.none(), "calibration_tokens"_a);
   m.def("quantize_in_place", &quantize_in_place, "dir"_a, "recipe"_a, "dialect"_a.none(), "calibration"_a.none(),
         "threads"_a, "allow_non_finite"_a, "memory_budget"_a, "progress"_a.none());
 

@@ -8,6 +8,7 @@
 #include "pipeline/manifest.h"
 #include "pipeline/quantize.h"
 #include "report/html_report.h"
+#include "runtime/gptq_pass.h"
 
 #include <filesystem>
 
@@ -29,6 +30,8 @@ struct QuantizeArgs {
   int threads{0};
   std::string memory_budget{"512MiB"};
   std::string split_by{"auto"};
+  std::string calibration_text;             // --rounding gptq
+  std::int64_t calibration_tokens{8192}, calibration_context{512};
 };
 
 const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
@@ -44,6 +47,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "  selq quantize /models/Llama-3.1-8B out/llama-fp8 --recipe llama-fp8\n"
       "  selq quantize CKPT out --recipe llama-nvfp4 --dialect modelopt --max-shard-size 5GB\n"
       "  selq quantize CKPT out --recipe llama-nvfp4 --rounding mse   # searched block scales, same format\n"
+      "  selq quantize CKPT out --recipe llama-nvfp4 --rounding gptq --calibration-text my.txt   # GPTQ, same format\n"
       "  selq calibrate CKPT -o calib.json && selq quantize CKPT out --recipe llama-fp8-static --calibration calib.json\n"
       "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume\n"
       "  mpirun -np 16 --hostfile hosts selq quantize SRC DST --recipe R -j 8  # shards over 16 ranks (Open MPI)\n"
@@ -58,6 +62,14 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                 "Continue an interrupted run (the default anyway: committed shards are kept when their\n"
                 "hash matches the journal); fails if there is nothing to resume");
   cmd->add_flag("--force", args->force, "Replace DST if it exists");
+  cmd->add_option("--calibration-text", args->calibration_text,
+                  "--rounding gptq: UTF-8 text the model runs on layer by layer (default: Jane Austen's Sense "
+                  "and Sensibility, which `selq eval`'s default text never overlaps)");
+  cmd->add_option("--calibration-tokens", args->calibration_tokens, "--rounding gptq: tokens of that text used (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--calibration-context", args->calibration_context,
+                  "--rounding gptq: tokens per calibration sequence")
+      ->capture_default_str();
   cmd->add_flag("--quiet,-q", args->quiet, "No progress bar or summary");
   cmd->add_flag("--json", args->json, "Print a JSON summary (with per-tensor error metrics) on stdout");
   cmd->add_flag("--allow-non-finite", args->allow_non_finite, "Quantize weights containing NaN/Inf instead of failing");
@@ -101,10 +113,19 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
         fmt::print(stderr, "selq: warning: no HTML report: {}\n", e.what());
       }
     };
+    runtime::GptqPassOptions gptq;
+    gptq.max_tokens = args->calibration_tokens;
+    gptq.context = args->calibration_context;
+    gptq.on_progress = [&args](const std::string& line) {
+      if (!args->quiet) fmt::print(stderr, "selq: {}\n", line);
+    };
+    gptq.text_path = args->calibration_text;
+    if (!args->in_place) runtime::use_gptq_pass(qo, std::move(gptq), args->dst);
     pipeline::QuantizeJob job{args->plan.source, args->dst, args->in_place, std::move(recipe),
                               plan_options(args->plan), args->resume};
     pipeline::Plan plan;
     const pipeline::QuantizeResult result = pipeline::quantize(job, qo, &plan);
+    if (!args->in_place) runtime::remove_gptq_work_dir(args->dst);
     bar.finish();
     if (result.already_done) {
       if (!args->quiet) fmt::print("{}: already quantized in place with this recipe; nothing to do\n", args->plan.source);

@@ -121,6 +121,10 @@ std::string plan_fingerprint(const Plan& plan, const recipe::Recipe& recipe) {
   }
   for (const auto& w : plan.warnings) f << w;
   f.end_record();
+  if (!plan.rounded_fingerprint.empty()) {  // gptq: another calibration makes other bytes
+    f << plan.rounded_fingerprint;
+    f.end_record();
+  }
   const std::string s = f.text() + recipe.text + "\n" + SELQ_VERSION;
   return hash_hex(XXH3_64bits(s.data(), s.size()));
 }

@@ -149,6 +149,12 @@ std::uint64_t Plan::output_bytes() const {
   return b;
 }
 
+bool Plan::rounds_gptq() const {
+  for (const auto& t : tensors)
+    if (t.scheme && t.scheme->rounding.value == quant::Rounding::Gptq) return true;
+  return false;
+}
+
 double Plan::bits_per_weight() const {
   const auto [bytes, elements] = linear_totals();
   return elements > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(elements) : 0.0;
@@ -197,6 +203,24 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     throw Error(ErrorKind::Internal, "recipe resolution returned a different tensor count");
 
   const DType model_dtype = io::model_float_dtype(ckpt);
+  // GPTQ rounds a 2-D linear weight of the source's float values (runtime/gptq_pass.h).
+  auto check_gptq_tensor = [](const quant::SchemeSpec& spec, const PlannedTensor& pt, const Shape& shape,
+                              const std::string& recipe_path) {
+    try {
+      quant::check_gptq_supported(spec, pt.source);
+    } catch (const Error& e) {
+      throw Error(e.kind(), e.message(), {recipe_path, pt.source});
+    }
+    if (pt.stored)
+      throw_unsupported("rounding 'gptq' of an already-quantized module is not implemented (GPTQ runs on the "
+                        "source's float weights); give its rule `rounding: mse`",
+                        {recipe_path, pt.source});
+    if (shape.size() != 2)
+      throw_unsupported(fmt::format("rounding 'gptq' of a {}-D expert stack is not implemented; give its rule "
+                                    "`rounding: mse`",
+                                    shape.size()),
+                        {recipe_path, pt.source});
+  };
   std::optional<InputMoments> moments;  // read when a rule first rounds `weighted`
   auto channel_weights = [&](const std::string& module, const Shape& shape, const std::string& tensor) {
     if (shape.size() != 2)
@@ -287,6 +311,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
                             spec.kind == quant::SchemeKind::NVFP4;
       if (spec.rounding.value == quant::Rounding::Weighted && spec.kind != quant::SchemeKind::FP8Tensor)
         pt.channel_weights = channel_weights(pt.module, shape, pt.source);
+      if (spec.rounding.value == quant::Rounding::Gptq) check_gptq_tensor(spec, pt, shape, recipe.path);
       if (quant::scheme_traits(spec.kind).fused_group_amax && shape.size() == 2)
         pt.fused_group = recipe::fused_shard_key(pt.module);
       pt.scheme = spec;

@@ -83,6 +83,13 @@ struct Plan {
   std::vector<std::string> warnings;
   std::vector<exporter::ModuleDecision> linear_modules;
   nlohmann::json calibration;  // PlanOptions::calibration
+  // Rounding gptq: what its rounded weights depend on (RoundedWeights::
+  // fingerprint), set before the run; part of the run's fingerprint.
+  std::string rounded_fingerprint;
+  // ... and what it read (RoundedWeights::provenance), in the manifest.
+  nlohmann::json gptq_calibration;
+  // Whether any tensor rounds gptq (and so needs RoundedWeights).
+  bool rounds_gptq() const;
   // The dialect's quantization_config and side files, built (and checked
   // against every engine) by make_plan, so a plan that cannot be written
   // fails before anything is written; unset for a plan put together by hand.

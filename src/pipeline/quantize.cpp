@@ -219,7 +219,18 @@ QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options, 
   if (job.in_place) return run_quantize_in_place(job.source, job.recipe, job.plan_options, options, plan_out);
   const auto source = io::Checkpoint::open(job.source);
   Plan plan = make_plan(*source, job.recipe, job.plan_options);
-  QuantizeResult result = run_quantize(*source, plan, job.recipe, job.destination, options);
+  QuantizeOptions run_options = options;
+  if (plan.rounds_gptq()) {
+    if (dist::ranks().size() > 1)
+      throw_unsupported("rounding 'gptq' runs the model on one process; run it without mpirun");
+    if (!options.round_weights)
+      throw_unsupported("rounding 'gptq' needs the model run layer by layer, which `selq quantize` and "
+                        "selq.quantize do");
+    run_options.rounded = options.round_weights(*source, plan);
+    plan.rounded_fingerprint = run_options.rounded->fingerprint();
+    plan.gptq_calibration = run_options.rounded->provenance();
+  }
+  QuantizeResult result = run_quantize(*source, plan, job.recipe, job.destination, run_options);
   if (plan_out) *plan_out = std::move(plan);
   return result;
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/plan.h"
+#include "pipeline/rounded_weights.h"
 #include "recipe/recipe.h"
 
 namespace selq::pipeline {
@@ -42,6 +43,13 @@ struct QuantizeOptions {
   // Under mpirun, file to file: how the ranks share the work ("auto",
   // "shard" or "tensor"; pipeline/distribute.h). In place is by shard.
   std::string split_by{"auto"};
+  // Rounding gptq: called with the plan before anything is written, it runs
+  // GPTQ layer by layer over the source (runtime/gptq_pass.h; this module
+  // cannot run a model) and says where the rounded weights are. The CLI and
+  // Python set it; a plan rounding gptq without it is refused.
+  std::function<std::shared_ptr<const RoundedWeights>(const io::Checkpoint& source, const Plan& plan)> round_weights;
+  // What round_weights returned (set by quantize(); run_quantize reads it).
+  std::shared_ptr<const RoundedWeights> rounded;
 };
 
 constexpr std::uint64_t kMinMemoryBudget = std::uint64_t{64} << 20;

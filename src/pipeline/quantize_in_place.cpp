@@ -180,6 +180,8 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   try {
     plan = make_plan(*original, recipe, plan_options);
     refuse_in_place_requantize(plan, dir);
+    if (plan.rounds_gptq())
+      throw_unsupported("rounding 'gptq' in place is not implemented; quantize to a new directory");
   } catch (const Error& e) {
     if (first_run) remove_all_quietly(work.string());
     // Planned on the saved headers: name the checkpoint the user gave.

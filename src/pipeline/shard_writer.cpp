@@ -21,6 +21,7 @@
 #include "io/xxh3.h"
 #include "pipeline/buffer_pool.h"
 #include "pipeline/shard_schedule.h"
+#include "quant/gptq_grid.h"
 #include "quant/row_blocks.h"
 
 namespace fs = std::filesystem;
@@ -252,6 +253,14 @@ float GroupAmax::compute(const std::string& group, const std::string& shard) con
 
 namespace {
 
+// Rounding gptq's weights for `t`, which quantize() obtained from the GPTQ pass.
+const RoundedWeights& rounded_weights(const QuantizeOptions& options, const PlannedTensor& t) {
+  if (!options.rounded)
+    throw Error(ErrorKind::Internal, "rounding 'gptq' without its GPTQ pass (QuantizeOptions::rounded)",
+                {"", t.source});
+  return *options.rounded;
+}
+
 void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeOptions& options,
              GroupAmax& group_amax, BufferPool& pool, InFlight& f) {
   // The group's amax first: the member computing it maps the others, and a
@@ -293,7 +302,10 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
     }
   }
   quant::ErrorMetrics metrics;
-  quant::quantize_weight(*t.scheme, in, weight_outs, metrics, qo);
+  if (t.scheme->rounding.value == quant::Rounding::Gptq)
+    quant::store_gptq_weights(*t.scheme, in, rounded_weights(options, t).view(t.source), weight_outs, metrics, qo);
+  else
+    quant::quantize_weight(*t.scheme, in, weight_outs, metrics, qo);
   release(source, f.source);  // the source bytes are no longer needed
   f.source = {};
   f.record.metrics = metrics;
@@ -364,7 +376,18 @@ void produce_block(const PlannedTensor& t, const QuantizeOptions& options, Buffe
   qo.pieces = &f.pieces;
   qo.first_element = static_cast<std::uint64_t>(item.u0) * (shape_numel(info.shape) / static_cast<std::uint64_t>(units));
   quant::ErrorMetrics unused;
-  quant::quantize_weight(*t.scheme, TensorView{&block_info, f.block_source}, outs, unused, qo);
+  const TensorView block{&block_info, f.block_source};
+  if (t.scheme->rounding.value == quant::Rounding::Gptq) {
+    const TensorView whole = rounded_weights(options, t).view(t.source);
+    const TensorInfo rounded_info{info.name, DType::F32, block_info.shape};
+    const std::size_t row_bytes = whole.bytes.size() / static_cast<std::size_t>(units);
+    quant::store_gptq_weights(*t.scheme, block,
+                              {&rounded_info, whole.bytes.subspan(static_cast<std::size_t>(item.u0) * row_bytes,
+                                                                  static_cast<std::size_t>(n) * row_bytes)},
+                              outs, unused, qo);
+  } else {
+    quant::quantize_weight(*t.scheme, block, outs, unused, qo);
+  }
   for (std::size_t k = 0; k < ranges.size(); ++k)
     if (!ranges[k].whole || item.first()) f.parts.push_back({k, ranges[k].offset, outs[k]});
 }

@@ -91,13 +91,15 @@ void store_gptq_weights(const SchemeSpec& spec, const TensorView& original, cons
                         std::span<std::span<std::uint8_t>> outs, ErrorMetrics& metrics,
                         const TensorQuantizeOptions& options) {
   const std::string& name = original.info->name;
-  if (spec.rounding.value != Rounding::Gptq || options.pieces || rounded.info->shape != original.info->shape ||
+  if (spec.rounding.value != Rounding::Gptq || rounded.info->shape != original.info->shape ||
       rounded.info->dtype != DType::F32)
     throw Error(ErrorKind::Internal, "store_gptq_weights: a gptq spec and F32 GPTQ weights of the original's shape",
                 ErrorWhere{{}, name, {}});
+  TensorQuantizeOptions whole = options;
+  whole.pieces = nullptr;
   ErrorMetrics unused;
-  quantize_weight(with_rounding(spec, Rounding::Mse), original, outs, unused, options);
-  quantize_weight(spec, rounded, outs, unused, options);  // keeps the scales `outs` holds
+  quantize_weight(with_rounding(spec, Rounding::Mse), original, outs, unused, whole);
+  quantize_weight(spec, rounded, outs, unused, whole);  // keeps the scales `outs` holds
   std::vector<std::span<const std::uint8_t>> views(outs.begin(), outs.end());
   const std::vector<float> dq = dequantize_weight(spec, original.info->shape, views);
   const float* q = reinterpret_cast<const float*>(rounded.bytes.data());
@@ -106,15 +108,21 @@ void store_gptq_weights(const SchemeSpec& spec, const TensorView& original, cons
       throw Error(ErrorKind::Internal,
                   fmt::format("GPTQ weight {} at element {} is not on its scales' grid (stored as {})", q[i], i, dq[i]),
                   ErrorWhere{{}, name, {}});
-  // The error against the original weight, in rows (one block each).
+  // The error against the original weight: one piece per row (a tensor
+  // stored in row blocks merges the same pieces in the same order).
   std::vector<float> row(static_cast<std::size_t>(original.info->shape.back()));
   metrics = {};
   for (std::size_t r = 0; r * row.size() < dq.size(); ++r) {
+    ErrorMetrics m;
     detail::load_row(original.info->dtype, original.bytes.data(), r * row.size(), row.size(), row.data());
     for (std::size_t c = 0; c < row.size(); c += 256)  // block_metrics's float partials stay short
       detail::block_metrics(row.data() + c, dq.data() + r * row.size() + c, std::min<std::size_t>(256, row.size() - c),
-                            metrics);
-    metrics.blocks += 1;
+                            m);
+    m.blocks = 1;
+    if (options.pieces)
+      options.pieces->push_back(m);
+    else
+      metrics.merge(m);
   }
 }
 

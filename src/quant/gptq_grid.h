@@ -43,7 +43,7 @@ std::vector<std::vector<std::uint8_t>> gptq_scale_outputs(const SchemeSpec& spec
 // them; `metrics` compares the stored values with `original`. Throws Internal
 // naming the tensor when a value of `rounded` is not on the grid (a GPTQ
 // result for other scales). `spec` rounds gptq; options as quantize_weight's
-// (pieces unsupported).
+// (with `pieces`, one per row).
 void store_gptq_weights(const SchemeSpec& spec, const TensorView& original, const TensorView& rounded,
                         std::span<std::span<std::uint8_t>> outs, ErrorMetrics& metrics,
                         const TensorQuantizeOptions& options = {});

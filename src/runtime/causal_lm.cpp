@@ -15,6 +15,20 @@ namespace selq::runtime {
 CausalLM::~CausalLM() = default;
 
 namespace {
+[[noreturn]] void no_layer_by_layer(const CausalLM& m) {
+  throw_unsupported(fmt::format("{}: the runtime runs model_type '{}' whole, not layer by layer (which rounding "
+                                "'gptq' needs; it does so for llama, mistral and qwen2)",
+                                m.path(), m.model_type()));
+}
+}  // namespace
+
+std::int64_t CausalLM::layer_count() const { no_layer_by_layer(*this); }
+std::int64_t CausalLM::hidden_size() const { no_layer_by_layer(*this); }
+std::vector<float> CausalLM::embed(std::span<const std::int32_t>) { no_layer_by_layer(*this); }
+void CausalLM::forward_layer(std::int64_t, float*, std::int64_t) { no_layer_by_layer(*this); }
+std::vector<Linear*> CausalLM::layer_linears(std::int64_t) { no_layer_by_layer(*this); }
+
+namespace {
 
 struct Architecture {
   const char* model_type;

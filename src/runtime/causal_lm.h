@@ -56,6 +56,18 @@ class CausalLM {
   // untied head, scales included (LinearLoader::stored_bits).
   virtual double linear_bits_per_weight() const = 0;
 
+  // Layer by layer (GPTQ, runtime/gptq_layers.h): the token embeddings of one
+  // sequence [n, hidden_size()], and decoder layer `layer` run over a
+  // sequence's hidden states in place (positions 0..n-1; the KV cache of
+  // what forward() ran is not kept: reset() before forward() again). The
+  // linears of a layer, in the order the layer runs them. An architecture
+  // without them says so (Unsupported naming its model_type).
+  virtual std::int64_t layer_count() const;
+  virtual std::int64_t hidden_size() const;
+  virtual std::vector<float> embed(std::span<const std::int32_t> tokens);
+  virtual void forward_layer(std::int64_t layer, float* hidden, std::int64_t n);
+  virtual std::vector<Linear*> layer_linears(std::int64_t layer);
+
   // Called with each linear's input rows just before its matmul (calibration;
   // a routed expert sees only the rows routed to it).
   using ActivationHook = void (*)(void* ctx, const Linear& l, const float* x, std::int64_t rows);

@@ -177,35 +177,46 @@ void LlamaModel::ensure_cache(std::int64_t total) {
   capacity_ = cap;
 }
 
-std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, bool all_logits) {
-  const LlamaConfig& c = cfg_;
+std::vector<float> LlamaModel::embed(std::span<const std::int32_t> tokens) {
   const auto T = static_cast<std::int64_t>(tokens.size());
-  if (T == 0) return {};
-  const std::int64_t pos0 = cached_, total = cached_ + T;
-  ensure_cache(total);
-  const std::int64_t H = c.hidden, hd = c.head_dim, qd = c.heads * hd, kvd = c.kv_heads * hd;
-  const std::int64_t group = c.heads / c.kv_heads;
-
-  std::vector<float> x(static_cast<std::size_t>(T * H)), h(x.size()), q(static_cast<std::size_t>(T * qd)),
-      attn(q.size()), g(static_cast<std::size_t>(T * c.intermediate)), u(g.size()), tmp(x.size());
+  std::vector<float> x(static_cast<std::size_t>(T * cfg_.hidden));
   for (std::int64_t t = 0; t < T; ++t) {
     const std::int32_t id = tokens[static_cast<std::size_t>(t)];
-    if (id < 0 || id >= c.vocab) throw_bad_input(fmt::format("token id {} outside vocabulary of {}", id, c.vocab));
-    embed_.row_f32(id, x.data() + t * H);
+    if (id < 0 || id >= cfg_.vocab)
+      throw_bad_input(fmt::format("token id {} outside vocabulary of {}", id, cfg_.vocab));
+    embed_.row_f32(id, x.data() + t * cfg_.hidden);
   }
-  // cos/sin per position and frequency
-  const std::int64_t half = hd / 2;
-  std::vector<float> cosv(static_cast<std::size_t>(T * half)), sinv(cosv.size());
+  return x;
+}
+
+void LlamaModel::rope_tables(std::int64_t pos0, std::int64_t T) {
+  const std::int64_t half = cfg_.head_dim / 2;
+  rope_cos_.resize(static_cast<std::size_t>(T * half));
+  rope_sin_.resize(rope_cos_.size());
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t i = 0; i < half; ++i) {
       // HF computes the angle in FP32 (position * inv_freq) before cos/sin.
       const float ang = static_cast<float>(pos0 + t) * inv_freq_[static_cast<std::size_t>(i)];
-      cosv[static_cast<std::size_t>(t * half + i)] = std::cos(ang);
-      sinv[static_cast<std::size_t>(t * half + i)] = std::sin(ang);
+      rope_cos_[static_cast<std::size_t>(t * half + i)] = std::cos(ang);
+      rope_sin_[static_cast<std::size_t>(t * half + i)] = std::sin(ang);
     }
+}
+
+void LlamaModel::run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) {
+  const LlamaConfig& c = cfg_;
+  const std::int64_t total = pos0 + T;
+  const std::int64_t H = c.hidden, hd = c.head_dim, qd = c.heads * hd, kvd = c.kv_heads * hd;
+  const std::int64_t group = c.heads / c.kv_heads;
+  for (auto* buf : {&h_, &tmp_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * H)));
+  for (auto* buf : {&q_, &attn_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * qd)));
+  for (auto* buf : {&gate_, &up_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * c.intermediate)));
+  float *h = h_.data(), *q = q_.data(), *attn = attn_.data(), *g = gate_.data(), *u = up_.data(), *tmp = tmp_.data();
+  const std::int64_t half = hd / 2;
+  const float* cosv = rope_cos_.data();
+  const float* sinv = rope_sin_.data();
   auto rope = [&](float* v, std::int64_t t) {
     for (std::int64_t i = 0; i < half; ++i) {
-      const float cs = cosv[static_cast<std::size_t>(t * half + i)], sn = sinv[static_cast<std::size_t>(t * half + i)];
+      const float cs = cosv[t * half + i], sn = sinv[t * half + i];
       const float a = v[i], b = v[i + half];
       v[i] = a * cs - b * sn;
       v[i + half] = b * cs + a * sn;
@@ -213,86 +224,108 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
   };
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-  for (std::size_t li = 0; li < layers_.size(); ++li) {
-    const LlamaLayer& L = layers_[li];
-    float* kc = k_cache_[li].data();
-    float* vc = v_cache_[li].data();
-    per_token(T, [&](std::int64_t t) { rms_norm(x.data() + t * H, L.attn_norm.data(), H, c.rms_eps, h.data() + t * H); });
-    linear(L.q, h.data(), T, q.data());
-    linear(L.k, h.data(), T, kc + pos0 * kvd);
-    linear(L.v, h.data(), T, vc + pos0 * kvd);
-    per_token(T, [&](std::int64_t t) {
-      for (std::int64_t hh = 0; hh < c.heads; ++hh) rope(q.data() + t * qd + hh * hd, t);
-      for (std::int64_t hh = 0; hh < c.kv_heads; ++hh) rope(kc + (pos0 + t) * kvd + hh * hd, t);
-    });
-    // One task per query head; each writes only its own columns of `attn`.
-    tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
-      thread_local std::vector<float> scores_buf;
-      if (scores_buf.size() < static_cast<std::size_t>(T * total)) scores_buf.resize(static_cast<std::size_t>(T * total));
-      float* scores = scores_buf.data();
-      const std::int64_t kh = hh / group;
-      // scores[T, total] = Q_h K_h^T * scale. One decode token: gemv, which
-      // OpenBLAS 0.3.21's sgemm with M=1 does not forward to (it packs K).
-      if (T == 1)
-        blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(hd), scale, kc + kh * hd,
-                    static_cast<int>(kvd), q.data() + hh * hd, 1, 0.0f, scores, 1);
-      else
-        blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
-                    static_cast<int>(hd), scale, q.data() + hh * hd, static_cast<int>(qd), kc + kh * hd,
-                    static_cast<int>(kvd), 0.0f, scores, static_cast<int>(total));
-      for (std::int64_t t = 0; t < T; ++t) {
-        float* row = scores + t * total;
-        const std::int64_t visible = pos0 + t + 1;  // causal
-        float mx = row[0];
-        for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
-        float sum = 0;
-        for (std::int64_t j = 0; j < visible; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
-        std::fill(row + visible, row + total, 0.0f);
+  const LlamaLayer& L = layers_[li];
+  float* kc = k_cache_[li].data();
+  float* vc = v_cache_[li].data();
+  per_token(T, [&](std::int64_t t) { rms_norm(x + t * H, L.attn_norm.data(), H, c.rms_eps, h + t * H); });
+  linear(L.q, h, T, q);
+  linear(L.k, h, T, kc + pos0 * kvd);
+  linear(L.v, h, T, vc + pos0 * kvd);
+  per_token(T, [&](std::int64_t t) {
+    for (std::int64_t hh = 0; hh < c.heads; ++hh) rope(q + t * qd + hh * hd, t);
+    for (std::int64_t hh = 0; hh < c.kv_heads; ++hh) rope(kc + (pos0 + t) * kvd + hh * hd, t);
+  });
+  // One task per query head; each writes only its own columns of `attn`.
+  tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
+    thread_local std::vector<float> scores_buf;
+    if (scores_buf.size() < static_cast<std::size_t>(T * total)) scores_buf.resize(static_cast<std::size_t>(T * total));
+    float* scores = scores_buf.data();
+    const std::int64_t kh = hh / group;
+    // scores[T, total] = Q_h K_h^T * scale. One decode token: gemv, which
+    // OpenBLAS 0.3.21's sgemm with M=1 does not forward to (it packs K).
+    if (T == 1)
+      blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(hd), scale, kc + kh * hd,
+                  static_cast<int>(kvd), q + hh * hd, 1, 0.0f, scores, 1);
+    else
+      blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
+                  static_cast<int>(hd), scale, q + hh * hd, static_cast<int>(qd), kc + kh * hd,
+                  static_cast<int>(kvd), 0.0f, scores, static_cast<int>(total));
+    for (std::int64_t t = 0; t < T; ++t) {
+      float* row = scores + t * total;
+      const std::int64_t visible = pos0 + t + 1;  // causal
+      float mx = row[0];
+      for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
+      float sum = 0;
+      for (std::int64_t j = 0; j < visible; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
       }
-      if (T == 1)
-        blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(hd), 1.0f, vc + kh * hd,
-                    static_cast<int>(kvd), scores, 1, 0.0f, attn.data() + hh * hd, 1);
-      else
-        blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
-                    static_cast<int>(total), 1.0f, scores, static_cast<int>(total), vc + kh * hd,
-                    static_cast<int>(kvd), 0.0f, attn.data() + hh * hd, static_cast<int>(qd));
-    });
-    linear(L.o, attn.data(), T, tmp.data());
-    per_token(T, [&](std::int64_t t) {
-      float* xt = x.data() + t * H;
-      const float* dt = tmp.data() + t * H;
-      for (std::int64_t i = 0; i < H; ++i) xt[i] += dt[i];
-      rms_norm(xt, L.mlp_norm.data(), H, c.rms_eps, h.data() + t * H);
-    });
-    linear(L.gate, h.data(), T, g.data());
-    linear(L.up, h.data(), T, u.data());
-    per_token(T, [&](std::int64_t t) {
-      float* gt = g.data() + t * c.intermediate;
-      const float* ut = u.data() + t * c.intermediate;
-      for (std::int64_t i = 0; i < c.intermediate; ++i) {
-        const float a = gt[i];
-        gt[i] = a / (1.0f + std::exp(-a)) * ut[i];
-      }
-    });
-    linear(L.down, g.data(), T, tmp.data());
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
-  }
+      const float inv = 1.0f / sum;
+      for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
+      std::fill(row + visible, row + total, 0.0f);
+    }
+    if (T == 1)
+      blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(hd), 1.0f, vc + kh * hd,
+                  static_cast<int>(kvd), scores, 1, 0.0f, attn + hh * hd, 1);
+    else
+      blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
+                  static_cast<int>(total), 1.0f, scores, static_cast<int>(total), vc + kh * hd,
+                  static_cast<int>(kvd), 0.0f, attn + hh * hd, static_cast<int>(qd));
+  });
+  linear(L.o, attn, T, tmp);
+  per_token(T, [&](std::int64_t t) {
+    float* xt = x + t * H;
+    const float* dt = tmp + t * H;
+    for (std::int64_t i = 0; i < H; ++i) xt[i] += dt[i];
+    rms_norm(xt, L.mlp_norm.data(), H, c.rms_eps, h + t * H);
+  });
+  linear(L.gate, h, T, g);
+  linear(L.up, h, T, u);
+  per_token(T, [&](std::int64_t t) {
+    float* gt = g + t * c.intermediate;
+    const float* ut = u + t * c.intermediate;
+    for (std::int64_t i = 0; i < c.intermediate; ++i) {
+      const float a = gt[i];
+      gt[i] = a / (1.0f + std::exp(-a)) * ut[i];
+    }
+  });
+  linear(L.down, g, T, tmp);
+  for (std::int64_t i = 0; i < T * H; ++i) x[i] += tmp[i];
+}
+
+std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, bool all_logits) {
+  const LlamaConfig& c = cfg_;
+  const auto T = static_cast<std::int64_t>(tokens.size());
+  if (T == 0) return {};
+  const std::int64_t pos0 = cached_, total = cached_ + T;
+  std::vector<float> x = embed(tokens);
+  ensure_cache(total);
+  rope_tables(pos0, T);
+  for (std::size_t li = 0; li < layers_.size(); ++li) run_layer(li, x.data(), T, pos0);
   cached_ = total;
 
+  const std::int64_t H = c.hidden;
   const std::int64_t first = all_logits ? 0 : T - 1;
   const std::int64_t rows = T - first;
-  per_token(rows, [&](std::int64_t t) {
-    rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, c.rms_eps, h.data() + t * H);
-  });
+  float* h = h_.data();
+  per_token(rows, [&](std::int64_t t) { rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, c.rms_eps, h + t * H); });
   std::vector<float> logits(static_cast<std::size_t>(rows * c.vocab));
   // One row (decode, last-token logits): a GEMV that reads the head once.
-  matmul(head_.size() == 0 ? embed_ : head_, h.data(), rows, logits.data());
+  matmul(head_.size() == 0 ? embed_ : head_, h, rows, logits.data());
   return logits;
+}
+
+void LlamaModel::forward_layer(std::int64_t layer, float* hidden, std::int64_t n) {
+  if (layer < 0 || layer >= cfg_.layers) throw_bad_input(fmt::format("layer {} of {}", layer, cfg_.layers));
+  cached_ = 0;  // the cache now holds this sequence's keys for `layer` only
+  ensure_cache(n);
+  rope_tables(0, n);
+  run_layer(static_cast<std::size_t>(layer), hidden, n, 0);
+}
+
+std::vector<Linear*> LlamaModel::layer_linears(std::int64_t layer) {
+  LlamaLayer& L = layers_.at(static_cast<std::size_t>(layer));
+  return {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down};
 }
 
 void log_softmax_inplace(float* row, std::int64_t n) {

@@ -55,6 +55,12 @@ class LlamaModel : public CausalLM {
   void reset() override { cached_ = 0; }
   void truncate(std::int64_t n) override;
 
+  std::int64_t layer_count() const override { return cfg_.layers; }
+  std::int64_t hidden_size() const override { return cfg_.hidden; }
+  std::vector<float> embed(std::span<const std::int32_t> tokens) override;
+  void forward_layer(std::int64_t layer, float* hidden, std::int64_t n) override;
+  std::vector<Linear*> layer_linears(std::int64_t layer) override;
+
   std::uint64_t parameters() const override;
   std::uint64_t weight_bytes() const override;
   // Stored bits per linear weight element over the seven projections of
@@ -65,6 +71,10 @@ class LlamaModel : public CausalLM {
 
  private:
   void ensure_cache(std::int64_t total);
+  // cos/sin of positions pos0..pos0+T-1 per frequency, into rope_cos_/rope_sin_.
+  void rope_tables(std::int64_t pos0, std::int64_t T);
+  // Layer li over x [T, hidden] at positions pos0.., through its KV cache.
+  void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0);
 
   std::string path_, dialect_, model_type_;
   LlamaConfig cfg_;
@@ -76,6 +86,8 @@ class LlamaModel : public CausalLM {
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [capacity, kv_heads*head_dim]
   std::int64_t capacity_{0}, cached_{0};
   std::vector<float> inv_freq_;
+  std::vector<float> rope_cos_, rope_sin_;                  // [T, head_dim / 2] of the current call
+  std::vector<float> h_, q_, attn_, gate_, up_, tmp_;        // per-call scratch, grown as needed
 };
 
 // log-softmax of one row of logits, in place; returns nothing.

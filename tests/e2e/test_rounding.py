@@ -141,8 +141,7 @@ class RoundingMse(unittest.TestCase):
                 self.assertEqual(got[k], want[k], f"{first} then {second}: {k}")
 
     def test_not_implemented_and_unknown_are_one_line(self):
-        for name, text in (("gptq", "--rounding 'gptq' is not implemented yet"),
-                           ("weighted", "'weighted' weighs each input channel by its mean squared activation, "
+        for name, text in (("weighted", "'weighted' weighs each input channel by its mean squared activation, "
                                         "which needs a calibration"),
                            ("sgd", "unknown --rounding 'sgd'")):
             dst = os.path.join(self.tmp.name, f"bad-{name}")

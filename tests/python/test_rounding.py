@@ -36,10 +36,12 @@ def test_quantize_tensor_mse_same_format_lower_error(scheme, options):
     assert [v.tobytes() for v in same.values()] == [v.tobytes() for v in near.values()]
 
 
-def test_not_implemented_roundings_are_bad_input():
+def test_gptq_needs_a_hessian_and_unknown_roundings_are_bad_input():
     w = weight((16, 64), 1)
-    with pytest.raises(selq.BadInput, match="not implemented yet"):
+    with pytest.raises(selq.BadInput, match="needs hessian="):
         selq.quantize_tensor(w, "nvfp4", rounding="gptq")
+    with pytest.raises(selq.BadInput, match="unknown"):
+        selq.quantize_tensor(w, "nvfp4", rounding="sgd")
 
 
 def test_quantize_tensor_weighted():
@@ -70,5 +72,5 @@ def test_quantize_rounding_matches_cli(llama, cli, tmp_path):
         assert (py / f).read_bytes() == (out / f).read_bytes(), f
     plan = selq.plan(llama, "llama-nvfp4", rounding="mse")
     assert all(t.get("rounding") == "mse" for t in plan.tensors if "scheme" in t)
-    with pytest.raises(selq.BadInput, match="not implemented yet"):
-        selq.plan(llama, "llama-nvfp4", rounding="gptq")
+    gptq = selq.plan(llama, "llama-nvfp4", rounding="gptq")  # planned; quantize runs the GPTQ pass
+    assert all(t.get("rounding") == "gptq" for t in gptq.tensors if "scheme" in t)

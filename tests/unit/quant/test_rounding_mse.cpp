@@ -250,14 +250,15 @@ TEST(RoundingMse, Names) {
   EXPECT_EQ(parse_rounding("weighted", "--rounding"), Rounding::Weighted);
   EXPECT_STREQ(rounding_name(Rounding::Mse), "mse");
   EXPECT_STREQ(rounding_name(Rounding::Weighted), "weighted");
+  EXPECT_EQ(parse_rounding("gptq", "--rounding"), Rounding::Gptq);
+  EXPECT_STREQ(rounding_name(Rounding::Gptq), "gptq");
   try {
-    parse_rounding("gptq", "--rounding");
-    FAIL() << "gptq";
+    parse_rounding("stochastic", "--rounding");
+    FAIL() << "stochastic";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-    EXPECT_NE(std::string(e.what()).find("--rounding 'gptq' is not implemented yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown --rounding 'stochastic'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_rounding("stochastic", "--rounding"), Error);
 }
 
 TEST(RoundingMse, RecipeOptionTopLevelKeyAndOverride) {
@@ -292,13 +293,18 @@ TEST(RoundingMse, RecipeOptionTopLevelKeyAndOverride) {
   EXPECT_THROW(recipe::with_rounding(top, Rounding::Nearest), Error);  // conflicts with the recipe's own
   EXPECT_EQ(recipe::with_rounding(top, Rounding::Mse).text, top.text);
 
+  EXPECT_EQ(recipe::parse_recipe("name: t\nrules:\n  - match: 'a.*'\n    scheme: nvfp4\n    options: {rounding: gptq}\n",
+                                 "t.yaml")
+                .rules[0]
+                .scheme.rounding.value,
+            Rounding::Gptq);
   try {
-    recipe::parse_recipe("name: t\nrules:\n  - match: 'a.*'\n    scheme: nvfp4\n    options: {rounding: gptq}\n",
+    recipe::parse_recipe("name: t\nrules:\n  - match: 'a.*'\n    scheme: nvfp4\n    options: {rounding: sgd}\n",
                          "t.yaml");
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
     EXPECT_NE(std::string(e.what()).find("t.yaml:5:"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("rounding 'gptq' is not implemented yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown rounding 'sgd'"), std::string::npos) << e.what();
   }
 }

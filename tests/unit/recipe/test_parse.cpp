@@ -125,7 +125,7 @@ TEST(RecipeParse, UnknownOptionKeyAndValue) {
   // rounding is a key (docs/RECIPES.md, "Rounding"); its values are checked
   msg = parse_error("name: x\nrules:\n  - match: a\n    scheme: mxfp4\n    options: {rounding: even}\n");
   EXPECT_HAS(msg, "r.yaml:5:25:");
-  EXPECT_HAS(msg, "unknown rounding 'even' (expected one of: nearest, mse, weighted)");
+  EXPECT_HAS(msg, "unknown rounding 'even' (expected one of: nearest, mse, weighted, gptq)");
   msg = parse_error("name: x\nrules:\n  - match: a\n    scheme: mxfp4\n    options:\n      activations: fp4\n");
   EXPECT_HAS(msg, "r.yaml:6:20:");
   EXPECT_HAS(msg, "unknown activations 'fp4'");

@@ -1,0 +1,38 @@
+#pragma once
+// GPTQ's rounded weights for a plan's tensors that round `gptq`: F32, named
+// as the source tensor, in safetensors files that runtime/gptq_pass.h writes
+// (this module cannot run the model). The writer stores each tensor from
+// them with the scales `mse` chooses for the original (quant::store_gptq_weights).
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+#include "io/safetensors.h"
+
+namespace selq::pipeline {
+
+class RoundedWeights {
+ public:
+  // `files`: source tensor name -> the file holding its rounded weights.
+  // `fingerprint`: what they depend on (calibration tokens, schemes, the
+  // algorithm's settings), part of the run's fingerprint.
+  // `provenance`: the calibration text and settings, for the manifest.
+  RoundedWeights(const std::map<std::string, std::string>& files, std::string fingerprint, nlohmann::json provenance);
+
+  // The rounded weights of `tensor` (F32, the source's shape); Internal error
+  // naming the tensor when the pass made none.
+  TensorView view(const std::string& tensor) const;
+  const std::string& fingerprint() const { return fingerprint_; }
+  const nlohmann::json& provenance() const { return provenance_; }
+
+ private:
+  std::map<std::string, const io::SafetensorsFile*> by_tensor_;
+  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;  // by path
+  std::string fingerprint_;
+  nlohmann::json provenance_;
+};
+
+}  // namespace selq::pipeline

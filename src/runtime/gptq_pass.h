@@ -1,0 +1,58 @@
+#pragma once
+// Rounding `gptq` for a plan (pipeline::QuantizeOptions::round_weights): the
+// source model runs layer by layer over the calibration text; for each decoder
+// layer the Hessian H = Σ x xᵀ of every linear's inputs is gathered with the
+// layers before it already rounded (fused modules read the same input and
+// share one), each linear the plan rounds `gptq` is rounded (runtime/gptq.h),
+// its rounded weights take its place, and the calibration sequences go on
+// through the rounded layer. Memory: the model's weights as the runtime holds
+// them, one layer's Hessians (in² doubles each) and every sequence's hidden
+// states (tokens × hidden floats).
+//
+// Resumable per layer: `work_dir` gets layer-NNNN.safetensors (the layer's
+// rounded weights, F32, named as the source tensors) and hidden.safetensors
+// (the sequences' hidden states after the last finished layer), each written
+// atomically and stamped with the run's fingerprint; a rerun with the same
+// fingerprint continues after the last finished layer, and its result is
+// byte-identical to an uninterrupted run's.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "io/checkpoint.h"
+#include "pipeline/plan.h"
+#include "pipeline/quantize.h"
+#include "pipeline/rounded_weights.h"
+
+namespace selq::runtime {
+
+struct GptqPassOptions {
+  // The calibration text: a UTF-8 file, or "" for the default calibration
+  // text (runtime/default_text.h), read when the pass runs.
+  std::string text_path;
+  std::int64_t max_tokens{4096};  // 0: all
+  std::int64_t context{512};      // tokens per sequence
+  std::string work_dir;      // per-layer results (created; kept for a rerun)
+  double dampening{0.01};
+  // One line per finished layer ("layer 3/30: 7 linears rounded in 2.1 s").
+  std::function<void(const std::string&)> on_progress;
+};
+
+// The GPTQ-rounded weights of every tensor of `plan` that rounds gptq, from
+// the model at `source` (a local checkpoint directory of an architecture the
+// runtime runs layer by layer). Throws Unsupported naming the model_type when
+// the runtime cannot run it layer by layer.
+std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoint& source, const pipeline::Plan& plan,
+                                                              const GptqPassOptions& options);
+
+// The directory a file-to-file run into `dst` keeps its GPTQ layers in.
+std::string gptq_work_dir(const std::string& dst);
+
+// Sets options.round_weights to run_gptq_pass with `pass` (its work_dir
+// gptq_work_dir(dst) unless set): what `selq quantize` and selq.quantize do.
+// Remove the work directory (remove_gptq_work_dir) once the run is done.
+void use_gptq_pass(pipeline::QuantizeOptions& options, GptqPassOptions pass, const std::string& dst);
+void remove_gptq_work_dir(const std::string& dst);
+
+}  // namespace selq::runtime
