@@ -175,6 +175,61 @@ TEST(Gptq, SameResultForAnyThreadCount) {
   EXPECT_EQ(one, two);
 }
 
+// A tensor the writer stores in row blocks (a small memory budget): the same
+// bytes and, merged from the per-row pieces, the same metrics as whole.
+TEST(Gptq, StoredInRowBlocksAsWhole) {
+  const Layer l = random_layer(7, 96, 256, true);
+  for (const SchemeSpec& spec : gptq_specs()) {
+    SCOPED_TRACE(spec.name());
+    const std::vector<float> q = gptq_round(spec, l.view(), l.h).weight;
+    const auto whole = stored(spec, l, q);
+    quant::TensorQuantizeOptions whole_opts;
+    whole_opts.global_amax = quant::tensor_amax(l.view());
+    quant::ErrorMetrics whole_metrics;
+    {
+      std::vector<std::vector<std::uint8_t>> bufs;
+      std::vector<std::span<std::uint8_t>> spans;
+      for (const auto& o : quant::scheme_outputs(spec, l.info.shape)) bufs.emplace_back(dtype_nbytes(o.dtype, shape_numel(o.shape)));
+      for (auto& b : bufs) spans.emplace_back(b);
+      const TensorInfo qi{l.info.name, DType::F32, l.info.shape};
+      quant::store_gptq_weights(spec, l.view(), {&qi, {reinterpret_cast<const std::uint8_t*>(q.data()), q.size() * 4}},
+                                spans, whole_metrics, whole_opts);
+      EXPECT_EQ(bufs, whole);
+    }
+    std::vector<quant::ErrorMetrics> pieces;
+    std::vector<std::vector<std::uint8_t>> joined(whole.size());
+    for (std::int64_t r0 : {std::int64_t{0}, std::int64_t{32}}) {
+      const std::int64_t rows = r0 == 0 ? 32 : l.out - 32;
+      const TensorInfo bi{l.info.name, DType::F32, {rows, l.in}}, qi{l.info.name, DType::F32, {rows, l.in}};
+      const auto bytes = [&](const std::vector<float>& v) {
+        return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(v.data() + r0 * l.in),
+                                             static_cast<std::size_t>(rows * l.in * 4));
+      };
+      std::vector<std::vector<std::uint8_t>> bufs;
+      std::vector<std::span<std::uint8_t>> spans;
+      for (const auto& o : quant::scheme_outputs(spec, bi.shape)) bufs.emplace_back(dtype_nbytes(o.dtype, shape_numel(o.shape)));
+      for (auto& b : bufs) spans.emplace_back(b);
+      quant::TensorQuantizeOptions o = whole_opts;
+      o.pieces = &pieces;
+      quant::ErrorMetrics unused;
+      quant::store_gptq_weights(spec, {&bi, bytes(l.w)}, {&qi, bytes(q)}, spans, unused, o);
+      for (std::size_t k = 0; k < bufs.size(); ++k)
+        if (spec.kind != SchemeKind::NVFP4 || k != 2 || r0 == 0)  // the one global scale, once
+          joined[k].insert(joined[k].end(), bufs[k].begin(), bufs[k].end());
+    }
+    const auto roles = quant::scheme_outputs(spec, l.info.shape);
+    for (std::size_t k = 0; k < whole.size(); ++k)
+      if (roles[k].role != quant::OutRole::WeightShape) {  // the block's own shape
+        EXPECT_EQ(joined[k], whole[k]) << "output " << k;
+      }
+    quant::ErrorMetrics merged;
+    for (const auto& p : pieces) merged.merge(p);
+    EXPECT_EQ(merged.sum_sq_err, whole_metrics.sum_sq_err);
+    EXPECT_EQ(merged.sum_sq_ref, whole_metrics.sum_sq_ref);
+    EXPECT_EQ(pieces.size(), static_cast<std::size_t>(l.out));
+  }
+}
+
 TEST(Gptq, IndefiniteHessianIsOneLineNamingTheTensor) {
   Layer l = random_layer(5, 16, 64, false);
   std::fill(l.h.begin(), l.h.end(), 0.0);
