@@ -17,7 +17,7 @@ CausalLM::~CausalLM() = default;
 namespace {
 [[noreturn]] void no_layer_by_layer(const CausalLM& m) {
   throw_unsupported(fmt::format("{}: the runtime runs model_type '{}' whole, not layer by layer (which rounding "
-                                "'gptq' needs; it does so for llama, mistral and qwen2)",
+                                "'gptq' needs; it does so for llama, mistral, qwen2 and deepseek_v3)",
                                 m.path(), m.model_type()));
 }
 }  // namespace

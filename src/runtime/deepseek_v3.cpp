@@ -611,55 +611,88 @@ void DeepseekV3Model::moe(std::size_t li, const float* h, std::int64_t T, float*
   }
 }
 
+std::vector<float> DeepseekV3Model::embed(std::span<const std::int32_t> tokens) {
+  const auto T = static_cast<std::int64_t>(tokens.size());
+  std::vector<float> x(static_cast<std::size_t>(T * cfg_.hidden));
+  for (std::int64_t t = 0; t < T; ++t) {
+    const std::int32_t id = tokens[static_cast<std::size_t>(t)];
+    if (id < 0 || id >= cfg_.vocab)
+      throw_bad_input(fmt::format("token id {} outside vocabulary of {}", id, cfg_.vocab));
+    embed_.row_f32(id, x.data() + t * cfg_.hidden);
+  }
+  return x;
+}
+
+void DeepseekV3Model::position_tables(std::int64_t pos0, std::int64_t T) {
+  const std::int64_t half = cfg_.qk_rope_dim / 2;
+  rope_cos_.resize(static_cast<std::size_t>(T * half));
+  rope_sin_.resize(rope_cos_.size());
+  const float af = rope_.attention_factor;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t i = 0; i < half; ++i) {
+      const float ang = static_cast<float>(pos0 + t) * rope_.inv_freq[static_cast<std::size_t>(i)];
+      rope_cos_[static_cast<std::size_t>(t * half + i)] = std::cos(ang) * af;
+      rope_sin_[static_cast<std::size_t>(t * half + i)] = std::sin(ang) * af;
+    }
+}
+
+void DeepseekV3Model::run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) {
+  const DeepseekV3Config& c = cfg_;
+  const std::int64_t H = c.hidden;
+  for (auto* buf : {&h_, &tmp_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * H)));
+  attn_.resize(std::max(attn_.size(), static_cast<std::size_t>(T * c.heads * c.v_dim)));
+  float *h = h_.data(), *tmp = tmp_.data();
+  const DeepseekV3Layer& L = layers_[li];
+  per_token(T, [&](std::int64_t t) { rms_norm(x + t * H, L.attn_norm.data(), H, c.rms_eps, h + t * H); });
+  attention(li, h, T, pos0, rope_cos_.data(), rope_sin_.data(), attn_.data());
+  linear(L.o, attn_.data(), T, tmp);
+  per_token(T, [&](std::int64_t t) {
+    float* xt = x + t * H;
+    const float* dt = tmp + t * H;
+    for (std::int64_t i = 0; i < H; ++i) xt[i] += dt[i];
+    rms_norm(xt, L.mlp_norm.data(), H, c.rms_eps, h + t * H);
+  });
+  if (L.moe)
+    moe(li, h, T, tmp);
+  else
+    mlp(L.dense, h, T, c.intermediate, tmp);
+  for (std::int64_t i = 0; i < T * H; ++i) x[i] += tmp[i];
+}
+
 std::vector<float> DeepseekV3Model::forward(std::span<const std::int32_t> tokens, bool all_logits) {
   const DeepseekV3Config& c = cfg_;
   const auto T = static_cast<std::int64_t>(tokens.size());
   if (T == 0) return {};
   const std::int64_t pos0 = cached_, total = cached_ + T;
+  std::vector<float> x = embed(tokens);
   ensure_cache(total);
-  const std::int64_t H = c.hidden;
-  std::vector<float> x(static_cast<std::size_t>(T * H)), h(x.size()), tmp(x.size());
-  std::vector<float> attn(static_cast<std::size_t>(T * c.heads * c.v_dim));
-  for (std::int64_t t = 0; t < T; ++t) {
-    const std::int32_t id = tokens[static_cast<std::size_t>(t)];
-    if (id < 0 || id >= c.vocab) throw_bad_input(fmt::format("token id {} outside vocabulary of {}", id, c.vocab));
-    embed_.row_f32(id, x.data() + t * H);
-  }
-  const std::int64_t half = c.qk_rope_dim / 2;
-  std::vector<float> cosv(static_cast<std::size_t>(T * half)), sinv(cosv.size());
-  const float af = rope_.attention_factor;
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t i = 0; i < half; ++i) {
-      const float ang = static_cast<float>(pos0 + t) * rope_.inv_freq[static_cast<std::size_t>(i)];
-      cosv[static_cast<std::size_t>(t * half + i)] = std::cos(ang) * af;
-      sinv[static_cast<std::size_t>(t * half + i)] = std::sin(ang) * af;
-    }
-  for (std::size_t li = 0; li < layers_.size(); ++li) {
-    const DeepseekV3Layer& L = layers_[li];
-    per_token(T, [&](std::int64_t t) { rms_norm(x.data() + t * H, L.attn_norm.data(), H, c.rms_eps, h.data() + t * H); });
-    attention(li, h.data(), T, pos0, cosv.data(), sinv.data(), attn.data());
-    linear(L.o, attn.data(), T, tmp.data());
-    per_token(T, [&](std::int64_t t) {
-      float* xt = x.data() + t * H;
-      const float* dt = tmp.data() + t * H;
-      for (std::int64_t i = 0; i < H; ++i) xt[i] += dt[i];
-      rms_norm(xt, L.mlp_norm.data(), H, c.rms_eps, h.data() + t * H);
-    });
-    if (L.moe)
-      moe(li, h.data(), T, tmp.data());
-    else
-      mlp(L.dense, h.data(), T, c.intermediate, tmp.data());
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
-  }
+  position_tables(pos0, T);
+  for (std::size_t li = 0; li < layers_.size(); ++li) run_layer(li, x.data(), T, pos0);
   cached_ = total;
+  const std::int64_t H = c.hidden;
   const std::int64_t first = all_logits ? 0 : T - 1;
   const std::int64_t rows = T - first;
-  per_token(rows, [&](std::int64_t t) {
-    rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, c.rms_eps, h.data() + t * H);
-  });
+  float* h = h_.data();
+  per_token(rows, [&](std::int64_t t) { rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, c.rms_eps, h + t * H); });
   std::vector<float> logits(static_cast<std::size_t>(rows * c.vocab));
-  matmul(head_.size() == 0 ? embed_ : head_, h.data(), rows, logits.data());
+  matmul(head_.size() == 0 ? embed_ : head_, h, rows, logits.data());
   return logits;
+}
+
+void DeepseekV3Model::forward_layer(std::int64_t layer, float* hidden, std::int64_t n) {
+  if (layer < 0 || layer >= layer_count())
+    throw_bad_input(fmt::format("layer {} of {}", layer, layer_count()));
+  cached_ = 0;  // the cache now holds this sequence's latents for `layer` only
+  ensure_cache(n);
+  position_tables(0, n);
+  run_layer(static_cast<std::size_t>(layer), hidden, n, 0);
+}
+
+std::vector<Linear*> DeepseekV3Model::layer_linears(std::int64_t layer) {
+  std::vector<Linear*> out;
+  auto one = std::span(layers_).subspan(static_cast<std::size_t>(layer), 1);
+  for_each_linear(one, [&](Linear& l) { out.push_back(&l); });
+  return out;
 }
 
 }  // namespace selq::runtime

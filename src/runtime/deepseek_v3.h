@@ -97,6 +97,13 @@ class DeepseekV3Model : public CausalLM {
 
   Linear* find_linear(const std::string& module) override;
   std::vector<const Linear*> linears() const override;
+  std::int64_t layer_count() const override { return static_cast<std::int64_t>(layers_.size()); }
+  std::int64_t hidden_size() const override { return cfg_.hidden; }
+  std::vector<float> embed(std::span<const std::int32_t> tokens) override;
+  void forward_layer(std::int64_t layer, float* hidden, std::int64_t n) override;
+  // The layer's attention, then its dense MLP or its routed and shared experts.
+  std::vector<Linear*> layer_linears(std::int64_t layer) override;
+
   std::uint64_t parameters() const override;
   std::uint64_t weight_bytes() const override;
   // Over every linear, the routers (mlp.gate: a linear module to the
@@ -111,6 +118,10 @@ class DeepseekV3Model : public CausalLM {
 
  private:
   void ensure_cache(std::int64_t total);
+  // cos/sin (times YaRN's attention factor) of positions pos0..pos0+T-1, into rope_cos_/rope_sin_.
+  void position_tables(std::int64_t pos0, std::int64_t T);
+  // Layer li over x [T, hidden] at positions pos0.., through its cache.
+  void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0);
   void attention(std::size_t li, const float* h, std::int64_t T, std::int64_t pos0, const float* cosv,
                  const float* sinv, float* out);
   void mlp(const DeepseekMlp& m, const float* h, std::int64_t rows, std::int64_t inter, float* y);
@@ -130,6 +141,8 @@ class DeepseekV3Model : public CausalLM {
   float attn_scale_{1.0f};
   std::vector<std::vector<std::int64_t>> routed_;
   std::unordered_map<std::string, Linear*> by_module_;  // find_linear's index (layers_ is not resized after load)
+  std::vector<float> rope_cos_, rope_sin_;  // [T, qk_rope_dim / 2] of the current call
+  std::vector<float> h_, tmp_, attn_;       // per-call scratch, grown as needed
 };
 
 }  // namespace selq::runtime

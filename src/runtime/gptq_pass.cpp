@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
+#include "quant/gptq_grid.h"
 #include "quant/scheme.h"
 #include "recipe/fused_modules.h"
 #include "runtime/blas.h"
@@ -42,6 +43,7 @@ struct Target {
 struct Hessians {
   std::map<const Linear*, std::size_t> slot;
   std::vector<std::vector<double>> h;
+  std::vector<std::int64_t> rows;  // per slot: the input rows gathered (a routed expert may get none)
   std::vector<float> panel;
 
   static void hook(void* ctx, const Linear& l, const float* x, std::int64_t rows) {
@@ -49,6 +51,7 @@ struct Hessians {
     const auto it = self.slot.find(&l);
     if (it == self.slot.end() || rows == 0) return;
     std::vector<double>& h = self.h[it->second];
+    self.rows[it->second] += rows;
     const std::int64_t n = l.in;
     self.panel.resize(static_cast<std::size_t>(n * n));
     float* p = self.panel.data();
@@ -123,6 +126,14 @@ std::int64_t resume_point(const std::string& dir, const std::string& fp, std::ve
   return layer;
 }
 
+// The values `mse` stores for `weight` (what GPTQ keeps the scales of).
+std::vector<float> mse_rounded(const quant::SchemeSpec& spec, const TensorView& weight,
+                               const quant::TensorQuantizeOptions& options) {
+  const auto outs = quant::gptq_scale_outputs(spec, weight, options);
+  const std::vector<std::span<const std::uint8_t>> views(outs.begin(), outs.end());
+  return quant::dequantize_weight(spec, weight.info->shape, views);
+}
+
 io::TensorBytes f32_tensor(const std::string& name, const std::vector<float>& v, Shape shape) {
   io::TensorBytes t{{name, DType::F32, std::move(shape)}, std::vector<std::uint8_t>(v.size() * 4)};
   std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
@@ -178,6 +189,7 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
     for (std::size_t s = 0; s < seqs.size(); ++s) hidden[s] = model->embed(seqs[s]);
 
   std::map<std::string, std::string> files;  // source tensor -> its layer file
+  std::vector<std::string> unreached;        // linears rounded by mse for want of inputs (this run's layers)
   for (std::int64_t layer = 0; layer < layers; ++layer) {
     const auto start = std::chrono::steady_clock::now();
     const std::string path = (fs::path(options.work_dir) / layer_file(layer)).string();
@@ -199,6 +211,7 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
       auto [it, fresh] = slot_of_input.emplace(input, hs.h.size());
       if (fresh) {
         hs.h.emplace_back(static_cast<std::size_t>(l->in * l->in), 0.0);
+        hs.rows.push_back(0);
         hs.slot[l] = it->second;
       }
     }
@@ -210,16 +223,24 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
     model->set_activation_hook(nullptr, nullptr);
     // Round, write the layer's file, and run the sequences on through the rounded layer.
     std::vector<io::TensorBytes> rounded;
+    std::int64_t unreached_here = 0;
     for (const auto& [l, t] : mine) {
       const pipeline::PlannedTensor& pt = *t->tensor;
       const std::string key = recipe::fused_shard_key(l->module);
-      const auto& h = hs.h[slot_of_input.at(key.empty() ? l->module : key)];
+      const std::size_t slot = slot_of_input.at(key.empty() ? l->module : key);
       GptqOptions go;
       go.dampening = options.dampening;
       go.quantize.global_amax = t->global_amax;
-      GptqResult r = gptq_round(*pt.scheme, source.view(pt.source), h, go);
-      rounded.push_back(f32_tensor(pt.source, r.weight, pt.source_info.shape));
-      l->weight = Matrix::from_f32(std::move(r.weight), l->out, l->in);
+      std::vector<float> q;
+      if (hs.rows[slot] > 0) {
+        q = gptq_round(*pt.scheme, source.view(pt.source), hs.h[slot], go).weight;
+      } else {  // kUnreachedExpertGptqRule
+        q = mse_rounded(*pt.scheme, source.view(pt.source), go.quantize);
+        unreached.push_back(pt.module);
+        ++unreached_here;
+      }
+      rounded.push_back(f32_tensor(pt.source, q, pt.source_info.shape));
+      l->weight = Matrix::from_f32(std::move(q), l->out, l->in);
     }
     io::save_safetensors(path, rounded, {{"fingerprint", fp}});
     for (std::size_t s = 0; s < seqs.size(); ++s)
@@ -231,9 +252,11 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
     io::save_safetensors((fs::path(options.work_dir) / kHiddenFile).string(), state,
                          {{"fingerprint", fp}, {"layer", std::to_string(layer)}});
     if (options.on_progress)
-      options.on_progress(fmt::format("gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s", layer + 1, layers,
-                                      mine.size(),
-                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+      options.on_progress(fmt::format(
+          "gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s{}", layer + 1, layers, mine.size(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+          unreached_here ? fmt::format(" ({} of routed experts no calibration token reached: mse)", unreached_here)
+                         : ""));
   }
   for (const auto& t : targets)
     if (!files.contains(t.tensor->source))
@@ -242,6 +265,10 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
                                     "`rounding: mse`",
                                     t.tensor->module),
                         {plan.recipe_path, t.tensor->source});
+  if (!unreached.empty()) {
+    provenance["unreached"] = unreached;
+    provenance["unreached_rule"] = kUnreachedExpertGptqRule;
+  }
   return std::make_shared<const pipeline::RoundedWeights>(files, fp, std::move(provenance));
 }
 

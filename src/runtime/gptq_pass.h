@@ -27,6 +27,11 @@
 
 namespace selq::runtime {
 
+// A linear with no input rows (a routed expert no calibration token reached)
+// has no Hessian: it is rounded by `mse`, listed in the manifest's gptq_calibration.
+inline constexpr const char* kUnreachedExpertGptqRule =
+    "a routed expert's linear that no calibration token reached is rounded by mse (no Hessian to use)";
+
 struct GptqPassOptions {
   // The calibration text: a UTF-8 file, or "" for the default calibration
   // text (runtime/default_text.h), read when the pass runs.

@@ -189,7 +189,7 @@ std::vector<float> LlamaModel::embed(std::span<const std::int32_t> tokens) {
   return x;
 }
 
-void LlamaModel::rope_tables(std::int64_t pos0, std::int64_t T) {
+void LlamaModel::position_tables(std::int64_t pos0, std::int64_t T) {
   const std::int64_t half = cfg_.head_dim / 2;
   rope_cos_.resize(static_cast<std::size_t>(T * half));
   rope_sin_.resize(rope_cos_.size());
@@ -300,7 +300,7 @@ std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, boo
   const std::int64_t pos0 = cached_, total = cached_ + T;
   std::vector<float> x = embed(tokens);
   ensure_cache(total);
-  rope_tables(pos0, T);
+  position_tables(pos0, T);
   for (std::size_t li = 0; li < layers_.size(); ++li) run_layer(li, x.data(), T, pos0);
   cached_ = total;
 
@@ -319,7 +319,7 @@ void LlamaModel::forward_layer(std::int64_t layer, float* hidden, std::int64_t n
   if (layer < 0 || layer >= cfg_.layers) throw_bad_input(fmt::format("layer {} of {}", layer, cfg_.layers));
   cached_ = 0;  // the cache now holds this sequence's keys for `layer` only
   ensure_cache(n);
-  rope_tables(0, n);
+  position_tables(0, n);
   run_layer(static_cast<std::size_t>(layer), hidden, n, 0);
 }
 

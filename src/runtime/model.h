@@ -72,7 +72,7 @@ class LlamaModel : public CausalLM {
  private:
   void ensure_cache(std::int64_t total);
   // cos/sin of positions pos0..pos0+T-1 per frequency, into rope_cos_/rope_sin_.
-  void rope_tables(std::int64_t pos0, std::int64_t T);
+  void position_tables(std::int64_t pos0, std::int64_t T);
   // Layer li over x [T, hidden] at positions pos0.., through its KV cache.
   void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0);
 

@@ -64,7 +64,9 @@ loads the checkpoint and gives selq's logits.
 Then the whole path on the MoE (issue 36): `selq sensitivity` activation-aware
 and measured (a layer's experts one unit), `selq plan --target-bpw` from each,
 `selq quantize` of the emitted mixes and of `--rounding weighted` with the
-calibration, `selq verify` clean, `selq eval` of all of them with intervals.
+calibration and `--rounding gptq` (per-expert Hessians from the routed tokens),
+`selq verify` clean, `selq eval` of all of them with intervals; gptq must beat
+nearest by the paired interval.
 
 Tolerance: max |selq - torch| <= 1e-4 * max |torch logit|, argmax equal
 wherever the reference's top-2 margin exceeds twice that.
@@ -506,10 +508,15 @@ def whole_path(selq_exe, work, base):
         outs.append(d)
     nvfp4 = work / "path-nvfp4.yaml"
     nvfp4.write_text(PATH_NVFP4_RECIPE)
-    for rounding in ("nearest", "weighted"):
+    for rounding in ("nearest", "weighted", "gptq"):
         d = work / f"path-nvfp4-{rounding}"
-        run("quantize", base, d, "--recipe", nvfp4, "--rounding", rounding, "--calibration", cal, "--quiet", "--force")
+        run("quantize", base, d, "--recipe", nvfp4, "--rounding", rounding, "--calibration", cal, "--quiet", "--force",
+            "--calibration-text", text, "--calibration-tokens", "256", "--calibration-context", "64")
         outs.append(d)
+    # GPTQ per expert: each routed expert's Hessian from the tokens routed to it; an expert none reached is mse's.
+    gptq_cal = json.loads((work / "path-nvfp4-gptq" / "selq-manifest.json").read_text())["gptq_calibration"]
+    print(f"  gptq: {gptq_cal['tokens']} calibration tokens; {len(gptq_cal.get('unreached', []))} expert linear(s) "
+          f"no token reached")
     for d in outs:
         v = subprocess.run([selq_exe, "verify", str(d), "--against", str(base)], capture_output=True, text=True)
         if v.returncode != 0:
@@ -531,8 +538,14 @@ def whole_path(selq_exe, work, base):
         if not (np.isfinite(q["kl_mean"]) and q["kl_mean"] >= 0):
             ok = False
     by = {pathlib.Path(q["path"]).name: q["kl_mean"] for q in ev["quantized"]}
+    paired = {(pathlib.Path(p["a"]).name, pathlib.Path(p["b"]).name): p["b_minus_a"]["kl_mean"] for p in ev["paired"]}
+    g = paired[("path-nvfp4-nearest", "path-nvfp4-gptq")]
     print(f"  whole path: {time.perf_counter() - t0:.1f} s; weighted - nearest NVFP4 KL "
-          f"{by['path-nvfp4-weighted'] - by['path-nvfp4-nearest']:+.4f}")
+          f"{by['path-nvfp4-weighted'] - by['path-nvfp4-nearest']:+.4f}; gptq - nearest {g['value']:+.4f} "
+          f"[{g['lo']:+.4f}, {g['hi']:+.4f}]")
+    if not (g["hi"] is not None and g["hi"] < 0):
+        print("  FAIL: gptq does not beat nearest by the paired interval on the MoE")
+        ok = False
     return ok
 
 
