@@ -95,6 +95,8 @@ nb::tuple quantize_tensor(const InArray& data, const std::string& dtype, const S
       runtime::GptqOptions go;
       go.quantize.global_amax = global_amax;
       const runtime::GptqResult r = runtime::gptq_round(spec, view, h, go);
+      const std::vector<float> diagonal = runtime::hessian_diagonal(h, in);
+      opt.channel_weights = diagonal;  // the scale search GPTQ rounded onto
       const TensorInfo rinfo{"tensor", DType::F32, shape};
       const TensorView rounded{&rinfo, {reinterpret_cast<const std::uint8_t*>(r.weight.data()), r.weight.size() * 4}};
       quant::store_gptq_weights(spec, view, rounded, spans, metrics, opt);

@@ -29,7 +29,7 @@ void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required) {
                  "format's scale rule), mse (per block, the candidate scale with the least squared error;\n"
                  "same formats, never a worse block), weighted (mse with each input channel's error\n"
                  "weighted by its mean squared activation; needs --calibration) or gptq (quantize only: GPTQ\n"
-                 "onto mse's scales, the model run layer by layer on --calibration-text; mxfp4, mxfp8,\n"
+                 "onto searched scales, the model run layer by layer on --calibration-text; mxfp4, mxfp8,\n"
                  "nvfp4 and int schemes) (docs/RECIPES.md \"Rounding\")");
   cmd.add_flag("--strict", args.strict,
                "Refuse a plan with warnings (e.g. a rule asking for a format that already-quantized modules of "

@@ -21,4 +21,11 @@ TensorView RoundedWeights::view(const std::string& tensor) const {
   return it->second->view(tensor);
 }
 
+std::span<const float> RoundedWeights::channel_weights(const std::string& tensor) const {
+  const auto it = by_tensor_.find(tensor);
+  if (it == by_tensor_.end() || !it->second->find(channel_weights_name(tensor))) return {};
+  const TensorView v = it->second->view(channel_weights_name(tensor));
+  return {reinterpret_cast<const float*>(v.bytes.data()), v.bytes.size() / sizeof(float)};
+}
+
 }  // namespace selq::pipeline

@@ -2,8 +2,10 @@
 // GPTQ's rounded weights for a plan's tensors that round `gptq`: F32, named
 // as the source tensor, in safetensors files that runtime/gptq_pass.h writes
 // (this module cannot run the model). The writer stores each tensor from
-// them with the scales `mse` chooses for the original (quant::store_gptq_weights).
+// them with the scales the GPTQ pass's search chooses for the original
+// (quant::store_gptq_weights, with channel_weights()).
 #include <map>
+#include <span>
 #include <memory>
 #include <string>
 
@@ -25,6 +27,10 @@ class RoundedWeights {
   // The rounded weights of `tensor` (F32, the source's shape); Internal error
   // naming the tensor when the pass made none.
   TensorView view(const std::string& tensor) const;
+  // The channel weights GPTQ's scale search used for `tensor` (its Hessian's
+  // diagonal; quant::gptq_scale_outputs), empty when it used `mse`.
+  std::span<const float> channel_weights(const std::string& tensor) const;
+  static std::string channel_weights_name(const std::string& tensor) { return tensor + ".gptq_channel_weights"; }
   const std::string& fingerprint() const { return fingerprint_; }
   const nlohmann::json& provenance() const { return provenance_; }
 

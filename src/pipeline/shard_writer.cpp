@@ -302,10 +302,12 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
     }
   }
   quant::ErrorMetrics metrics;
-  if (t.scheme->rounding.value == quant::Rounding::Gptq)
+  if (t.scheme->rounding.value == quant::Rounding::Gptq) {
+    qo.channel_weights = rounded_weights(options, t).channel_weights(t.source);
     quant::store_gptq_weights(*t.scheme, in, rounded_weights(options, t).view(t.source), weight_outs, metrics, qo);
-  else
+  } else {
     quant::quantize_weight(*t.scheme, in, weight_outs, metrics, qo);
+  }
   release(source, f.source);  // the source bytes are no longer needed
   f.source = {};
   f.record.metrics = metrics;
@@ -379,6 +381,7 @@ void produce_block(const PlannedTensor& t, const QuantizeOptions& options, Buffe
   const TensorView block{&block_info, f.block_source};
   if (t.scheme->rounding.value == quant::Rounding::Gptq) {
     const TensorView whole = rounded_weights(options, t).view(t.source);
+    qo.channel_weights = rounded_weights(options, t).channel_weights(t.source);
     const TensorInfo rounded_info{info.name, DType::F32, block_info.shape};
     const std::size_t row_bytes = whole.bytes.size() / static_cast<std::size_t>(units);
     quant::store_gptq_weights(*t.scheme, block,

@@ -72,11 +72,16 @@ SchemeSpec with_rounding(SchemeSpec spec, Rounding r) {
   spec.rounding.value = r;
   return spec;
 }
+// The search GPTQ's scales come from (gptq_scale_outputs).
+SchemeSpec scale_search(const SchemeSpec& spec, const TensorQuantizeOptions& options) {
+  return with_rounding(spec, options.channel_weights.empty() ? Rounding::Mse : Rounding::Weighted);
+}
 }  // namespace
+
 
 std::vector<std::vector<std::uint8_t>> gptq_scale_outputs(const SchemeSpec& spec, const TensorView& original,
                                                           const TensorQuantizeOptions& options) {
-  const SchemeSpec search = with_rounding(spec, Rounding::Mse);
+  const SchemeSpec search = scale_search(spec, options);
   std::vector<std::vector<std::uint8_t>> bufs;
   std::vector<std::span<std::uint8_t>> outs;
   for (const auto& o : scheme_outputs(search, original.info->shape))
@@ -98,7 +103,7 @@ void store_gptq_weights(const SchemeSpec& spec, const TensorView& original, cons
   TensorQuantizeOptions whole = options;
   whole.pieces = nullptr;
   ErrorMetrics unused;
-  quantize_weight(with_rounding(spec, Rounding::Mse), original, outs, unused, whole);
+  quantize_weight(scale_search(spec, options), original, outs, unused, whole);
   quantize_weight(spec, rounded, outs, unused, whole);  // keeps the scales `outs` holds
   std::vector<std::span<const std::uint8_t>> views(outs.begin(), outs.end());
   const std::vector<float> dq = dequantize_weight(spec, original.info->shape, views);

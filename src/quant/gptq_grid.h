@@ -33,13 +33,14 @@ class ElementGrid {
   std::vector<float> zero_;   // int asymmetric; else empty
 };
 
-// The scales GPTQ keeps: `spec`'s outputs for `original` quantized with
-// rounding `mse` (its search over the original weight), in fresh buffers.
+// The scales GPTQ keeps: `spec`'s outputs for `original` quantized with the
+// `weighted` search when options.channel_weights are given (GPTQ passes its
+// Hessian's diagonal: each input channel's Σ x²), else with `mse`, in fresh buffers.
 std::vector<std::vector<std::uint8_t>> gptq_scale_outputs(const SchemeSpec& spec, const TensorView& original,
                                                           const TensorQuantizeOptions& options = {});
 
 // Stores GPTQ's result: `outs` gets the scales gptq_scale_outputs chooses for
-// `original` and the codes of `rounded` (GPTQ's weights, on that grid) with
+// `original` (with the same options) and the codes of `rounded` (GPTQ's weights, on that grid) with
 // them; `metrics` compares the stored values with `original`. Throws Internal
 // naming the tensor when a value of `rounded` is not on the grid (a GPTQ
 // result for other scales). `spec` rounds gptq; options as quantize_weight's

@@ -29,6 +29,12 @@ bool inverse_cholesky_upper(std::vector<double>& h, std::int64_t n) {
 
 }  // namespace
 
+std::vector<float> hessian_diagonal(std::span<const double> hessian, std::int64_t in) {
+  std::vector<float> d(static_cast<std::size_t>(in));
+  for (std::int64_t i = 0; i < in; ++i) d[static_cast<std::size_t>(i)] = static_cast<float>(std::max(0.0, hessian[static_cast<std::size_t>(i * in + i)]));
+  return d;
+}
+
 GptqResult gptq_round(const quant::SchemeSpec& spec, const TensorView& weight, std::span<const double> hessian,
                       const GptqOptions& options) {
   const std::string& name = weight.info->name;
@@ -42,7 +48,10 @@ GptqResult gptq_round(const quant::SchemeSpec& spec, const TensorView& weight, s
     throw Error(ErrorKind::Internal, fmt::format("gptq_round: Hessian of {} values for {} inputs", hessian.size(), n),
                 ErrorWhere{{}, name, {}});
 
-  const auto scale_outs = quant::gptq_scale_outputs(spec, weight, options.quantize);
+  quant::TensorQuantizeOptions search = options.quantize;
+  const std::vector<float> diagonal = hessian_diagonal(hessian, n);
+  if (options.scales_from_diagonal) search.channel_weights = diagonal;
+  const auto scale_outs = quant::gptq_scale_outputs(spec, weight, search);
   const std::vector<std::span<const std::uint8_t>> scale_views(scale_outs.begin(), scale_outs.end());
   const quant::ElementGrid grid(spec, shape, scale_views);
 

@@ -5,7 +5,9 @@
 // (H = Σ x xᵀ over calibration rows), so that ‖(W − Q) X‖ rather than
 // ‖W − Q‖ is what the rounding keeps small. As the issue asks and engines
 // need, the stored format is unchanged: the scales are chosen first, by the
-// `mse` search over the original weight (quant/gptq_grid.h), and stay; the
+// `weighted` search over the original weight with the Hessian's diagonal as
+// the channel weights (quant/gptq_grid.h; `mse` when scales_from_diagonal is
+// off), and stay; the
 // columns go in static order of decreasing Hessian diagonal (act-order
 // without a g_idx: each column keeps its own group's scale); dead inputs
 // (zero diagonal) are zeroed; the diagonal is damped by a fraction of its
@@ -25,10 +27,19 @@ struct GptqOptions {
   double dampening{0.01};            // fraction of the mean Hessian diagonal added to the diagonal
   std::int64_t block_columns{128};   // columns per lazy batch update
   quant::TensorQuantizeOptions quantize;  // the scale search's (an NVFP4 fused group's global_amax)
+  // Scales from the `weighted` search with H's diagonal (else `mse`): better
+  // output on SmolLM2 in NVFP4 and MXFP4 (docs/QUALITY.md, "gptq").
+  bool scales_from_diagonal{true};
 };
 
+// The channel weights the scale search takes from a Hessian: its diagonal
+// (each input's Σ x²) as floats.
+std::vector<float> hessian_diagonal(std::span<const double> hessian, std::int64_t in);
+
 struct GptqResult {
-  std::vector<float> weight;  // [out, in] F32, on the grid of quant::gptq_scale_outputs(spec, weight)
+  // [out, in] F32, on the grid of quant::gptq_scale_outputs(spec, weight, options.quantize with
+  // channel_weights = hessian_diagonal(hessian) when scales_from_diagonal)
+  std::vector<float> weight;
   double dampening{0};        // the fraction used (raised tenfold, up to 3 times, until H is positive definite)
 };
 

@@ -94,7 +94,7 @@ std::string fingerprint(const std::vector<std::vector<std::int32_t>>& seqs, cons
     XXH3_64bits_update(st, &n, sizeof n);
     XXH3_64bits_update(st, s.data(), s.size() * sizeof(std::int32_t));
   }
-  std::string text = fmt::format("gptq dampening {:a} block 128 {}\n", o.dampening, SELQ_VERSION);
+  std::string text = fmt::format("gptq dampening {:a} block 128 scales weighted by diag(H) {}\n", o.dampening, SELQ_VERSION);
   for (const auto& t : targets)
     text += fmt::format("{} {} {}\n", t.tensor->source, t.tensor->scheme->name(),
                         t.global_amax ? fmt::format("{:a}", *t.global_amax) : "-");
@@ -234,8 +234,11 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
       std::vector<float> q;
       if (hs.rows[slot] > 0) {
         q = gptq_round(*pt.scheme, source.view(pt.source), hs.h[slot], go).weight;
+        // The scale search's channel weights, for the writer to choose the same scales.
+        rounded.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source),
+                                     hessian_diagonal(hs.h[slot], l->in), {l->in}));
       } else {  // kUnreachedExpertGptqRule
-        q = mse_rounded(*pt.scheme, source.view(pt.source), go.quantize);
+        q = mse_rounded(*pt.scheme, source.view(pt.source), go.quantize);  // no channel weights: mse
         unreached.push_back(pt.module);
         ++unreached_here;
       }

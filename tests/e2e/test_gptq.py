@@ -2,7 +2,8 @@
 
 `selq quantize --rounding gptq` runs the model layer by layer on calibration
 text (Austen's Sense and Sensibility by default), rounds every linear with GPTQ
-onto the scales `mse` chooses and writes the same format: `selq verify
+onto the scales the `weighted` search chooses (with the Hessian's diagonal)
+and writes the same format: `selq verify
 --against SRC` is clean, the manifest records each tensor's rounding and the
 calibration that made it, and on held-out text (WikiText-2, or a fallback
 paragraph) NVFP4 `gptq` beats `nearest` and `mse` by more than the paired

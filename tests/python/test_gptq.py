@@ -1,7 +1,8 @@
 """rounding="gptq" against an independent GPTQ written here in NumPy.
 
 selq's GPTQ (src/runtime/gptq.cpp, element grids in src/quant/gptq_grid.cpp)
-keeps the scales the "mse" search picks for the original weight and rounds
+keeps the scales the "weighted" search picks for the original weight (with
+the Hessian's diagonal as each input channel's weight) and rounds
 the columns one at a time onto that fixed grid, in static act-order
 (decreasing Hessian diagonal, ties by index), spreading each rounding error
 over the columns not yet rounded through the upper Cholesky factor of the
@@ -223,20 +224,21 @@ def test_gptq_matches_numpy_reference(layers, scheme_id, layer_name):
     scheme, options = SCHEMES[scheme_id]
     w, h = layers[layer_name]
     out = w.shape[0]
-    mse = selq.quantize_tensor(w, scheme, rounding="mse", **options)
+    # GPTQ's scales: the `weighted` search with the Hessian's diagonal as channel weights.
+    mse = selq.quantize_tensor(w, scheme, rounding="weighted", channel_weights=np.diag(h).astype(np.float32), **options)
     gq = selq.quantize_tensor(w, scheme, rounding="gptq", hessian=h, **options)
 
-    # Same format; the scales (and zero points) are mse's, byte for byte.
+    # Same format; the scales (and zero points) are the search's, byte for byte.
     assert list(gq) == list(mse)
     ck = code_key(mse)
     for k in mse:
         assert gq[k].dtype == mse[k].dtype and gq[k].shape == mse[k].shape, k
         if k != ck:
-            assert gq[k].tobytes() == mse[k].tobytes(), f"{k} differs from the mse search's"
+            assert gq[k].tobytes() == mse[k].tobytes(), f"{k} differs from the weighted search's"
 
     kind = scheme if scheme != "int4" else "int"
     grid = Grid(kind, mse, out)
-    # The grid decoded here is the one selq stores: mse's values sit on it.
+    # The grid decoded here is the one selq stores: the search's values sit on it.
     dq_mse = selq.dequantize(mse)
     assert np.array_equal(grid.round_all(dq_mse), dq_mse)
 
@@ -251,7 +253,7 @@ def test_gptq_matches_numpy_reference(layers, scheme_id, layer_name):
     dead = LAYERS[layer_name][2]
     assert not dq[:, list(dead)].any()  # dead inputs' weights are zeroed
 
-    # GPTQ is for the layer's outputs: less output error than the mse rounding.
+    # GPTQ is for the layer's outputs: less output error than the search's rounding alone.
     e_gptq, e_mse = output_error(w, dq, h), output_error(w, dq_mse, h)
     assert e_gptq < e_mse, (e_gptq, e_mse)
 

@@ -107,21 +107,30 @@ double output_error(const Layer& l, const std::vector<float>& q) {
   return total;
 }
 
-std::vector<float> mse_values(const SchemeSpec& spec, const Layer& l) {
-  const auto outs = quant::gptq_scale_outputs(spec, l.view());
+// The scale search GPTQ keeps: `weighted` with the Hessian's diagonal.
+struct SearchOptions {
+  std::vector<float> diagonal;
+  quant::TensorQuantizeOptions options;
+  explicit SearchOptions(const Layer& l) : diagonal(hessian_diagonal(l.h, l.in)) { options.channel_weights = diagonal; }
+};
+
+// The values the scale search alone stores (mse's, or weighted's with `o`).
+std::vector<float> mse_values(const SchemeSpec& spec, const Layer& l, const quant::TensorQuantizeOptions& o = {}) {
+  const auto outs = quant::gptq_scale_outputs(spec, l.view(), o);
   const std::vector<std::span<const std::uint8_t>> views(outs.begin(), outs.end());
   return quant::dequantize_weight(spec, l.info.shape, views);
 }
 
 // Stores GPTQ's values through the kernels' kept scales; returns the bytes.
-std::vector<std::vector<std::uint8_t>> stored(const SchemeSpec& spec, const Layer& l, const std::vector<float>& q) {
+std::vector<std::vector<std::uint8_t>> stored(const SchemeSpec& spec, const Layer& l, const std::vector<float>& q,
+                                              const quant::TensorQuantizeOptions& o = {}) {
   std::vector<std::vector<std::uint8_t>> bufs;
   std::vector<std::span<std::uint8_t>> spans;
   for (const auto& o : quant::scheme_outputs(spec, l.info.shape)) bufs.emplace_back(dtype_nbytes(o.dtype, shape_numel(o.shape)));
   for (auto& b : bufs) spans.emplace_back(b);
   const TensorInfo qi{l.info.name, DType::F32, l.info.shape};
   quant::ErrorMetrics m;
-  quant::store_gptq_weights(spec, l.view(), {&qi, {reinterpret_cast<const std::uint8_t*>(q.data()), q.size() * 4}}, spans, m);
+  quant::store_gptq_weights(spec, l.view(), {&qi, {reinterpret_cast<const std::uint8_t*>(q.data()), q.size() * 4}}, spans, m, o);
   EXPECT_EQ(m.elements, q.size());
   return bufs;
 }
@@ -141,11 +150,16 @@ TEST(Gptq, KeptScalesStoreMseValuesForValuesOnItsGrid) {
   }
 }
 
-TEST(Gptq, DiagonalHessianIsMseRounding) {
+// ... the search's rounding itself: `weighted` by the diagonal, or `mse`.
+TEST(Gptq, DiagonalHessianIsTheScaleSearchsRounding) {
   const Layer l = random_layer(2, 40, 192, false);
+  const SearchOptions weighted(l);
+  GptqOptions mse;
+  mse.scales_from_diagonal = false;
   for (const SchemeSpec& spec : gptq_specs()) {
     SCOPED_TRACE(spec.name());
-    EXPECT_EQ(gptq_round(spec, l.view(), l.h).weight, mse_values(spec, l));
+    EXPECT_EQ(gptq_round(spec, l.view(), l.h).weight, mse_values(spec, l, weighted.options));
+    EXPECT_EQ(gptq_round(spec, l.view(), l.h, mse).weight, mse_values(spec, l));
   }
 }
 
@@ -154,9 +168,12 @@ TEST(Gptq, CorrelatedInputsLowerTheOutputError) {
   for (const SchemeSpec& spec : gptq_specs()) {
     SCOPED_TRACE(spec.name());
     const GptqResult r = gptq_round(spec, l.view(), l.h);
-    const double gptq = output_error(l, r.weight), mse = output_error(l, mse_values(spec, l));
+    const SearchOptions search(l);
+    const double gptq = output_error(l, r.weight), mse = output_error(l, mse_values(spec, l)),
+                 weighted = output_error(l, mse_values(spec, l, search.options));
     EXPECT_LT(gptq, 0.7 * mse);
-    stored(spec, l, r.weight);  // on the grid: stores without error
+    EXPECT_LT(gptq, 0.7 * weighted);
+    stored(spec, l, r.weight, search.options);  // on the grid of its scales: stores without error
   }
 }
 
@@ -182,8 +199,9 @@ TEST(Gptq, StoredInRowBlocksAsWhole) {
   for (const SchemeSpec& spec : gptq_specs()) {
     SCOPED_TRACE(spec.name());
     const std::vector<float> q = gptq_round(spec, l.view(), l.h).weight;
-    const auto whole = stored(spec, l, q);
-    quant::TensorQuantizeOptions whole_opts;
+    const SearchOptions search(l);
+    const auto whole = stored(spec, l, q, search.options);
+    quant::TensorQuantizeOptions whole_opts = search.options;
     whole_opts.global_amax = quant::tensor_amax(l.view());
     quant::ErrorMetrics whole_metrics;
     {
