@@ -115,6 +115,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     };
     runtime::GptqPassOptions gptq;
     gptq.max_tokens = args->calibration_tokens;
+    gptq.threads = args->threads;
     gptq.context = args->calibration_context;
     gptq.on_progress = [&args](const std::string& line) {
       if (!args->quiet) fmt::print(stderr, "selq: {}\n", line);

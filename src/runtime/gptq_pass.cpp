@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <chrono>
 #include <cstring>
@@ -147,7 +148,9 @@ std::string gptq_work_dir(const std::string& dst) { return dst + ".selq-gptq"; }
 void use_gptq_pass(pipeline::QuantizeOptions& options, GptqPassOptions pass, const std::string& dst) {
   if (pass.work_dir.empty()) pass.work_dir = gptq_work_dir(dst);
   options.round_weights = [pass](const io::Checkpoint& source, const pipeline::Plan& plan) {
-    return run_gptq_pass(source, plan, pass);
+    if (pass.threads <= 0) return run_gptq_pass(source, plan, pass);
+    tbb::task_arena arena(pass.threads);
+    return arena.execute([&] { return run_gptq_pass(source, plan, pass); });
   };
 }
 

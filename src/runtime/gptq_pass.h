@@ -40,6 +40,7 @@ struct GptqPassOptions {
   std::int64_t context{512};      // tokens per sequence
   std::string work_dir;      // per-layer results (created; kept for a rerun)
   double dampening{0.01};
+  int threads{0};            // 0: all cores (the bytes do not depend on it)
   // One line per finished layer ("layer 3/30: 7 linears rounded in 2.1 s").
   std::function<void(const std::string&)> on_progress;
 };

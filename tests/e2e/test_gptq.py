@@ -7,7 +7,7 @@ and writes the same format: `selq verify
 --against SRC` is clean, the manifest records each tensor's rounding and the
 calibration that made it, and on held-out text (WikiText-2, or a fallback
 paragraph) NVFP4 `gptq` beats `nearest` and `mse` by more than the paired
-95% interval. A run killed with SIGKILL in the middle of its GPTQ pass and
+95% interval. `-j 1` (the GPTQ pass on one thread too) writes the same bytes. A run killed with SIGKILL in the middle of its GPTQ pass and
 run again gives the same bytes as an uninterrupted run. Schemes GPTQ does not
 round (fp8) and architectures the runtime does not run are one line of bad
 input. (GPTQ on DeepSeek-V3's MoE, per expert: tests/crosscheck/deepseek_runtime.py.)
@@ -107,6 +107,15 @@ class Gptq(unittest.TestCase):
             if k.endswith(".html") or k == "selq-manifest.json":
                 continue  # the destination's path is in them
             self.assertEqual(got[k], want[k], k)
+
+    def test_one_thread_gives_the_same_bytes(self):
+        dst = os.path.join(self.tmp.name, "j1")
+        E.selq("quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", "gptq", "--quiet", "-j", "1",
+               *GPTQ_ARGS)
+        got, want = E.tree_bytes(dst), E.tree_bytes(self.out["gptq"])
+        for k in want:
+            if not (k.endswith(".html") or k == "selq-manifest.json"):
+                self.assertEqual(got[k], want[k], k)
 
     def test_what_gptq_cannot_round_is_one_line(self):
         synth = os.path.join(self.tmp.name, "dspark")
