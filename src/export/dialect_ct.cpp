@@ -215,6 +215,11 @@ json ct_scheme_json(const SchemeSpec& s) {
           {"format", r.format ? r.format : "dense"}};
 }
 
+// GPTQ's column order, as llm-compressor records it: "static" and "weight"
+// (the same ordering) store nothing more and decode as without it; "group"
+// and "dynamic" store a g_idx, which selq neither writes nor reads.
+bool storage_free_actorder(const json& v) { return v.is_string() && (v == "static" || v == "weight"); }
+
 json ct_comparable(const json& scheme) {
   if (!scheme.is_object()) return scheme;
   json out = json::object();
@@ -227,7 +232,8 @@ json ct_comparable(const json& scheme) {
     }
     json args = json::object();
     for (const auto& [k, v] : it->items())
-      if (!v.is_null() && k != "observer" && k != "observer_kwargs") args[k] = v;
+      if (!v.is_null() && k != "observer" && k != "observer_kwargs" && !(k == "actorder" && storage_free_actorder(v)))
+        args[k] = v;
     out[key] = std::move(args);
   }
   return out;

@@ -77,6 +77,27 @@ TEST(DialectRead, UnknownConfigObjectIsNotGuessed) {
   EXPECT_FALSE(scheme_from_name(Dialect::Quark, "fp3-made-up", DType::BF16));
 }
 
+// llm-compressor's GPTQ records its column order: "static"/"weight" store
+// nothing more (read as the scheme without it), "group" stores a g_idx (not read).
+TEST(DialectRead, GptqActorderThatStoresNothingIsTheSameScheme) {
+  const nlohmann::json nvfp4 = nlohmann::json::parse(R"({"format": "nvfp4-pack-quantized", "input_activations": null,
+      "output_activations": null, "weights": {"actorder": "static", "block_structure": null, "dynamic": false,
+      "group_size": 16, "num_bits": 4, "observer": "memoryless_minmax", "observer_kwargs": {},
+      "scale_dtype": "torch.float8_e4m3fn", "strategy": "tensor_group", "symmetric": true, "type": "float",
+      "zp_dtype": null}})");
+  const auto plain = [&](const char* actorder) {
+    nlohmann::json j = nvfp4;
+    j["weights"]["actorder"] = actorder ? nlohmann::json(actorder) : nlohmann::json();
+    return scheme_from_config_json(Dialect::CompressedTensors, j, DType::BF16);
+  };
+  ASSERT_TRUE(plain(nullptr));
+  for (const char* same : {"static", "weight"}) {
+    ASSERT_TRUE(plain(same)) << same;
+    EXPECT_EQ(plain(same)->name(), plain(nullptr)->name());
+  }
+  for (const char* stored : {"group", "dynamic"}) EXPECT_FALSE(plain(stored)) << stored;
+}
+
 TEST(DialectRead, ManifestNamesResolve) {
   for (const char* n : {"mxfp4", "fp8-channel", "int4-g128"}) {
     auto s = scheme_from_name(Dialect::CompressedTensors, n, DType::BF16);
