@@ -39,13 +39,31 @@ struct Target {
   std::optional<float> global_amax;  // its NVFP4 fused group's
 };
 
-// Σ x xᵀ of each gathered linear's input rows, in double; a linear whose
-// input another one of its fused module reads too takes that one's.
+// The key of the input a linear reads: a fused module's members (q/k/v,
+// gate/up, q_a/kv_a, an expert's w1/w3) read the same rows.
+std::string input_key(const std::string& module) {
+  std::string key = recipe::fused_shard_key(module);
+  return key.empty() ? module : key;
+}
+
+// Σ x xᵀ of each gathered input's rows, in double: one slot per input, which
+// the first of the linears reading it gathers (slot), all of them find (of).
 struct Hessians {
   std::map<const Linear*, std::size_t> slot;
+  std::map<std::string, std::size_t> of_input;
   std::vector<std::vector<double>> h;
   std::vector<std::int64_t> rows;  // per slot: the input rows gathered (a routed expert may get none)
   std::vector<float> panel;
+
+  explicit Hessians(const std::vector<Linear*>& linears) {
+    for (Linear* l : linears)
+      if (of_input.emplace(input_key(l->module), h.size()).second) {
+        slot[l] = h.size();
+        h.emplace_back(static_cast<std::size_t>(l->in * l->in), 0.0);
+        rows.push_back(0);
+      }
+  }
+  std::size_t of(const Linear& l) const { return of_input.at(input_key(l.module)); }
 
   static void hook(void* ctx, const Linear& l, const float* x, std::int64_t rows) {
     auto& self = *static_cast<Hessians*>(ctx);
@@ -159,11 +177,11 @@ void remove_gptq_work_dir(const std::string& dst) {
   fs::remove_all(gptq_work_dir(dst), ec);
 }
 
-std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoint& source, const pipeline::Plan& plan,
-                                                              const GptqPassOptions& options) {
-  if (source.is_remote())
-    throw_unsupported("rounding 'gptq' runs the model from a local checkpoint; download it first", {source.dir()});
-  // The targets, with the NVFP4 global amax of their fused group (as the writer computes it).
+namespace {
+
+// The plan's gptq tensors by module, with the NVFP4 global amax of their fused
+// group (as the writer computes it).
+std::map<std::string, Target> gptq_targets(const io::Checkpoint& source, const pipeline::Plan& plan) {
   std::map<std::string, float> group_amax;
   for (const auto& t : plan.tensors)
     if (t.scheme && !t.fused_group.empty()) {
@@ -174,83 +192,143 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
   for (const auto& t : plan.tensors)
     if (t.scheme && t.scheme->rounding.value == quant::Rounding::Gptq)
       by_module[t.module] = {&t, t.fused_group.empty() ? std::nullopt : std::optional(group_amax.at(t.fused_group))};
-  std::vector<Target> targets;
-  for (const auto& [m, t] : by_module) targets.push_back(t);
+  return by_module;
+}
 
+// Each layer's linears that the plan rounds gptq; refuses, before any work,
+// a target that is no decoder layer's linear (a head, a router).
+std::vector<std::vector<std::pair<Linear*, const Target*>>> targets_by_layer(
+    CausalLM& model, const std::map<std::string, Target>& targets, const pipeline::Plan& plan) {
+  std::vector<std::vector<std::pair<Linear*, const Target*>>> layers(static_cast<std::size_t>(model.layer_count()));
+  std::size_t found = 0;
+  for (std::int64_t layer = 0; layer < model.layer_count(); ++layer)
+    for (Linear* l : model.layer_linears(layer))
+      if (auto it = targets.find(l->module); it != targets.end()) {
+        layers[static_cast<std::size_t>(layer)].emplace_back(l, &it->second);
+        ++found;
+      }
+  if (found != targets.size())
+    for (const auto& [module, t] : targets)
+      if (!model.find_linear(module))
+        throw_unsupported(fmt::format("rounding 'gptq': module '{}' is not a linear of a decoder layer the runtime "
+                                      "runs (heads, embeddings and routers are not rounded by gptq); give its rule "
+                                      "`rounding: mse`",
+                                      module),
+                          {plan.recipe_path, t.tensor->source});
+  return layers;
+}
+
+// The Hessians of `linears`' inputs in `layer`, the sequences run through it from `hidden` (kept).
+Hessians gather_hessians(CausalLM& model, std::int64_t layer, const std::vector<Linear*>& linears,
+                         const std::vector<std::vector<float>>& hidden, std::int64_t hidden_size) {
+  Hessians hs(linears);
+  model.set_activation_hook(&Hessians::hook, &hs);
+  for (const auto& h : hidden) {
+    std::vector<float> x = h;
+    model.forward_layer(layer, x.data(), static_cast<std::int64_t>(h.size()) / hidden_size);
+  }
+  model.set_activation_hook(nullptr, nullptr);
+  return hs;
+}
+
+// Rounds a layer's targets (each swapped into the model), as the tensors of
+// its file: the rounded weights and the scale search's channel weights.
+// `unreached` gets the modules no input row reached (kUnreachedExpertGptqRule).
+std::vector<io::TensorBytes> round_layer(const io::Checkpoint& source,
+                                         const std::vector<std::pair<Linear*, const Target*>>& mine,
+                                         const Hessians& hs, double dampening, std::vector<std::string>& unreached) {
+  std::vector<io::TensorBytes> out;
+  for (const auto& [l, t] : mine) {
+    const pipeline::PlannedTensor& pt = *t->tensor;
+    const std::size_t slot = hs.of(*l);
+    GptqOptions go;
+    go.dampening = dampening;
+    go.quantize.global_amax = t->global_amax;
+    std::vector<float> q;
+    if (hs.rows[slot] > 0) {
+      q = gptq_round(*pt.scheme, source.view(pt.source), hs.h[slot], go).weight;
+      // The scale search's channel weights, for the writer to choose the same scales.
+      out.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source),
+                               hessian_diagonal(hs.h[slot], l->in), {l->in}));
+    } else {
+      q = mse_rounded(*pt.scheme, source.view(pt.source), go.quantize);  // no channel weights: mse
+      unreached.push_back(pt.module);
+    }
+    out.push_back(f32_tensor(pt.source, q, pt.source_info.shape));
+    l->weight = Matrix::from_f32(std::move(q), l->out, l->in);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  for (std::size_t b = 0; b < s.size();) {
+    const std::size_t e = std::min(s.find(',', b), s.size());
+    v.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return v;
+}
+
+}  // namespace
+
+std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoint& source, const pipeline::Plan& plan,
+                                                              const GptqPassOptions& options) {
+  if (source.is_remote())
+    throw_unsupported("rounding 'gptq' runs the model from a local checkpoint; download it first", {source.dir()});
+  const std::map<std::string, Target> targets = gptq_targets(source, plan);
   auto model = load_model(source.dir());
+  const auto by_layer = targets_by_layer(*model, targets, plan);
   const std::int64_t layers = model->layer_count(), hidden_size = model->hidden_size();
   nlohmann::json provenance;
   const auto seqs = calibration_sequences(source.dir(), options, provenance);
-  const std::string fp = fingerprint(seqs, targets, options);
+  std::vector<Target> target_list;
+  for (const auto& [m, t] : targets) target_list.push_back(t);
+  const std::string fp = fingerprint(seqs, target_list, options);
   provenance["fingerprint"] = fp;
 
   fs::create_directories(options.work_dir);
   std::vector<std::vector<float>> hidden(seqs.size());
   for (std::size_t s = 0; s < seqs.size(); ++s) hidden[s].resize(seqs[s].size() * static_cast<std::size_t>(hidden_size));
-  std::int64_t done = resume_point(options.work_dir, fp, hidden);
+  const std::int64_t done = resume_point(options.work_dir, fp, hidden);
   if (done < 0)
     for (std::size_t s = 0; s < seqs.size(); ++s) hidden[s] = model->embed(seqs[s]);
+  const auto run_on = [&](std::int64_t layer) {  // the sequences on through the layer as it now is
+    for (std::size_t s = 0; s < seqs.size(); ++s)
+      model->forward_layer(layer, hidden[s].data(), static_cast<std::int64_t>(seqs[s].size()));
+  };
 
   std::map<std::string, std::string> files;  // source tensor -> its layer file
-  std::vector<std::string> unreached;        // linears rounded by mse for want of inputs (this run's layers)
+  std::vector<std::string> unreached;        // linears rounded by mse for want of input rows
   for (std::int64_t layer = 0; layer < layers; ++layer) {
     const auto start = std::chrono::steady_clock::now();
     const std::string path = (fs::path(options.work_dir) / layer_file(layer)).string();
-    std::vector<std::pair<Linear*, const Target*>> mine;
-    for (Linear* l : model->layer_linears(layer))
-      if (auto it = by_module.find(l->module); it != by_module.end()) mine.emplace_back(l, &it->second);
+    const auto& mine = by_layer[static_cast<std::size_t>(layer)];
     for (const auto& [l, t] : mine) files[t->tensor->source] = path;
-    if (layer <= done || mine.empty()) {
-      if (layer > done)  // nothing to round here: the sequences go on through it
-        for (std::size_t s = 0; s < seqs.size(); ++s) model->forward_layer(layer, hidden[s].data(), static_cast<std::int64_t>(seqs[s].size()));
+    if (!mine.empty() && layer <= done) {  // a previous run's layer: what it could not reach
+      const auto file = io::SafetensorsFile::open(path);
+      const auto& md = file->metadata();
+      if (const auto it = md.find("unreached"); it != md.end() && !it->second.empty())
+        for (auto& m : split(it->second)) unreached.push_back(std::move(m));
+    }
+    if (layer <= done) continue;
+    if (mine.empty()) {
+      run_on(layer);
       continue;
     }
-    // The Hessians, one per input (a fused module's members share the first's).
-    Hessians hs;
-    std::map<std::string, std::size_t> slot_of_input;
-    for (const auto& [l, t] : mine) {
-      const std::string key = recipe::fused_shard_key(l->module);
-      const std::string input = key.empty() ? l->module : key;
-      auto [it, fresh] = slot_of_input.emplace(input, hs.h.size());
-      if (fresh) {
-        hs.h.emplace_back(static_cast<std::size_t>(l->in * l->in), 0.0);
-        hs.rows.push_back(0);
-        hs.slot[l] = it->second;
-      }
-    }
-    model->set_activation_hook(&Hessians::hook, &hs);
-    for (std::size_t s = 0; s < seqs.size(); ++s) {
-      std::vector<float> x = hidden[s];
-      model->forward_layer(layer, x.data(), static_cast<std::int64_t>(seqs[s].size()));
-    }
-    model->set_activation_hook(nullptr, nullptr);
-    // Round, write the layer's file, and run the sequences on through the rounded layer.
-    std::vector<io::TensorBytes> rounded;
-    std::int64_t unreached_here = 0;
-    for (const auto& [l, t] : mine) {
-      const pipeline::PlannedTensor& pt = *t->tensor;
-      const std::string key = recipe::fused_shard_key(l->module);
-      const std::size_t slot = slot_of_input.at(key.empty() ? l->module : key);
-      GptqOptions go;
-      go.dampening = options.dampening;
-      go.quantize.global_amax = t->global_amax;
-      std::vector<float> q;
-      if (hs.rows[slot] > 0) {
-        q = gptq_round(*pt.scheme, source.view(pt.source), hs.h[slot], go).weight;
-        // The scale search's channel weights, for the writer to choose the same scales.
-        rounded.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source),
-                                     hessian_diagonal(hs.h[slot], l->in), {l->in}));
-      } else {  // kUnreachedExpertGptqRule
-        q = mse_rounded(*pt.scheme, source.view(pt.source), go.quantize);  // no channel weights: mse
-        unreached.push_back(pt.module);
-        ++unreached_here;
-      }
-      rounded.push_back(f32_tensor(pt.source, q, pt.source_info.shape));
-      l->weight = Matrix::from_f32(std::move(q), l->out, l->in);
-    }
-    io::save_safetensors(path, rounded, {{"fingerprint", fp}});
-    for (std::size_t s = 0; s < seqs.size(); ++s)
-      model->forward_layer(layer, hidden[s].data(), static_cast<std::int64_t>(seqs[s].size()));
+    std::vector<Linear*> linears;
+    for (const auto& [l, t] : mine) linears.push_back(l);
+    const Hessians hs = gather_hessians(*model, layer, linears, hidden, hidden_size);
+    std::vector<std::string> missed;
+    const std::vector<io::TensorBytes> rounded = round_layer(source, mine, hs, options.dampening, missed);
+    io::save_safetensors(path, rounded, {{"fingerprint", fp}, {"unreached", joined(missed)}});
+    run_on(layer);
     std::vector<io::TensorBytes> state;
     for (std::size_t s = 0; s < seqs.size(); ++s)
       state.push_back(f32_tensor(fmt::format("sequence.{}", s), hidden[s],
@@ -261,16 +339,9 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
       options.on_progress(fmt::format(
           "gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s{}", layer + 1, layers, mine.size(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-          unreached_here ? fmt::format(" ({} of routed experts no calibration token reached: mse)", unreached_here)
-                         : ""));
+          missed.empty() ? "" : fmt::format(" ({} that no calibration token reached: by mse alone)", missed.size())));
+    unreached.insert(unreached.end(), missed.begin(), missed.end());
   }
-  for (const auto& t : targets)
-    if (!files.contains(t.tensor->source))
-      throw_unsupported(fmt::format("rounding 'gptq': module '{}' is not a linear of a decoder layer the runtime "
-                                    "runs (the head and embeddings are not rounded by gptq); give its rule "
-                                    "`rounding: mse`",
-                                    t.tensor->module),
-                        {plan.recipe_path, t.tensor->source});
   if (!unreached.empty()) {
     provenance["unreached"] = unreached;
     provenance["unreached_rule"] = kUnreachedExpertGptqRule;

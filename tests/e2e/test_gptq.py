@@ -10,7 +10,9 @@ paragraph) NVFP4 `gptq` beats `nearest` and `mse` by more than the paired
 95% interval. `-j 1` (the GPTQ pass on one thread too) writes the same bytes. A run killed with SIGKILL in the middle of its GPTQ pass and
 run again gives the same bytes as an uninterrupted run. Schemes GPTQ does not
 round (fp8) and architectures the runtime does not run are one line of bad
-input. (GPTQ on DeepSeek-V3's MoE, per expert: tests/crosscheck/deepseek_runtime.py.)
+input. On a synthetic DeepSeek-V3 MoE fed few tokens, a killed and rerun pass lists
+the same experts no token reached (rounded by mse alone) and writes the same
+bytes. (GPTQ against nearest on the MoE: tests/crosscheck/deepseek_crosscheck.py.)
 """
 import json
 import os
@@ -107,6 +109,40 @@ class Gptq(unittest.TestCase):
             if k.endswith(".html") or k == "selq-manifest.json":
                 continue  # the destination's path is in them
             self.assertEqual(got[k], want[k], k)
+        manifests = [E.read_json(os.path.join(d, "selq-manifest.json")) for d in (dst, self.out["gptq"])]
+        self.assertEqual(manifests[0]["gptq_calibration"], manifests[1]["gptq_calibration"])
+
+    def test_moe_killed_then_rerun_gives_the_same_bytes_and_unreached_list(self):
+        # A synthetic DeepSeek-V3 fed few tokens: some routed experts get none
+        # (rounded by mse alone, listed), and a resumed run must list them all.
+        src = os.path.join(self.tmp.name, "dsv3")
+        E.selq("synth", "--arch", "deepseek-v3", "--scale", "8", "--layers", "5", "--vocab", "512", src)
+        recipe = os.path.join(self.tmp.name, "moe-nvfp4.yaml")
+        with open(recipe, "w") as f:
+            f.write("name: moe-nvfp4\ndefault: {scheme: nvfp4, options: {activations: none}}\n")
+        args = ("--recipe", recipe, "--rounding", "gptq", "--calibration-tokens", "64", "--calibration-context", "32",
+                "--quiet")
+        whole, killed = os.path.join(self.tmp.name, "moe-whole"), os.path.join(self.tmp.name, "moe-killed")
+        E.selq("quantize", src, whole, *args)
+        p = subprocess.Popen([E.ARGS.selq, "quantize", src, killed, *args], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        stopped = False
+        while p.poll() is None:
+            if os.path.exists(os.path.join(killed + ".selq-gptq", "layer-0003.safetensors")):
+                p.send_signal(signal.SIGKILL)
+                stopped = True
+                break
+            time.sleep(0.02)
+        p.wait()
+        self.assertTrue(stopped, "the run ended before its GPTQ pass reached layer 3")
+        E.selq("quantize", src, killed, *args)
+        a, b = (E.read_json(os.path.join(d, "selq-manifest.json"))["gptq_calibration"] for d in (whole, killed))
+        self.assertTrue(a.get("unreached"), "64 tokens should leave some expert unreached")
+        self.assertEqual(a, b)
+        got, want = E.tree_bytes(killed), E.tree_bytes(whole)
+        for k in want:
+            if k.endswith(".safetensors"):
+                self.assertEqual(got[k], want[k], k)
 
     def test_one_thread_gives_the_same_bytes(self):
         dst = os.path.join(self.tmp.name, "j1")
