@@ -9,7 +9,9 @@ as the library serializes them (model_dump) and in the verbose form that
 published llm-compressor checkpoints carry (every QuantizationArgs field:
 actorder/block_structure/scale_dtype/zp_dtype null, an observer and its
 kwargs), must each be recognized as the same selq scheme by verify/requantize
-and by the runtime; a changed num_bits or a non-null actorder must not be taken for it.
+and by the runtime, and so must the verbose form with GPTQ's actorder "static"
+(llm-compressor's GPTQ output: the column order, nothing more stored); a changed
+num_bits or actorder "group" (a stored g_idx) must not be taken for it.
 
 usage: dialects.py PATH_TO_selq_dialects_driver
 Exit 77 (skip) when the reference is missing, except under CI=true (fail).
@@ -144,10 +146,12 @@ def check_recognition(driver, docs, tmp):
         library["format"] = g.get("format")  # the group's format, as a writer sets it
         verbose = dict(own, weights=verbose_args(own["weights"]),
                        input_activations=verbose_args(own["input_activations"]))
-        actorder = dict(verbose, weights=dict(verbose["weights"], actorder="static"))
+        static = dict(verbose, weights=dict(verbose["weights"], actorder="static"))
+        group = dict(verbose, weights=dict(verbose["weights"], actorder="group"))
         bits = dict(own, weights=dict(own["weights"], num_bits=own["weights"]["num_bits"] * 2))
         for form, scheme, same in (("own", own, True), ("library", library, True), ("verbose", verbose, True),
-                                   ("actorder", actorder, False), ("num_bits", bits, False)):
+                                   ("actorder static", static, True), ("actorder group", group, False),
+                                   ("num_bits", bits, False)):
             items.append({"dialect": "compressed-tensors", "scheme": scheme})
             expect.append((form, same))
     path = os.path.join(tmp, "recognize.json")
@@ -156,12 +160,13 @@ def check_recognition(driver, docs, tmp):
     got = json.loads(subprocess.run([driver, "--recognize", path], check=True, capture_output=True,
                                     text=True).stdout)
     errors = []
-    for i in range(0, len(items), 5):
+    forms = 6
+    for i in range(0, len(items), forms):
         own_name = got[i][0]
         if own_name is None or got[i][1] != own_name:
             errors.append(f"selq's own scheme object not recognized: {items[i]['scheme']} -> {got[i]}")
             continue
-        for j in range(1, 5):
+        for j in range(1, forms):
             form, same = expect[i + j]
             names = got[i + j]
             if same and names != [own_name, own_name]:
@@ -212,7 +217,8 @@ def main():
                 docs.append(json.load(f))
         n, errors = check_recognition(sys.argv[1], docs, out)
         print(f"{'ok' if not errors else 'FAIL'}: {n} scheme objects recognized in selq's, the library's "
-              f"and the published verbose form; actorder/num_bits changes rejected")
+              f"and the published verbose form (also with GPTQ's actorder static); actorder group and num_bits "
+              f"changes rejected")
         for e in errors:
             print("   ", e)
         failed |= bool(errors)
