@@ -180,17 +180,22 @@ void remove_gptq_work_dir(const std::string& dst) {
 namespace {
 
 // The plan's gptq tensors by module, with the NVFP4 global amax of their fused
-// group (as the writer computes it).
+// group (as the writer computes it; only groups holding a gptq tensor are read).
 std::map<std::string, Target> gptq_targets(const io::Checkpoint& source, const pipeline::Plan& plan) {
+  const auto rounds_gptq = [](const pipeline::PlannedTensor& t) {
+    return t.scheme && t.scheme->rounding.value == quant::Rounding::Gptq;
+  };
   std::map<std::string, float> group_amax;
   for (const auto& t : plan.tensors)
-    if (t.scheme && !t.fused_group.empty()) {
+    if (rounds_gptq(t) && !t.fused_group.empty()) group_amax.emplace(t.fused_group, 0.0f);
+  for (const auto& t : plan.tensors)
+    if (t.scheme && group_amax.contains(t.fused_group)) {
       float& a = group_amax[t.fused_group];
       a = std::max(a, quant::tensor_amax(source.view(t.source)));
     }
   std::map<std::string, Target> by_module;
   for (const auto& t : plan.tensors)
-    if (t.scheme && t.scheme->rounding.value == quant::Rounding::Gptq)
+    if (rounds_gptq(t))
       by_module[t.module] = {&t, t.fused_group.empty() ? std::nullopt : std::optional(group_amax.at(t.fused_group))};
   return by_module;
 }

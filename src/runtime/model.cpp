@@ -178,15 +178,7 @@ void LlamaModel::ensure_cache(std::int64_t total) {
 }
 
 std::vector<float> LlamaModel::embed(std::span<const std::int32_t> tokens) {
-  const auto T = static_cast<std::int64_t>(tokens.size());
-  std::vector<float> x(static_cast<std::size_t>(T * cfg_.hidden));
-  for (std::int64_t t = 0; t < T; ++t) {
-    const std::int32_t id = tokens[static_cast<std::size_t>(t)];
-    if (id < 0 || id >= cfg_.vocab)
-      throw_bad_input(fmt::format("token id {} outside vocabulary of {}", id, cfg_.vocab));
-    embed_.row_f32(id, x.data() + t * cfg_.hidden);
-  }
-  return x;
+  return ops::embed_tokens(embed_, cfg_.vocab, cfg_.hidden, tokens);
 }
 
 void LlamaModel::position_tables(std::int64_t pos0, std::int64_t T) {

@@ -2,6 +2,7 @@
 // Small steps shared by the runtime's architectures (internal to src/runtime).
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,19 @@ inline std::vector<float> load_vector(const io::Checkpoint& ck, const std::strin
   std::vector<float> out(n);
   load_floats(v.info->dtype, v.bytes.data(), 0, n, out.data());
   return out;
+}
+
+// The embedding rows of `tokens` ([tokens, hidden] row-major), each id checked against `vocab`.
+template <typename Embedding>
+std::vector<float> embed_tokens(const Embedding& embed, std::int64_t vocab, std::int64_t hidden,
+                                std::span<const std::int32_t> tokens) {
+  std::vector<float> x(tokens.size() * static_cast<std::size_t>(hidden));
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    if (tokens[t] < 0 || tokens[t] >= vocab)
+      throw_bad_input(fmt::format("token id {} outside vocabulary of {}", tokens[t], vocab));
+    embed.row_f32(tokens[t], x.data() + t * static_cast<std::size_t>(hidden));
+  }
+  return x;
 }
 
 // fn(t) for t < n, over TBB threads when there is more than one token (each

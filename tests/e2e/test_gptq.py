@@ -35,6 +35,20 @@ from test_static_activation import FALLBACK_TEXT  # noqa: E402
 GPTQ_ARGS = ("--calibration-tokens", "4096", "--calibration-context", "512")
 
 
+def kill_when(cmd, path, timeout=300):
+    """Runs cmd and SIGKILLs it once `path` exists; whether it did."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(path):
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            return True
+        time.sleep(0.02)
+    p.wait()
+    return False
+
+
 class Gptq(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -89,17 +103,8 @@ class Gptq(unittest.TestCase):
         work = dst + ".selq-gptq"
         cmd = [E.ARGS.selq, "quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", "gptq",
                "--quiet", *GPTQ_ARGS]
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        killed = False
-        deadline = time.time() + 300
-        while time.time() < deadline and p.poll() is None:
-            if os.path.exists(os.path.join(work, "layer-0004.safetensors")):
-                p.send_signal(signal.SIGKILL)
-                killed = True
-                break
-            time.sleep(0.05)
-        p.wait()
-        self.assertTrue(killed, "the run ended before its GPTQ pass reached layer 4")
+        self.assertTrue(kill_when(cmd, os.path.join(work, "layer-0004.safetensors")),
+                        "the run ended before its GPTQ pass reached layer 4")
         self.assertFalse(os.path.exists(dst))
         E.selq("quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", "gptq", "--quiet",
                *GPTQ_ARGS)
@@ -124,17 +129,9 @@ class Gptq(unittest.TestCase):
                 "--quiet")
         whole, killed = os.path.join(self.tmp.name, "moe-whole"), os.path.join(self.tmp.name, "moe-killed")
         E.selq("quantize", src, whole, *args)
-        p = subprocess.Popen([E.ARGS.selq, "quantize", src, killed, *args], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        stopped = False
-        while p.poll() is None:
-            if os.path.exists(os.path.join(killed + ".selq-gptq", "layer-0003.safetensors")):
-                p.send_signal(signal.SIGKILL)
-                stopped = True
-                break
-            time.sleep(0.02)
-        p.wait()
-        self.assertTrue(stopped, "the run ended before its GPTQ pass reached layer 3")
+        self.assertTrue(kill_when([E.ARGS.selq, "quantize", src, killed, *args],
+                                  os.path.join(killed + ".selq-gptq", "layer-0003.safetensors")),
+                        "the run ended before its GPTQ pass reached layer 3")
         E.selq("quantize", src, killed, *args)
         a, b = (E.read_json(os.path.join(d, "selq-manifest.json"))["gptq_calibration"] for d in (whole, killed))
         self.assertTrue(a.get("unreached"), "64 tokens should leave some expert unreached")
