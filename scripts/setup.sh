@@ -8,8 +8,11 @@
 #                           Quark for seed 003's script, ...),
 #                           the second real model, Qwen2.5-Coder-1.5B-Instruct
 #                           (scripts/fetch_qwen.sh, 1.1 GB, cached in ~/.cache/selq)
-#                           and the real vLLM engine, CPU build (bench/vllm/setup_vllm.sh,
+#                           the real vLLM engine, CPU build (bench/vllm/setup_vllm.sh,
 #                           a venv of its own in ~/.cache/selq: 6.3 GB, ~3.5 min once)
+#                           and the peer quantizers llm-compressor and ModelOpt, whose
+#                           outputs the tests read (bench/peers/setup_peers.sh, another
+#                           venv: ~6 GB, ~2 min once)
 # Python packages go to a venv in ~/.cache/selq (outside the clone), so
 # repeated runs on one machine reuse it.
 set -euo pipefail
@@ -90,4 +93,5 @@ fi
 if [ "$MODE" = test ]; then
   "$(dirname "$0")/fetch_qwen.sh" >/dev/null
   "$(dirname "$0")/../bench/vllm/setup_vllm.sh" >/dev/null
+  "$(dirname "$0")/../bench/peers/setup_peers.sh" >/dev/null
 fi

@@ -102,6 +102,9 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
     io::write_file_atomic(a->out, table.to_json().dump(1) + "\n");
     fmt::print("{}: {} units x {} candidates, {} tier, {:.1f} s\n", a->out, table.units.size(),
                table.candidates.size(), planner::tier_name(table.tier), table.seconds);
+    if (table.units.empty())
+      fmt::print(stderr, "note: {}: no unit to score: every linear module is already quantized in the source "
+                         "(plan with `requantize: true` to change their formats)\n", a->source);
     status = 0;
   });
 });

@@ -57,6 +57,11 @@ struct ConfigOutput {
 };
 ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in);
 
+// Whether a compressed-tensors output keeps the source's own config groups for
+// the modules that pass through: only a compressed-tensors source's (ModelOpt's
+// config.json form also has `config_groups`, with its own conventions).
+bool keeps_source_ct_groups(const nlohmann::json& source_quantization_config);
+
 
 // What one scheme looks like in the dialect's config: for compressed-tensors
 // a config group without `targets` ({weights, input_activations,

@@ -285,8 +285,7 @@ json targets_without_requantized(const std::string& group, const json& targets, 
 
 ConfigOutput ct_build(const ConfigInput& in) {
   const json& src = in.source_quantization_config;
-  bool keep_source = src.is_object() && src.value("quant_method", "") == "compressed-tensors" &&
-                     src.contains("config_groups") && src["config_groups"].is_object();
+  const bool keep_source = keeps_source_ct_groups(src);
   std::vector<std::string> all = all_module_names(in);
 
   json groups = json::object();
@@ -377,3 +376,12 @@ const DialectOps& ct_ops() {
 }
 
 }  // namespace selq::exporter::detail
+
+namespace selq::exporter {
+
+bool keeps_source_ct_groups(const nlohmann::json& src) {
+  return src.is_object() && src.value("quant_method", "") == "compressed-tensors" && src.contains("config_groups") &&
+         src["config_groups"].is_object();
+}
+
+}  // namespace selq::exporter

@@ -267,8 +267,8 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
                                   "quantized tensors cannot pass through or be re-quantized",
                                   *method),
                       {ckpt.dir() + "/config.json"});
-  const bool keeps_source_groups = plan.dialect == exporter::Dialect::CompressedTensors && source_qc.is_object() &&
-                                   source_qc.contains("config_groups");
+  const bool keeps_source_groups =
+      plan.dialect == exporter::Dialect::CompressedTensors && exporter::keeps_source_ct_groups(source_qc);
   std::map<std::string, std::size_t> module_index;  // module -> linear_modules position
   plan.tensors.reserve(infos.size());
   for (std::size_t i = 0; i < infos.size(); ++i) {
