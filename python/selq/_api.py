@@ -338,7 +338,7 @@ class EvalReport:
 
 def eval(base: PathLike, quantized: Union[PathLike, Sequence[PathLike]], *, text: Optional[str] = None,
          text_file: Optional[PathLike] = None, prompts: Optional[Sequence[str]] = None, max_tokens: int = 2048,
-         context: int = 256, draft_k: int = 7, max_prompts: int = 64, gen_tokens: int = 64,
+         context: int = 256, draft_k: int = 7, max_prompts: int = 32, gen_tokens: int = 32,
          chat_template: bool = True, base_cache: Union[PathLike, bool] = True,
          progress: Optional[Callable[[str, int, int], Any]] = None) -> EvalReport:
     """Measure quantized checkpoints against their base with selq's reference

@@ -22,8 +22,10 @@ struct EvalOptions {
   std::int64_t context{256};      // tokens per perplexity window (non-overlapping)
   std::int64_t max_tokens{2048};  // text tokens evaluated (0: all)
   int draft_k{7};                 // draft length per verification step
-  std::int64_t max_prompts{64};   // prompts used for acceptance (all of a smaller file)
-  std::int64_t gen_tokens{64};    // tokens generated per prompt
+  // Acceptance costs ~25 ms a generated token and model on SmolLM2 on 2 cores
+  // (batch-1 decoding); 32 x 32 keeps a model near a minute (docs/QUALITY.md).
+  std::int64_t max_prompts{32};   // prompts used for acceptance (all of a smaller file)
+  std::int64_t gen_tokens{32};    // tokens generated per prompt
   bool chat_template{true};       // wrap prompts in the ChatML template when the vocabulary has it
   // Where the base's log-probabilities over the text are cached between runs
   // (base_logprobs.h; "" : not cached), and the most the directory may hold.
