@@ -79,6 +79,8 @@ int run_demo(DemoArgs& a) {
   }
   const auto prompts = runtime::prompts_or_default(a.prompts, a.opts.max_prompts);
   const runtime::DemoModel& model = runtime::demo_model(a.model);
+  std::vector<std::pair<std::string, quant::Rounding>> entries;  // checked before any work
+  for (const auto& entry : a.recipes) entries.push_back(recipe_and_rounding(entry));
   if (a.gguf.empty()) a.gguf = runtime::find_demo_gguf(model);
   if (a.planned_bpw < 0) a.planned_bpw = model.planned_bpw;
   if (a.planned_refine < 0) a.planned_refine = model.planned_refine;
@@ -115,8 +117,7 @@ int run_demo(DemoArgs& a) {
     pipeline::quantize({base, dst, false, std::move(recipe), plan_options}, qo);
   };
   std::vector<std::string> outs;
-  for (const auto& entry : a.recipes) {
-    const auto [r, rounding] = recipe_and_rounding(entry);
+  for (const auto& [r, rounding] : entries) {
     const std::string recipe_path =
         a.recipes_dir.empty() ? recipe::resolve_recipe_path(r) : (fs::path(a.recipes_dir) / (r + ".yaml")).string();
     const std::string suffix = rounding == quant::Rounding::Nearest ? "" : fmt::format("-{}", quant::rounding_name(rounding));

@@ -4,8 +4,10 @@
 // and the registry that picks the implementation by config.json `model_type`.
 // eval, calibrate and the planner's runtime tiers see only this interface.
 //
-// Adding an architecture: a class deriving from CausalLM in its own file(s)
-// under src/runtime/, a `load` taking the checkpoint directory, and one row in
+// Adding an architecture: a class deriving from DecoderLM (runtime/decoder_lm.h:
+// embeddings, layers through a cache, final norm, head; or from CausalLM for
+// another shape) in its own file(s) under src/runtime/, a `load` taking the
+// checkpoint directory, and one row in
 // the table of causal_lm.cpp (`kArchitectures`) naming the model_type values
 // it runs. The class routes every linear through CausalLM::linear so hooks see
 // what each module reads (per expert for MoE layers), and refuses in one line

@@ -357,11 +357,6 @@ void DeepseekV3Model::reset_routing_counts() {
   for (auto& r : routed_) std::fill(r.begin(), r.end(), 0);
 }
 
-void DeepseekV3Model::truncate(std::int64_t n) {
-  if (n < 0 || n > cached_) throw_bad_input(fmt::format("truncate({}) with {} cached positions", n, cached_));
-  cached_ = n;
-}
-
 void DeepseekV3Model::ensure_cache(std::int64_t total) {
   if (total <= capacity_) return;
   const std::int64_t cap = std::max<std::int64_t>(total, capacity_ * 2);
@@ -611,10 +606,6 @@ void DeepseekV3Model::moe(std::size_t li, const float* h, std::int64_t T, float*
   }
 }
 
-std::vector<float> DeepseekV3Model::embed(std::span<const std::int32_t> tokens) {
-  return ops::embed_tokens(embed_, cfg_.vocab, cfg_.hidden, tokens);
-}
-
 void DeepseekV3Model::position_tables(std::int64_t pos0, std::int64_t T) {
   const std::int64_t half = cfg_.qk_rope_dim / 2;
   rope_cos_.resize(static_cast<std::size_t>(T * half));
@@ -649,35 +640,6 @@ void DeepseekV3Model::run_layer(std::size_t li, float* x, std::int64_t T, std::i
   else
     mlp(L.dense, h, T, c.intermediate, tmp);
   for (std::int64_t i = 0; i < T * H; ++i) x[i] += tmp[i];
-}
-
-std::vector<float> DeepseekV3Model::forward(std::span<const std::int32_t> tokens, bool all_logits) {
-  const DeepseekV3Config& c = cfg_;
-  const auto T = static_cast<std::int64_t>(tokens.size());
-  if (T == 0) return {};
-  const std::int64_t pos0 = cached_, total = cached_ + T;
-  std::vector<float> x = embed(tokens);
-  ensure_cache(total);
-  position_tables(pos0, T);
-  for (std::size_t li = 0; li < layers_.size(); ++li) run_layer(li, x.data(), T, pos0);
-  cached_ = total;
-  const std::int64_t H = c.hidden;
-  const std::int64_t first = all_logits ? 0 : T - 1;
-  const std::int64_t rows = T - first;
-  float* h = h_.data();
-  per_token(rows, [&](std::int64_t t) { rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, c.rms_eps, h + t * H); });
-  std::vector<float> logits(static_cast<std::size_t>(rows * c.vocab));
-  matmul(head_.size() == 0 ? embed_ : head_, h, rows, logits.data());
-  return logits;
-}
-
-void DeepseekV3Model::forward_layer(std::int64_t layer, float* hidden, std::int64_t n) {
-  if (layer < 0 || layer >= layer_count())
-    throw_bad_input(fmt::format("layer {} of {}", layer, layer_count()));
-  cached_ = 0;  // the cache now holds this sequence's latents for `layer` only
-  ensure_cache(n);
-  position_tables(0, n);
-  run_layer(static_cast<std::size_t>(layer), hidden, n, 0);
 }
 
 std::vector<Linear*> DeepseekV3Model::layer_linears(std::int64_t layer) {

@@ -33,7 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/causal_lm.h"
+#include "runtime/decoder_lm.h"
 #include "runtime/hf_config.h"
 #include "runtime/linear.h"
 
@@ -78,7 +78,7 @@ struct DeepseekV3Layer {
   bool has_shared{false};
 };
 
-class DeepseekV3Model : public CausalLM {
+class DeepseekV3Model : public DecoderLM {
  public:
   static std::unique_ptr<DeepseekV3Model> load(const std::string& path);
 
@@ -90,17 +90,10 @@ class DeepseekV3Model : public CausalLM {
   std::int64_t max_positions() const override { return cfg_.max_positions; }
   const std::vector<DeepseekV3Layer>& layers() const { return layers_; }
 
-  std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits = true) override;
-  std::int64_t cached() const override { return cached_; }
-  void reset() override { cached_ = 0; }
-  void truncate(std::int64_t n) override;
-
   Linear* find_linear(const std::string& module) override;
   std::vector<const Linear*> linears() const override;
   std::int64_t layer_count() const override { return static_cast<std::int64_t>(layers_.size()); }
   std::int64_t hidden_size() const override { return cfg_.hidden; }
-  std::vector<float> embed(std::span<const std::int32_t> tokens) override;
-  void forward_layer(std::int64_t layer, float* hidden, std::int64_t n) override;
   // The layer's attention, then its dense MLP or its routed and shared experts.
   std::vector<Linear*> layer_linears(std::int64_t layer) override;
 
@@ -117,11 +110,12 @@ class DeepseekV3Model : public CausalLM {
   void reset_routing_counts();
 
  private:
-  void ensure_cache(std::int64_t total);
+  void ensure_cache(std::int64_t total) override;
   // cos/sin (times YaRN's attention factor) of positions pos0..pos0+T-1, into rope_cos_/rope_sin_.
-  void position_tables(std::int64_t pos0, std::int64_t T);
+  void position_tables(std::int64_t pos0, std::int64_t T) override;
   // Layer li over x [T, hidden] at positions pos0.., through its cache.
-  void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0);
+  void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) override;
+  float final_norm_eps() const override { return cfg_.rms_eps; }
   void attention(std::size_t li, const float* h, std::int64_t T, std::int64_t pos0, const float* cosv,
                  const float* sinv, float* out);
   void mlp(const DeepseekMlp& m, const float* h, std::int64_t rows, std::int64_t inter, float* y);
@@ -129,14 +123,12 @@ class DeepseekV3Model : public CausalLM {
 
   std::string path_, dialect_;
   DeepseekV3Config cfg_;
-  Matrix embed_, head_;
   double head_stored_bits_{0};
-  std::vector<float> final_norm_;
   std::vector<DeepseekV3Layer> layers_;
   // The compressed KV cache, per layer: [capacity, kv_lora_rank] normalised
   // latents and [capacity, qk_rope_head_dim] rotated shared keys.
   std::vector<std::vector<float>> lat_cache_, rot_cache_;
-  std::int64_t capacity_{0}, cached_{0};
+  std::int64_t capacity_{0};
   RopeTables rope_;
   float attn_scale_{1.0f};
   std::vector<std::vector<std::int64_t>> routed_;

@@ -163,11 +163,6 @@ std::uint64_t LlamaModel::weight_bytes() const {
   return n;
 }
 
-void LlamaModel::truncate(std::int64_t n) {
-  if (n < 0 || n > cached_) throw_bad_input(fmt::format("truncate({}) with {} cached positions", n, cached_));
-  cached_ = n;
-}
-
 void LlamaModel::ensure_cache(std::int64_t total) {
   if (total <= capacity_) return;
   std::int64_t cap = std::max<std::int64_t>(total, capacity_ * 2);
@@ -175,10 +170,6 @@ void LlamaModel::ensure_cache(std::int64_t total) {
   for (auto* caches : {&k_cache_, &v_cache_})
     for (auto& c : *caches) c.resize(static_cast<std::size_t>(cap * kvd));
   capacity_ = cap;
-}
-
-std::vector<float> LlamaModel::embed(std::span<const std::int32_t> tokens) {
-  return ops::embed_tokens(embed_, cfg_.vocab, cfg_.hidden, tokens);
 }
 
 void LlamaModel::position_tables(std::int64_t pos0, std::int64_t T) {
@@ -283,36 +274,6 @@ void LlamaModel::run_layer(std::size_t li, float* x, std::int64_t T, std::int64_
   });
   linear(L.down, g, T, tmp);
   for (std::int64_t i = 0; i < T * H; ++i) x[i] += tmp[i];
-}
-
-std::vector<float> LlamaModel::forward(std::span<const std::int32_t> tokens, bool all_logits) {
-  const LlamaConfig& c = cfg_;
-  const auto T = static_cast<std::int64_t>(tokens.size());
-  if (T == 0) return {};
-  const std::int64_t pos0 = cached_, total = cached_ + T;
-  std::vector<float> x = embed(tokens);
-  ensure_cache(total);
-  position_tables(pos0, T);
-  for (std::size_t li = 0; li < layers_.size(); ++li) run_layer(li, x.data(), T, pos0);
-  cached_ = total;
-
-  const std::int64_t H = c.hidden;
-  const std::int64_t first = all_logits ? 0 : T - 1;
-  const std::int64_t rows = T - first;
-  float* h = h_.data();
-  per_token(rows, [&](std::int64_t t) { rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, c.rms_eps, h + t * H); });
-  std::vector<float> logits(static_cast<std::size_t>(rows * c.vocab));
-  // One row (decode, last-token logits): a GEMV that reads the head once.
-  matmul(head_.size() == 0 ? embed_ : head_, h, rows, logits.data());
-  return logits;
-}
-
-void LlamaModel::forward_layer(std::int64_t layer, float* hidden, std::int64_t n) {
-  if (layer < 0 || layer >= cfg_.layers) throw_bad_input(fmt::format("layer {} of {}", layer, cfg_.layers));
-  cached_ = 0;  // the cache now holds this sequence's keys for `layer` only
-  ensure_cache(n);
-  position_tables(0, n);
-  run_layer(static_cast<std::size_t>(layer), hidden, n, 0);
 }
 
 std::vector<Linear*> LlamaModel::layer_linears(std::int64_t layer) {

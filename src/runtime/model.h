@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/causal_lm.h"
+#include "runtime/decoder_lm.h"
 #include "runtime/linear.h"
 
 namespace selq::runtime {
@@ -34,7 +34,7 @@ struct LlamaLayer {
   Linear q, k, v, o, gate, up, down;
 };
 
-class LlamaModel : public CausalLM {
+class LlamaModel : public DecoderLM {
  public:
   // A checkpoint directory (config.json + safetensors). Quantized linears are
   // resolved from its quantization_config.
@@ -50,15 +50,8 @@ class LlamaModel : public CausalLM {
   Linear* find_linear(const std::string& module) override;
   std::vector<const Linear*> linears() const override;
 
-  std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits = true) override;
-  std::int64_t cached() const override { return cached_; }
-  void reset() override { cached_ = 0; }
-  void truncate(std::int64_t n) override;
-
   std::int64_t layer_count() const override { return cfg_.layers; }
   std::int64_t hidden_size() const override { return cfg_.hidden; }
-  std::vector<float> embed(std::span<const std::int32_t> tokens) override;
-  void forward_layer(std::int64_t layer, float* hidden, std::int64_t n) override;
   std::vector<Linear*> layer_linears(std::int64_t layer) override;
 
   std::uint64_t parameters() const override;
@@ -70,21 +63,19 @@ class LlamaModel : public CausalLM {
   double linear_bits_per_weight() const override;
 
  private:
-  void ensure_cache(std::int64_t total);
+  void ensure_cache(std::int64_t total) override;
   // cos/sin of positions pos0..pos0+T-1 per frequency, into rope_cos_/rope_sin_.
-  void position_tables(std::int64_t pos0, std::int64_t T);
+  void position_tables(std::int64_t pos0, std::int64_t T) override;
   // Layer li over x [T, hidden] at positions pos0.., through its KV cache.
-  void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0);
+  void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) override;
+  float final_norm_eps() const override { return cfg_.rms_eps; }
 
   std::string path_, dialect_, model_type_;
   LlamaConfig cfg_;
-  Matrix embed_;                // [vocab, hidden]
-  Matrix head_;                 // [vocab, hidden], empty when tied
   double head_stored_bits_{0};  // 0 when tied
-  std::vector<float> final_norm_;
   std::vector<LlamaLayer> layers_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [capacity, kv_heads*head_dim]
-  std::int64_t capacity_{0}, cached_{0};
+  std::int64_t capacity_{0};
   std::vector<float> inv_freq_;
   std::vector<float> rope_cos_, rope_sin_;                  // [T, head_dim / 2] of the current call
   std::vector<float> h_, q_, attn_, gate_, up_, tmp_;        // per-call scratch, grown as needed
