@@ -329,8 +329,11 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
         md.module = pt.module;
         md.scheme = pt.scheme;
         md.preexisting = preexisting;
+        // Whether the dialect can describe it as stored matters only to a plan that writes a config.
         if (preexisting && !keeps_source_groups)
-          md.scheme = preexisting_scheme(plan.dialect, find_stored(pt.module), pt.module, model_dtype, ckpt.dir());
+          md.scheme = options.build_config
+                          ? preexisting_scheme(plan.dialect, find_stored(pt.module), pt.module, model_dtype, ckpt.dir())
+                          : find_stored(pt.module).scheme;
         plan.linear_modules.push_back(md);
       }
     }

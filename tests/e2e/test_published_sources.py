@@ -328,6 +328,21 @@ class PublishedSources(unittest.TestCase):
         self.assertEqual(len(q.stderr.strip().splitlines()), 1, q.stderr)
         self.assertEqual(E.tree_bytes(work), before)
 
+    def test_calibrate_and_sensitivity_run_the_sources_as_stored(self):
+        _, native = self.native_fp8()
+        for name, src, dialect, bf16_units in (("quark", self.quark, "quark", 2 * LAYERS),
+                                               ("native-fp8", native, "compressed-tensors", 0)):
+            with self.subTest(name):
+                c = self.path(f"calib-{name}.json")
+                E.selq("calibrate", src, "--max-tokens", "128", "--quiet", "-o", c)
+                self.assertEqual(len(E.read_json(c)["activation_amax"]), MLP + ATTENTION)
+                s = self.path(f"sens-{name}.json")
+                E.selq("sensitivity", src, "--dialect", dialect, "--tier", "activation-aware", "--tokens", "64",
+                       "--quiet", "-o", s)
+                # Pre-quantized modules are not decision units: Quark left attention in BF16 (q/k/v and o
+                # of each layer), the native FP8 source has nothing left to decide.
+                self.assertEqual(len(E.read_json(s)["units"]), bf16_units)
+
     # ---- a quantization selq does not read: refused by name, never passed through ----
 
     def test_gpt_oss_native_mxfp4_is_refused_by_name(self):
