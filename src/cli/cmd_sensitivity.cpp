@@ -6,6 +6,8 @@
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "dist/ranks.h"
+#include "export/dialect.h"
+#include "export/dialect_read.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "planner/runtime_tiers.h"
@@ -17,12 +19,21 @@ namespace selq::cli {
 namespace {
 
 struct SensitivityArgs {
-  std::string source, out, dialect{"compressed-tensors"}, hardware{"any"}, tier{"data-free"}, text;
+  std::string source, out, dialect, hardware{"any"}, tier{"data-free"}, text;
   std::vector<std::string> candidates, probes;
   std::int64_t tokens{512}, context{128}, rows{256};
   int probe_every{1};
   bool quiet{false};
 };
+
+// The dialect a quantized source is in (its pre-quantized modules pass
+// through in it), else compressed-tensors.
+exporter::Dialect source_dialect(const io::Checkpoint& ckpt) {
+  const auto& config = ckpt.config();
+  const nlohmann::json qc = config.contains("quantization_config") ? config["quantization_config"]
+                                                                    : exporter::side_file_config(ckpt.dir());
+  return exporter::dialect_of_config(qc).value_or(exporter::Dialect::CompressedTensors);
+}
 
 const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   auto a = std::make_shared<SensitivityArgs>();
@@ -50,7 +61,9 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       ->required();
   cmd->add_option("--out,-o", a->out, "Output JSON file")->required();
   cmd->add_option("--candidates,--schemes", a->candidates, "Candidate formats to score (default: all)")->delimiter(',');
-  cmd->add_option("--dialect", a->dialect, "Dialect whose scale conventions are scored")->capture_default_str();
+  cmd->add_option("--dialect", a->dialect,
+                  "Dialect whose scale conventions are scored (default: a quantized source's own, else "
+                  "compressed-tensors)");
   cmd->add_option("--hardware", a->hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
       ->capture_default_str();
   cmd->add_option("--tier", a->tier, "data-free, activation-aware or measured")->capture_default_str();
@@ -67,10 +80,10 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
-    const auto dialect = exporter::parse_dialect(a->dialect);
     const auto tier = planner::parse_tier(a->tier);
     if (a->probe_every < 1) throw_bad_input("--probe-every must be at least 1");
     auto ckpt = io::Checkpoint::open(a->source);
+    const auto dialect = a->dialect.empty() ? source_dialect(*ckpt) : exporter::parse_dialect(a->dialect);
     auto layout = planner::decision_units(*ckpt, dialect);
     auto candidates = planner::select_candidates(a->candidates, planner::parse_hardware(a->hardware), dialect);
     ProgressBar bar("sensitivity", !a->quiet && stderr_is_tty() && dist::ranks().rank() == 0);

@@ -141,8 +141,12 @@ class PeerSources(unittest.TestCase):
                 E.selq("calibrate", self.path(name), "--max-tokens", "128", "--quiet", "-o", c)
                 self.assertEqual(len(E.read_json(c)["activation_amax"]), MLP + ATTENTION)
                 s = self.path(f"sens-{name}.json")
-                r = E.selq("sensitivity", self.path(name), "--dialect", dialect, "--tier", "activation-aware",
-                           "--tokens", "64", "--quiet", "-o", s)
+                r = E.selq("sensitivity", self.path(name), "--tier", "activation-aware", "--tokens", "64",
+                           "--quiet", "-o", s)
+                # Scored in the source's own dialect by default (its candidates, its scale conventions).
+                named = self.path(f"sens-{name}-named.json")
+                E.selq("sensitivity", self.path(name), "--dialect", dialect, "--quiet", "-o", named)
+                self.assertEqual(E.read_json(s)["candidates"], E.read_json(named)["candidates"], name)
                 # The peer's quantized modules are not decision units; the BF16 attention's are (2 a layer).
                 everything_quantized = SOURCES[name][-1] == MLP + ATTENTION
                 self.assertEqual(len(E.read_json(s)["units"]), 0 if everything_quantized else 2 * LAYERS, name)

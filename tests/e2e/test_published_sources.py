@@ -337,8 +337,10 @@ class PublishedSources(unittest.TestCase):
                 E.selq("calibrate", src, "--max-tokens", "128", "--quiet", "-o", c)
                 self.assertEqual(len(E.read_json(c)["activation_amax"]), MLP + ATTENTION)
                 s = self.path(f"sens-{name}.json")
-                E.selq("sensitivity", src, "--dialect", dialect, "--tier", "activation-aware", "--tokens", "64",
-                       "--quiet", "-o", s)
+                E.selq("sensitivity", src, "--tier", "activation-aware", "--tokens", "64", "--quiet", "-o", s)
+                named = self.path(f"sens-{name}-named.json")
+                E.selq("sensitivity", src, "--dialect", dialect, "--quiet", "-o", named)
+                self.assertEqual(E.read_json(s)["candidates"], E.read_json(named)["candidates"])  # the source's own
                 # Pre-quantized modules are not decision units: Quark left attention in BF16 (q/k/v and o
                 # of each layer), the native FP8 source has nothing left to decide.
                 self.assertEqual(len(E.read_json(s)["units"]), bf16_units)
