@@ -45,7 +45,7 @@ mkdir -p "$OUT/recipes" "$OUT/models"
 SENS="$OUT/sens.json"
 if [ ! -f "$SENS" ]; then
   /usr/bin/time -f "sensitivity: %e s, %M KB max RSS" "$SELQ" sensitivity "$SRC" --tier measured --hardware "$HARDWARE" \
-    --tokens "$CAL_TOKENS" --probes "$PROBES" --probe-every "$PROBE_EVERY" -o "$SENS" -q
+    --calibration-tokens "$CAL_TOKENS" --probes "$PROBES" --probe-every "$PROBE_EVERY" -o "$SENS" -q
 fi
 . bench/planner/quantize_once.sh
 for r in llama-fp8 llama-nvfp4 llama-mxfp4 llama-mix; do quantize "uniform-$r" "$r"; done

@@ -44,7 +44,7 @@ for tier in $TIERS; do
       quantize "$tier-$b" "$OUT/recipes/$tier-$b.yaml"
     fi
     /usr/bin/time -f "refine $tier $b: %e s wall, %U s user" "$SELQ" plan "$SRC" --sensitivity "$SENS" --tier "$tier" \
-      --hardware "$HARDWARE" --target-bpw "$b" --refine "$EVALUATIONS" --refine-tokens "$REFINE_TOKENS" -q \
+      --hardware "$HARDWARE" --target-bpw "$b" --refine "$EVALUATIONS" --calibration-tokens "$REFINE_TOKENS" -q \
       --emit-recipe "$OUT/recipes/$tier-$b-refined.yaml" --json > "$OUT/recipes/$tier-$b-refined.plan.json"
     quantize "$tier-$b-refined" "$OUT/recipes/$tier-$b-refined.yaml"
   done

@@ -27,8 +27,8 @@ if "SELQ_RECIPES_DIR" not in _os.environ and _os.path.isdir(_recipes_dir):
 
 from . import _selq  # noqa: E402
 from ._api import (  # noqa: E402
-    EvalReport, Plan, Progress, QuantizeResult, Recipe, RecipeLike, Sensitivity, VerifyResult, eval, inspect,
-    load_recipe, plan, quantize, recipes, sensitivity, verify)
+    Calibration, EvalReport, Plan, Progress, QuantizeResult, Recipe, RecipeLike, Sensitivity, VerifyResult,
+    calibrate, eval, inspect, load_recipe, plan, quantize, recipes, sensitivity, verify)
 from ._errors import BadInput, Error, Internal, Io, Unsupported  # noqa: E402
 from ._tensor import QuantizedTensor, dequantize, quantize_tensor, scheme_outputs  # noqa: E402
 
@@ -38,6 +38,6 @@ __all__ = [
     "Error", "BadInput", "Unsupported", "Io", "Internal",
     "Recipe", "RecipeLike", "recipes", "load_recipe",
     "inspect", "Plan", "plan", "Progress", "QuantizeResult", "quantize", "VerifyResult", "verify",
-    "EvalReport", "eval", "Sensitivity", "sensitivity",
+    "EvalReport", "eval", "Sensitivity", "sensitivity", "Calibration", "calibrate",
     "QuantizedTensor", "quantize_tensor", "dequantize", "scheme_outputs",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
@@ -11,12 +12,42 @@ from . import _selq
 
 __all__ = ["Recipe", "RecipeLike", "recipes", "load_recipe", "inspect", "Plan", "plan", "Progress",
            "QuantizeResult", "quantize", "VerifyResult", "verify", "EvalReport", "eval", "Sensitivity",
-           "sensitivity"]
+           "sensitivity", "Calibration", "calibrate"]
 
 Recipe = _selq.Recipe
 PathLike = Union[str, "os.PathLike[str]"]
 RecipeLike = Union[str, "os.PathLike[str]", Mapping[str, Any], "_selq.Recipe"]
 _MIB = 1 << 20
+
+
+def _renamed(func: str, old: Dict[str, Any], names: Mapping[str, str]) -> Dict[str, Any]:
+    """Old keyword spellings, kept for one release (docs/ARCHITECTURE.md,
+    "Vocabulary"): each warns and is returned under its new name."""
+    out = {}
+    for k, v in old.items():
+        if k not in names:
+            raise TypeError(f"{func}() got an unexpected keyword argument '{k}'")
+        warnings.warn(f"selq.{func}: {k}= is deprecated; use {names[k]}=", DeprecationWarning, stacklevel=3)
+        out[names[k]] = v
+    return out
+
+
+def _read_text(func: str, name: str, value: Optional[PathLike]) -> Optional[tuple]:
+    """(content, source) of a text given as a path, as the CLI takes it; a str
+    that names no file and holds a newline or is longer than a file name can be
+    is the text itself (deprecated: the older API took content)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and ("\n" in value or len(value) > 255) and not os.path.exists(value):
+        warnings.warn(f"selq.{func}: {name}= takes a path; passing the text itself is deprecated",
+                      DeprecationWarning, stacklevel=3)
+        return value, "<text>"
+    path = os.fspath(value)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except OSError as e:
+        raise _bad(f"{path}: cannot read the {name.replace('_', ' ')}: {e.strerror}") from None
 
 
 def recipes() -> Dict[str, str]:
@@ -141,18 +172,21 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
          sensitivity: Union[Sensitivity, PathLike, None] = None, target_bpw: Optional[float] = None,
          hardware: str = "any", objective: str = "kl", tier: Optional[str] = None,
          candidates: Sequence[str] = (), arch: str = "", kv_cache: str = "bf16",
-         prefill_query_quant: bool = False, refine: int = 0, refine_text: Optional[str] = None,
-         refine_tokens: int = 512, rounding: Optional[str] = None) -> Plan:
+         prefill_query_quant: bool = False, refine: int = 0, calibration_text: Optional[PathLike] = None,
+         calibration_tokens: int = 512, rounding: Optional[str] = None, **deprecated: Any) -> Plan:
     """Plan ``source`` with ``recipe`` (a name, path, YAML text or dict), or,
     with ``sensitivity`` and ``target_bpw``, choose each unit's format under
     that budget of stored bits per linear weight and plan the chosen recipe
     (``selq plan --sensitivity S --target-bpw B``; the mix is ``Plan.mix``, its
     recipe ``Plan.recipe.text``). ``dialect`` overrides the recipe's.
     ``refine=N`` then improves the mix by at most N end-to-end measurements on
-    ``refine_tokens`` tokens of ``refine_text`` (calibration text; default Sense
-    and Sensibility), as ``--refine``; ``Plan.mix["refine"]`` says what it did.
+    ``calibration_tokens`` tokens of the file ``calibration_text`` (default
+    Sense and Sensibility), as ``--refine``; ``Plan.mix["refine"]`` says what it did.
     ``rounding="mse"`` is ``--rounding mse``: searched scales for every rule
     whose options name no rounding (docs/RECIPES.md, "Rounding")."""
+    old = _renamed("plan", deprecated, {"refine_text": "calibration_text", "refine_tokens": "calibration_tokens"})
+    calibration_text = old.get("calibration_text", calibration_text)
+    calibration_tokens = old.get("calibration_tokens", calibration_tokens)
     source = os.fspath(source)
     cal = os.fspath(calibration) if calibration is not None else None
     mix = None
@@ -166,10 +200,11 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
         if kv_cache not in ("bf16", "fp8"):
             raise _bad(f"unknown kv_cache '{kv_cache}' (bf16, fp8)")
         sens_path = _sensitivity_path(sensitivity)
+        text, text_source = _read_text("plan", "calibration_text", calibration_text) or (None, "")
         mix_json, recipe_yaml, _ = _selq.plan_target(
             source, sens_path, float(target_bpw), 0, tier, objective == "acceptance", hardware, list(candidates),
             dialect or "compressed-tensors", "planned-mix", arch, kv_cache == "fp8", prefill_query_quant,
-            int(refine), refine_text, "refine_text", int(refine_tokens))
+            int(refine), text, text_source, int(calibration_tokens))
         mix = json.loads(mix_json)
         recipe = _selq.parse_recipe(recipe_yaml, "<planned-mix>")
     if recipe is None:
@@ -232,13 +267,15 @@ def _progress_fn(progress: Optional[Callable[[Progress], Any]]):
 
 def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: Optional[RecipeLike] = None, *,
              plan: Optional[Plan] = None, dialect: Optional[str] = None, in_place: bool = False,
-             overwrite: bool = False, threads: int = 0, allow_non_finite: bool = False,
+             force: bool = False, threads: int = 0, allow_non_finite: bool = False,
              memory_budget: int = 512 * _MIB, max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
              progress: Optional[Callable[[Progress], Any]] = None, rounding: Optional[str] = None,
-             calibration_text: Optional[PathLike] = None, calibration_tokens: int = 8192) -> QuantizeResult:
+             calibration_text: Optional[PathLike] = None, calibration_tokens: int = 8192,
+             calibration_context: int = 512, **deprecated: Any) -> QuantizeResult:
     """Quantize ``source`` into ``destination`` (``selq quantize``): the same
-    bytes as the CLI for the same recipe. ``recipe`` is a name, path, YAML
-    text or dict; or give a ``plan`` from :func:`plan`. The work runs on all
+    bytes as the CLI for the same recipe, with the same selq-report.html
+    inside. ``recipe`` is a name, path, YAML text or dict; or give a ``plan``
+    from :func:`plan`; ``force=True`` replaces an existing ``destination``. The work runs on all
     cores (``threads`` to limit) with the GIL released; ``progress`` is called
     on the calling thread with a :class:`Progress` after each tensor.
 
@@ -252,8 +289,9 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     each input channel's error by its mean squared activation from
     ``calibration`` (``selq calibrate -o``); ``"gptq"`` runs GPTQ layer by layer
     on ``calibration_tokens`` tokens of ``calibration_text`` (a UTF-8 file;
-    default: the Austen calibration text) onto ``"mse"``'s scales, file to
-    file (``--rounding gptq --calibration-text``)."""
+    default: the Austen calibration text) in windows of ``calibration_context``
+    onto ``"mse"``'s scales, file to file (``--rounding gptq --calibration-text``)."""
+    force = _renamed("quantize", deprecated, {"overwrite": "force"}).get("force", force)
     source = os.fspath(source)
     cal = os.fspath(calibration) if calibration is not None else None
     cb = _progress_fn(progress)
@@ -278,14 +316,14 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
         raise _bad("give recipe (and rounding) or plan, not both")
     dst = os.fspath(destination)
     text = os.fspath(calibration_text) if calibration_text is not None else None
-    res = _selq.quantize(plan._handle, dst, overwrite, threads, allow_non_finite, memory_budget, cb, text,
-                         calibration_tokens)
+    res = _selq.quantize(plan._handle, dst, force, threads, allow_non_finite, memory_budget, cb, text,
+                         calibration_tokens, calibration_context)
     return _result(dst, res, plan.bits_per_weight, plan.warnings)
 
 
-def _result(dst: str, res, bpw: float, warnings: List[str]) -> QuantizeResult:
-    manifest, seconds, read, written, done = res
-    return QuantizeResult(dst, seconds, read, written, bpw, list(warnings),
+def _result(dst: str, res, bpw: float, plan_warnings: List[str]) -> QuantizeResult:
+    manifest, seconds, read, written, done, run_warnings = res
+    return QuantizeResult(dst, seconds, read, written, bpw, list(plan_warnings) + list(run_warnings),
                           json.loads(manifest) if manifest else {}, done)
 
 
@@ -336,29 +374,28 @@ class EvalReport:
         return self.table
 
 
-def eval(base: PathLike, quantized: Union[PathLike, Sequence[PathLike]], *, text: Optional[str] = None,
-         text_file: Optional[PathLike] = None, prompts: Optional[Sequence[str]] = None, max_tokens: int = 2048,
+def eval(base: PathLike, quantized: Union[PathLike, Sequence[PathLike]], *, text: Optional[PathLike] = None,
+         prompts: Optional[Sequence[str]] = None, max_tokens: int = 2048,
          context: int = 256, draft_k: int = 7, max_prompts: int = 32, gen_tokens: int = 32,
          chat_template: bool = True, base_cache: Union[PathLike, bool] = True,
-         progress: Optional[Callable[[str, int, int], Any]] = None) -> EvalReport:
+         progress: Optional[Callable[[str, int, int], Any]] = None, **deprecated: Any) -> EvalReport:
     """Measure quantized checkpoints against their base with selq's reference
-    runtime (``selq eval``). ``text`` (or ``text_file``) is the evaluation
-    text, default Jane Austen's Emma; ``prompts`` the questions for draft
+    runtime (``selq eval``). ``text`` is the evaluation text's file, default
+    Jane Austen's Emma; ``prompts`` the questions for draft
     acceptance (default: openings of Persuasion). ``base_cache``: the directory
     caching the base's log-probabilities between calls (True: selq's default,
     ``~/.cache/selq/base-logprobs``; False: no cache). ``progress(stage, done, total)``."""
-    if isinstance(quantized, (str, os.PathLike)):
-        quantized = [quantized]
-    source = "<text>"
-    if text_file is not None:
+    old = _renamed("eval", deprecated, {"text_file": "text"})
+    if "text" in old:
         if text is not None:
             raise _bad("give text or text_file, not both")
-        source = os.fspath(text_file)
-        with open(source, encoding="utf-8") as f:
-            text = f.read()
+        text = old["text"]
+    if isinstance(quantized, (str, os.PathLike)):
+        quantized = [quantized]
+    content, source = _read_text("eval", "text", text) or (None, "")
     prompt_list = list(prompts) if prompts is not None else None
     cache = None if base_cache is True else ("" if base_cache is False else os.fspath(base_cache))
-    report, table = _selq.evaluate(os.fspath(base), [os.fspath(q) for q in quantized], text, source, prompt_list,
+    report, table = _selq.evaluate(os.fspath(base), [os.fspath(q) for q in quantized], content, source, prompt_list,
                                    "<prompts>", context, max_tokens, draft_k, max_prompts, gen_tokens,
                                    chat_template, cache, progress)
     return EvalReport(table, json.loads(report))
@@ -366,16 +403,60 @@ def eval(base: PathLike, quantized: Union[PathLike, Sequence[PathLike]], *, text
 
 def sensitivity(source: PathLike, out: Optional[PathLike] = None, *, candidates: Sequence[str] = (),
                 dialect: str = "compressed-tensors", hardware: str = "any", tier: str = "data-free",
-                text: Optional[str] = None, tokens: int = 512, context: int = 128, rows: int = 256,
-                probes: Sequence[str] = (), probe_every: int = 1,
-                progress: Optional[Callable[[str, int, int], Any]] = None) -> Sensitivity:
+                calibration_text: Optional[PathLike] = None, calibration_tokens: int = 512,
+                calibration_context: int = 128, rows: int = 256, probes: Sequence[str] = (), probe_every: int = 1,
+                progress: Optional[Callable[[str, int, int], Any]] = None, **deprecated: Any) -> Sensitivity:
     """Score every decision unit under every candidate format (``selq
-    sensitivity``); tiers data-free, activation-aware, measured (``text`` is
-    their calibration text, default Austen's Sense and Sensibility). Saved to
-    ``out`` when given; pass the result to ``plan(sensitivity=..., target_bpw=...)``."""
-    t = _selq.sensitivity(os.fspath(source), list(candidates), dialect, hardware, tier, text, "<text>", tokens,
-                          context, rows, list(probes), probe_every, progress)
+    sensitivity``); tiers data-free, activation-aware, measured (on
+    ``calibration_tokens`` tokens of the file ``calibration_text``, default
+    Austen's Sense and Sensibility). Saved to ``out`` when given; pass the
+    result to ``plan(sensitivity=..., target_bpw=...)``."""
+    old = _renamed("sensitivity", deprecated,
+                   {"text": "calibration_text", "tokens": "calibration_tokens", "context": "calibration_context"})
+    calibration_text = old.get("calibration_text", calibration_text)
+    calibration_tokens = old.get("calibration_tokens", calibration_tokens)
+    calibration_context = old.get("calibration_context", calibration_context)
+    text, text_source = _read_text("sensitivity", "calibration_text", calibration_text) or (None, "")
+    t = _selq.sensitivity(os.fspath(source), list(candidates), dialect, hardware, tier, text, text_source,
+                          calibration_tokens, calibration_context, rows, list(probes), probe_every, progress)
     s = Sensitivity(t, None)
     if out is not None:
         s.save(out)
     return s
+
+
+@dataclass
+class Calibration:
+    """What ``selq calibrate`` measured: each linear's input amax
+    (``activation_amax``) and, when saved, each input channel's mean squared
+    activation in the moments file beside ``path``. Pass ``path`` as
+    ``calibration=`` to :func:`plan` / :func:`quantize`."""
+
+    path: Optional[str]
+    data: Dict[str, Any] = field(repr=False)  # the calibration JSON
+
+    @property
+    def activation_amax(self) -> Dict[str, float]:
+        return self.data["activation_amax"]
+
+    def __fspath__(self) -> str:
+        if self.path is None:
+            raise _bad("this calibration was not saved: give calibrate() an out= path")
+        return self.path
+
+
+def calibrate(source: PathLike, out: Optional[PathLike] = None, *, calibration_text: Optional[PathLike] = None,
+              calibration_tokens: int = 2048, calibration_context: int = 256,
+              progress: Optional[Callable[[str, int, int], Any]] = None) -> Calibration:
+    """Run ``calibration_tokens`` tokens of the file ``calibration_text``
+    (default Austen's Sense and Sensibility, which eval never uses) through
+    ``source`` with the reference runtime and record each linear's input
+    activation amax and second moments (``selq calibrate``). With ``out`` the
+    JSON is written there and the moments beside it (OUT.moments.safetensors),
+    both atomically: what static activation scales (``calibration=``) and
+    ``rounding="weighted"`` read."""
+    text, text_source = _read_text("calibrate", "calibration_text", calibration_text) or (None, "")
+    dst = os.fspath(out) if out is not None else None
+    data = _selq.calibrate(os.fspath(source), text, text_source, int(calibration_tokens), int(calibration_context),
+                           dst, progress)
+    return Calibration(dst, json.loads(data))

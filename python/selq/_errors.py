@@ -38,7 +38,20 @@ class Internal(Error, RuntimeError):
 
 _KINDS = {"BadInput": BadInput, "Unsupported": Unsupported, "Io": Io, "Internal": Internal}
 
+# Python's words for an error's hint (selq::ErrorHint; the CLI's are in src/cli/error_hint.cpp).
+_HINTS = {
+    "ReplaceOutput": " (force=True replaces it)",
+    "CalibrationFile": ": run selq.calibrate(source, 'calib.json') and pass calibration='calib.json'",
+    "TextFile": "; or give a text file: text= (eval), calibration_text= (the others)",
+    "GgufFile": "",
+    "SourceCheckpoint": "",
+    "AllowNonFinite": " (allow_non_finite=True quantizes it anyway)",
+    "Refine": " (refine=N)",
+}
 
-def _from_core(kind: str, message: str, file: str, tensor: str, offset: Optional[int], text: str) -> Error:
+
+def _from_core(kind: str, message: str, file: str, tensor: str, offset: Optional[int], text: str,
+               hint: str = "") -> Error:
     """Called by the native module to build the exception for a selq::Error."""
+    text = text + _HINTS.get(hint, "")
     return _KINDS.get(kind, Internal)(message, file=file or None, tensor=tensor or None, offset=offset, text=text)

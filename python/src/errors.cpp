@@ -21,9 +21,24 @@ const char* kind_name(ErrorKind k) {
   return "Internal";
 }
 
-void raise_python(const char* kind, const std::string& message, const ErrorWhere& where, const std::string& text) {
+const char* hint_name(ErrorHint h) {
+  switch (h) {
+    case ErrorHint::None: return "";
+    case ErrorHint::ReplaceOutput: return "ReplaceOutput";
+    case ErrorHint::CalibrationFile: return "CalibrationFile";
+    case ErrorHint::TextFile: return "TextFile";
+    case ErrorHint::GgufFile: return "GgufFile";
+    case ErrorHint::SourceCheckpoint: return "SourceCheckpoint";
+    case ErrorHint::AllowNonFinite: return "AllowNonFinite";
+    case ErrorHint::Refine: return "Refine";
+  }
+  return "";
+}
+
+void raise_python(const char* kind, const std::string& message, const ErrorWhere& where, const std::string& text,
+                  ErrorHint hint = ErrorHint::None) {
   nb::object make = nb::module_::import_("selq._errors").attr("_from_core");
-  nb::object exc = make(kind, message, where.file, where.tensor, where.offset, text);
+  nb::object exc = make(kind, message, where.file, where.tensor, where.offset, text, hint_name(hint));
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
 }
 
@@ -34,7 +49,7 @@ void bind_errors(nb::module_&) {
     try {
       std::rethrow_exception(p);
     } catch (const Error& e) {
-      raise_python(kind_name(e.kind()), e.message(), e.where(), e.what());
+      raise_python(kind_name(e.kind()), e.message(), e.where(), e.what(), e.hint());
     } catch (const nb::python_error&) {
       throw;  // already a Python exception
     } catch (const std::bad_alloc&) {

@@ -26,6 +26,8 @@
 #include "runtime/base_logprobs.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
+#include "report/html_report.h"
+#include "runtime/calibrate.h"
 #include "runtime/default_text.h"
 #include "runtime/eval.h"
 #include "runtime/gptq_pass.h"
@@ -94,22 +96,35 @@ void set_progress(pipeline::QuantizeOptions& qo, Session& s, const ProgressFn& p
   };
 }
 
-nb::tuple result_tuple(const pipeline::QuantizeResult& r) {
-  return nb::make_tuple(r.manifest, r.seconds, r.bytes_read, r.bytes_written, r.already_done);
+// The HTML report written into the checkpoint before the run commits, as the
+// CLI's quantize does; a failure becomes a warning of the result.
+void write_report(pipeline::QuantizeOptions& qo, std::vector<std::string>& warnings) {
+  qo.before_commit = [&warnings](const std::string& staged) {
+    std::string why;
+    if (!report::try_write_checkpoint_report(staged, why)) warnings.push_back("no HTML report: " + why);
+  };
 }
 
-nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool overwrite, int threads, bool allow_non_finite,
+nb::tuple result_tuple(const pipeline::QuantizeResult& r, const std::vector<std::string>& warnings) {
+  return nb::make_tuple(r.manifest, r.seconds, r.bytes_read, r.bytes_written, r.already_done, warnings);
+}
+
+nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int threads, bool allow_non_finite,
                    std::uint64_t memory_budget, const ProgressFn& progress,
-                   const std::optional<std::string>& calibration_text, std::int64_t calibration_tokens) {
-  auto qo = quantize_options(overwrite, threads, allow_non_finite, memory_budget);
+                   const std::optional<std::string>& calibration_text, std::int64_t calibration_tokens,
+                   std::int64_t calibration_context) {
+  auto qo = quantize_options(force, threads, allow_non_finite, memory_budget);
+  std::vector<std::string> warnings;
   auto r = Session::run<pipeline::QuantizeResult>([&](Session& s) {
     auto o = qo;
     set_progress(o, s, progress);
+    write_report(o, warnings);
     if (!h.plan.rounds_gptq()) return pipeline::run_quantize(*h.checkpoint, h.plan, h.recipe, dst, o);
     // Rounding gptq: the layer-by-layer pass first (as pipeline::quantize runs it for the CLI).
     runtime::GptqPassOptions pass;
     pass.text_path = calibration_text.value_or("");
     pass.max_tokens = calibration_tokens;
+    pass.context = calibration_context;
     pass.work_dir = runtime::gptq_work_dir(dst);
     pipeline::Plan plan = h.plan;
     o.rounded = runtime::run_gptq_pass(*h.checkpoint, plan, pass);
@@ -119,7 +134,7 @@ nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool overwrite, 
     runtime::remove_gptq_work_dir(dst);
     return res;
   });
-  return result_tuple(r);
+  return result_tuple(r, warnings);
 }
 
 nb::tuple quantize_in_place(const std::string& dir, const recipe::Recipe& r, const std::optional<std::string>& dialect,
@@ -128,12 +143,14 @@ nb::tuple quantize_in_place(const std::string& dir, const recipe::Recipe& r, con
   auto qo = quantize_options(false, threads, allow_non_finite, memory_budget);
   const auto po = plan_options(dialect, 0, calibration);
   auto plan = std::make_shared<pipeline::Plan>();
+  std::vector<std::string> warnings;
   auto res = Session::run<pipeline::QuantizeResult>([&](Session& s) {
     auto o = qo;
     set_progress(o, s, progress);
+    write_report(o, warnings);
     return pipeline::quantize({dir, "", true, r, po}, o, plan.get());
   });
-  return nb::make_tuple(result_tuple(res), plan->json_text(-1), plan->bits_per_weight());
+  return nb::make_tuple(result_tuple(res, warnings), plan->json_text(-1), plan->bits_per_weight());
 }
 
 std::string sensitivity(const std::string& source, const std::vector<std::string>& candidates,
@@ -209,6 +226,24 @@ std::tuple<std::string, std::string, std::string> plan_target(
   auto ckpt = io::Checkpoint::open(source);
   auto r = planner::plan_target(*ckpt, req);
   return {r.to_json().dump(), r.recipe_yaml, r.format()};
+}
+
+// `selq calibrate`: the calibration JSON (and, with `out`, the JSON and its
+// moments file written there).
+std::string calibrate(const std::string& source, const std::optional<std::string>& text,
+                      const std::string& text_source, std::int64_t max_tokens, std::int64_t context,
+                      const std::optional<std::string>& out, const StageFn& progress) {
+  return Session::run<std::string>([&](Session& s) {
+    const auto t = text ? runtime::DefaultText{*text, text_source}
+                        : runtime::default_text(runtime::DefaultTextUse::Calibration);
+    auto r = runtime::calibrate(source, t.text, t.source, max_tokens, context,
+                                [&](std::uint64_t done, std::uint64_t total) {
+                                  if (progress) s.report([&progress, done, total] { progress("calibrate", done, total); });
+                                  else s.check();
+                                });
+    if (out) r.save(*out);
+    return r.to_json().dump();
+  });
 }
 
 std::tuple<std::string, std::string> evaluate(const std::string& base, const std::vector<std::string>& quantized,
@@ -288,8 +323,9 @@ void bind_pipeline(nb::module_& m) {
       .def_prop_ro("dialect", [](const PlanHandle& h) { return exporter::dialect_name(h.plan.dialect); })
       .def_prop_ro("recipe", [](const PlanHandle& h) { return h.recipe; });
   m.def("make_plan", &make_plan, "source"_a, "recipe"_a, "dialect"_a, "max_shard_bytes"_a, "calibration"_a);
-  m.def("quantize", &quantize, "plan"_a, "dst"_a, "overwrite"_a, "threads"_a, "allow_non_finite"_a,
-        "memory_budget"_a, "progress"_a.none(), "calibration_text"_a.none(), "calibration_tokens"_a);
+  m.def("quantize", &quantize, "plan"_a, "dst"_a, "force"_a, "threads"_a, "allow_non_finite"_a,
+        "memory_budget"_a, "progress"_a.none(), "calibration_text"_a.none(), "calibration_tokens"_a,
+        "calibration_context"_a);
   m.def("quantize_in_place", &quantize_in_place, "dir"_a, "recipe"_a, "dialect"_a.none(), "calibration"_a.none(),
         "threads"_a, "allow_non_finite"_a, "memory_budget"_a, "progress"_a.none());
 
@@ -318,6 +354,8 @@ void bind_pipeline(nb::module_& m) {
         "tier"_a.none(), "acceptance"_a, "hardware"_a, "candidates"_a, "dialect"_a, "recipe_name"_a, "arch"_a,
         "fp8_kv_cache"_a, "prefill_query_quant"_a, "refine"_a, "refine_text"_a.none(), "refine_text_source"_a,
         "refine_tokens"_a);
+  m.def("calibrate", &calibrate, "source"_a, "text"_a.none(), "text_source"_a, "max_tokens"_a, "context"_a,
+        "out"_a.none(), "progress"_a.none());
   m.def("evaluate", &evaluate, "base"_a, "quantized"_a, "text"_a.none(), "text_source"_a, "prompts"_a.none(),
         "prompts_source"_a, "context"_a, "max_tokens"_a, "draft_k"_a, "max_prompts"_a, "gen_tokens"_a,
         "chat_template"_a, "base_cache"_a.none(), "progress"_a.none());

@@ -1,8 +1,9 @@
-// `selq calibrate SRC --text FILE`: per-linear activation amax for static
+// `selq calibrate SRC --calibration-text FILE`: per-linear activation amax for static
 // activation scales, and input second moments for rounding `weighted`.
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/deprecated_alias.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "runtime/calibrate.h"
@@ -28,15 +29,18 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
   cmd->footer(
       "Examples:\n"
       "  selq calibrate CKPT -o calib.json                  # default text (Austen)\n"
-      "  selq calibrate CKPT --text my-domain.txt --max-tokens 8192 -o calib.json\n"
+      "  selq calibrate CKPT --calibration-text my-domain.txt --calibration-tokens 8192 -o calib.json\n"
       "  selq quantize CKPT OUT --recipe llama-nvfp4 --rounding weighted --calibration calib.json");
   cmd->add_option("source", a->src, "Checkpoint directory (with tokenizer.json)")->required();
-  cmd->add_option("--text", a->text,
+  cmd->add_option("--calibration-text", a->text,
                   "UTF-8 calibration text (default: Jane Austen's Sense and Sensibility, from Debian's "
                   "r-cran-janeaustenr; `selq eval` defaults to another novel, so the two never overlap)");
   cmd->add_option("--out,-o", a->out, "Output JSON file (default: stdout)");
-  cmd->add_option("--max-tokens", a->max_tokens, "Tokens used (0: all)")->capture_default_str();
-  cmd->add_option("--context", a->context, "Tokens per window")->capture_default_str();
+  cmd->add_option("--calibration-tokens", a->max_tokens, "Tokens of the text used (0: all)")->capture_default_str();
+  cmd->add_option("--calibration-context", a->context, "Tokens per window")->capture_default_str();
+  add_deprecated_option(cmd, "--text", a->text, "--calibration-text");
+  add_deprecated_option(cmd, "--max-tokens", a->max_tokens, "--calibration-tokens");
+  add_deprecated_option(cmd, "--context", a->context, "--calibration-context");
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
     ProgressBar bar("calibrate", !a->quiet && stderr_is_tty());

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/deprecated_alias.h"
 #include "runtime/import_gguf.h"
 
 namespace selq::cli {
@@ -11,11 +12,11 @@ namespace {
 
 struct ImportGgufArgs {
   std::string file, dst;
-  bool json = false, overwrite = false;
+  bool json = false, force = false;
 };
 
 int run_import_gguf(const ImportGgufArgs& a) {
-  const auto rep = runtime::import_gguf(a.file, a.dst, {a.overwrite});
+  const auto rep = runtime::import_gguf(a.file, a.dst, {a.force});
   if (a.json) {
     fmt::print("{}\n", rep.to_json().dump(2));
     return 0;
@@ -42,7 +43,8 @@ const CommandRegistration kRegistration(70, [](CLI::App& root, int& exit_status)
   cmd->add_option("FILE", args->file, "GGUF file")->required()->check(CLI::ExistingFile);
   cmd->add_option("DST", args->dst, "output directory")->required();
   cmd->add_flag("--json", args->json, "print the result as JSON");
-  cmd->add_flag("--overwrite", args->overwrite, "replace an existing model.safetensors in DST");
+  cmd->add_flag("--force", args->force, "replace an existing model.safetensors in DST");
+  add_deprecated_flag(cmd, "--overwrite", args->force, "--force");
   cmd->callback([args, &exit_status] { exit_status = run_import_gguf(*args); });
 });
 

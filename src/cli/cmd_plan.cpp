@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/deprecated_alias.h"
 #include "cli/plan_args.h"
 #include "pipeline/calibration.h"
 #include "cli/progress_bar.h"
@@ -55,7 +56,7 @@ planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t)
   if (t.refine < 0) throw_bad_input("--refine must be >= 0");
   if (t.refine > 0) {
     if (t.target_bpw <= 0) throw_bad_input("--refine needs --target-bpw (it refines that one mix)");
-    if (t.refine_tokens < 2 || t.refine_context < 2) throw_bad_input("--refine-tokens and --refine-context must be >= 2");
+    if (t.refine_tokens < 2 || t.refine_context < 2) throw_bad_input("--calibration-tokens and --calibration-context must be >= 2");
     const auto text = runtime::text_or_default(t.refine_text, runtime::DefaultTextUse::Calibration);
     req.refine = t.refine;
     req.refine_text = {text.text, text.source, t.refine_tokens};
@@ -111,10 +112,14 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
                   "After solving, improve the mix by local search: at most N end-to-end measurements on "
                   "calibration text (Llama-family models; each costs one forward pass over the text)")
       ->capture_default_str();
-  cmd->add_option("--refine-text", t->refine_text,
-                  "Calibration text for --refine (default: Sense and Sensibility; never the evaluation text)");
-  cmd->add_option("--refine-tokens", t->refine_tokens, "Tokens of it --refine measures on")->capture_default_str();
-  cmd->add_option("--refine-context", t->refine_context, "Window length for --refine")->capture_default_str();
+  cmd->add_option("--calibration-text", t->refine_text,
+                  "Calibration text --refine measures on (default: Sense and Sensibility; never the evaluation "
+                  "text)");
+  cmd->add_option("--calibration-tokens", t->refine_tokens, "Tokens of it --refine measures on")->capture_default_str();
+  cmd->add_option("--calibration-context", t->refine_context, "Window length for --refine")->capture_default_str();
+  add_deprecated_option(cmd, "--refine-text", t->refine_text, "--calibration-text");
+  add_deprecated_option(cmd, "--refine-tokens", t->refine_tokens, "--calibration-tokens");
+  add_deprecated_option(cmd, "--refine-context", t->refine_context, "--calibration-context");
   cmd->add_flag("--quiet,-q", t->quiet, "No progress bar");
   cmd->callback([args, t, json_flag, &status] {
     auto ckpt = io::Checkpoint::open(args->source);

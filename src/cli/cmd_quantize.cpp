@@ -102,16 +102,12 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       if (!args->quiet)
         for (const auto& w : plan.warnings) fmt::print(stderr, "selq: warning: {}\n", w);
     };
-    // The HTML report beside selq-report.txt, committed with the run; a
-    // checkpoint without one is still a good checkpoint, so a failure only warns.
+    // The HTML report beside selq-report.txt, committed with the run.
     bool html_written = false;
     qo.before_commit = [&html_written](const std::string& staged) {
-      try {
-        report::write_checkpoint_report(staged);
-        html_written = true;
-      } catch (const Error& e) {
-        fmt::print(stderr, "selq: warning: no HTML report: {}\n", e.what());
-      }
+      std::string why;
+      html_written = report::try_write_checkpoint_report(staged, why);
+      if (!html_written) fmt::print(stderr, "selq: warning: no HTML report: {}\n", why);
     };
     runtime::GptqPassOptions gptq;
     gptq.max_tokens = args->calibration_tokens;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/deprecated_alias.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "dist/ranks.h"
@@ -69,8 +70,9 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   cmd->add_option("--tier", a->tier, "data-free, activation-aware or measured")->capture_default_str();
   cmd->add_option("--calibration-text", a->text,
                   "Text for the runtime tiers (default: Jane Austen's Sense and Sensibility, never evaluated on)");
-  cmd->add_option("--tokens", a->tokens, "Calibration tokens (runtime tiers)")->capture_default_str();
-  cmd->add_option("--context", a->context, "Tokens per window (runtime tiers)")->capture_default_str();
+  cmd->add_option("--calibration-tokens", a->tokens, "Tokens of the calibration text used (runtime tiers)")
+      ->capture_default_str();
+  cmd->add_option("--calibration-context", a->context, "Tokens per window (runtime tiers)")->capture_default_str();
   cmd->add_option("--rows", a->rows, "Input rows kept per unit (activation-aware)")->capture_default_str();
   cmd->add_option("--probes", a->probes,
                   "Candidates measured on every unit (measured tier; default: each unit's most lossy)")
@@ -78,6 +80,8 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   cmd->add_option("--probe-every", a->probe_every,
                   "Measured tier: measure the units of every N-th layer and the last; interpolate the others")
       ->capture_default_str();
+  add_deprecated_option(cmd, "--tokens", a->tokens, "--calibration-tokens");
+  add_deprecated_option(cmd, "--context", a->context, "--calibration-context");
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
     const auto tier = planner::parse_tier(a->tier);

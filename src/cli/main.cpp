@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/error_hint.h"
 #include "core/error.h"
 #include "dist/ranks.h"
 
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const selq::Error& e) {
-    fmt::print(stderr, "selq: error: {}{}\n", selq::dist::rank_prefix(), e.what());
+    fmt::print(stderr, "selq: error: {}{}{}\n", selq::dist::rank_prefix(), e.what(), selq::cli::hint_suffix(e.hint()));
     if (selq::dist::distributed()) selq::dist::ranks().abort(e.exit_code());
     return e.exit_code();
   } catch (const std::exception& e) {

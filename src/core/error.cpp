@@ -13,14 +13,15 @@ std::string format_error(ErrorKind, const std::string& message, const ErrorWhere
   return out;
 }
 
-Error::Error(ErrorKind kind, std::string message, ErrorWhere where)
+Error::Error(ErrorKind kind, std::string message, ErrorWhere where, ErrorHint hint)
     : std::runtime_error(format_error(kind, message, where)),
       kind_(kind),
       message_(std::move(message)),
-      where_(std::move(where)) {}
+      where_(std::move(where)),
+      hint_(hint) {}
 
-void throw_bad_input(std::string message, ErrorWhere where) {
-  throw Error(ErrorKind::BadInput, std::move(message), std::move(where));
+void throw_bad_input(std::string message, ErrorWhere where, ErrorHint hint) {
+  throw Error(ErrorKind::BadInput, std::move(message), std::move(where), hint);
 }
 void throw_io(std::string message, ErrorWhere where) {
   throw Error(ErrorKind::Io, std::move(message), std::move(where));

@@ -16,6 +16,20 @@ enum class ErrorKind {
   Internal,   // a bug in selq: exit code 1
 };
 
+// What the user can give to get past the error, by idea: the library names no
+// option; the CLI (cli/error_hint.cpp) and Python (selq/_errors.py) each say
+// it in their own words.
+enum class ErrorHint {
+  None,
+  ReplaceOutput,    // replace what is at the destination
+  CalibrationFile,  // a calibration from `selq calibrate`
+  TextFile,         // a text file instead of the default Austen text
+  GgufFile,         // the demo's GGUF file
+  SourceCheckpoint, // the source checkpoint's directory
+  AllowNonFinite,   // quantize a weight holding NaN/Inf anyway
+  Refine,           // end-to-end refinement of a planned mix
+};
+
 struct ErrorWhere {
   ErrorWhere() = default;
   // A constructor (not aggregate init) so that `{file}` and `{file, tensor}`
@@ -30,9 +44,10 @@ struct ErrorWhere {
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, std::string message, ErrorWhere where = {});
+  Error(ErrorKind kind, std::string message, ErrorWhere where = {}, ErrorHint hint = ErrorHint::None);
 
   ErrorKind kind() const { return kind_; }
+  ErrorHint hint() const { return hint_; }
   const std::string& message() const { return message_; }
   const ErrorWhere& where() const { return where_; }
   // Exit status the CLI uses: 2 for anything the user can fix, 1 for bugs.
@@ -42,10 +57,11 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
   std::string message_;
   ErrorWhere where_;
+  ErrorHint hint_;
 };
 
 // Convenience constructors used throughout the library.
-[[noreturn]] void throw_bad_input(std::string message, ErrorWhere where = {});
+[[noreturn]] void throw_bad_input(std::string message, ErrorWhere where = {}, ErrorHint hint = ErrorHint::None);
 [[noreturn]] void throw_io(std::string message, ErrorWhere where = {});
 [[noreturn]] void throw_unsupported(std::string message, ErrorWhere where = {});
 

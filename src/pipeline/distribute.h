@@ -80,7 +80,8 @@ void in_shard(const std::string& shard, F&& f) {
   try {
     f();
   } catch (const Error& e) {
-    throw Error(e.kind(), fmt::format("shard {}: {}", shard, format_error(e.kind(), e.message(), e.where())));
+    throw Error(e.kind(), fmt::format("shard {}: {}", shard, format_error(e.kind(), e.message(), e.where())), {},
+                e.hint());
   }
 }
 

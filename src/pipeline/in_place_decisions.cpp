@@ -22,7 +22,7 @@ void refuse_in_place_requantize(const Plan& plan, const std::string& dir) {
   for (const auto& t : plan.tensors)
     if (t.stored)
       throw_unsupported("re-quantizing pre-quantized modules (requantize: true) is supported file-to-file only, "
-                        "not --in-place",
+                        "not in place",
                         {dir, t.source});
 }
 

@@ -66,14 +66,13 @@ std::optional<quant::OutTensorSpec> static_activation_output(const quant::Scheme
   try {
     out = quant::activation_scale_output(spec, shape);
   } catch (const Error& e) {
-    throw Error(e.kind(), e.message(), {recipe_path, tensor});
+    throw Error(e.kind(), e.message(), {recipe_path, tensor}, e.hint());
   }
   if (!out) return out;
   if (options.calibration_path.empty())
-    throw_bad_input(fmt::format("{} quantizes activations with a static scale, which needs a calibration: "
-                                "run `selq calibrate SRC --text FILE -o calib.json` and pass --calibration calib.json",
+    throw_bad_input(fmt::format("{} quantizes activations with a static scale, which needs a calibration",
                                 recipe::describe_scheme(spec)),
-                    {recipe_path, tensor});
+                    {recipe_path, tensor}, ErrorHint::CalibrationFile);
   auto it = options.activation_amax.find(module);
   if (it == options.activation_amax.end())
     throw_bad_input(fmt::format("no activation amax for module '{}' ({} needs a static input scale)", module,
@@ -209,7 +208,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
     try {
       quant::check_gptq_supported(spec, pt.source);
     } catch (const Error& e) {
-      throw Error(e.kind(), e.message(), {recipe_path, pt.source});
+      throw Error(e.kind(), e.message(), {recipe_path, pt.source}, e.hint());
     }
     if (pt.stored)
       throw_unsupported("rounding 'gptq' of an already-quantized module is not implemented (GPTQ runs on the "
@@ -230,8 +229,8 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
                       {recipe.path, tensor});
     if (options.calibration_path.empty())
       throw_bad_input("rounding 'weighted' weighs each input channel by its mean squared activation, which needs a "
-                      "calibration: run `selq calibrate SRC -o calib.json` and pass --calibration calib.json",
-                      {recipe.path, tensor});
+                      "calibration",
+                      {recipe.path, tensor}, ErrorHint::CalibrationFile);
     if (!moments) moments = load_input_moments(options.calibration_path);
     const auto it = moments->find(module);
     if (it == moments->end())
@@ -295,7 +294,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
       try {
         outs = quant::scheme_outputs(spec, shape);
       } catch (const Error& e) {
-        throw Error(e.kind(), e.message(), {recipe.path, pt.source});
+        throw Error(e.kind(), e.message(), {recipe.path, pt.source}, e.hint());
       }
       for (const auto& o : outs)
         pt.outputs.push_back(
@@ -358,7 +357,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
   try {
     plan.config = exporter::build_quantization_config(plan.dialect, config_input(ckpt, plan));
   } catch (const Error& e) {
-    throw Error(e.kind(), e.message(), {recipe.path});
+    throw Error(e.kind(), e.message(), {recipe.path}, e.hint());
   }
   return plan;
 }

@@ -61,7 +61,7 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
   std::error_code ec;
   if (lead) {
     if (fs::exists(dst) && !options.overwrite)
-      throw_bad_input("destination exists (--force on the command line, overwrite=True in Python, replaces it)", {dst});
+      throw_bad_input("destination exists", {dst}, ErrorHint::ReplaceOutput);
     // A staging directory from a run with another plan is stale: start over.
     if (fs::exists(staging) && !fs::exists(journal_file(staging, kJournalBase, 0))) remove_all_quietly(staging);
     fs::create_directories(staging, ec);
@@ -209,9 +209,9 @@ QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const r
 
 QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options, Plan* plan_out) {
   if (job.in_place == !job.destination.empty())
-    throw_bad_input(job.in_place ? "--in-place takes no destination" : "missing destination (or --in-place)");
+    throw_bad_input(job.in_place ? "an in-place run takes no destination" : "missing destination (or in place)");
   if (job.in_place && options.split_by == "tensor")
-    throw_unsupported("--split-by tensor is file to file only (in place, each rank rewrites whole shards)");
+    throw_unsupported("splitting by tensor is file to file only (in place, each rank rewrites whole shards)");
   if (job.must_resume && dist::ranks().rank() == 0 &&
       interrupted_run(job.source, job.destination, job.in_place).empty())
     throw_bad_input("nothing to resume (no interrupted run found)",

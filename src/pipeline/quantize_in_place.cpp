@@ -138,7 +138,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   const auto start = std::chrono::steady_clock::now();
   require_memory_budget(options);
   if (plan_options.max_shard_bytes)
-    throw_bad_input("--in-place keeps the shard layout; --max-shard-size cannot be used with it", {dir});
+    throw_bad_input("an in-place run keeps the shard layout; a maximum shard size cannot be given with it", {dir});
   // Under mpirun each rank rewrites its shards (pipeline/distribute.h); rank 0
   // alone sets up, journals the fused-group amax and writes the files last.
   dist::Ranks& ranks = dist::ranks();
@@ -187,7 +187,7 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
     // Planned on the saved headers: name the checkpoint the user gave.
     ErrorWhere where = e.where();
     if (where.file.starts_with(orig_dir)) where.file = dir + where.file.substr(orig_dir.size());
-    throw Error(e.kind(), e.message(), where);
+    throw Error(e.kind(), e.message(), where, e.hint());
   }
   plan.source = dir;
   if (plan_out) *plan_out = plan;

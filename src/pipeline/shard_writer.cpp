@@ -139,7 +139,7 @@ void load_float_weight(const TensorSource& source, const PlannedTensor& t, Float
   try {
     dq = quant::dequantize_weight(t.stored->scheme, t.stored->shape, spans);
   } catch (const Error& e) {
-    throw Error(e.kind(), e.message(), {t.source_shard, t.source});
+    throw Error(e.kind(), e.message(), {t.source_shard, t.source}, e.hint());
   }
   for (const auto& input : inputs) release(source, input);
   w.info = TensorInfo{t.module + ".weight", DType::F32, t.stored->shape};
@@ -298,7 +298,7 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
     try {
       quant::encode_activation_scale(*t.scheme, *t.input_amax, outs.back());
     } catch (const Error& e) {
-      throw Error(e.kind(), e.message(), {"", t.source});
+      throw Error(e.kind(), e.message(), {"", t.source}, e.hint());
     }
   }
   quant::ErrorMetrics metrics;
@@ -366,7 +366,7 @@ void produce_block(const PlannedTensor& t, const QuantizeOptions& options, Buffe
     try {
       quant::encode_activation_scale(*t.scheme, *t.input_amax, f.buffers.back().bytes());
     } catch (const Error& e) {
-      throw Error(e.kind(), e.message(), {"", t.source});
+      throw Error(e.kind(), e.message(), {"", t.source}, e.hint());
     }
     f.parts.push_back({t.outputs.size() - 1, 0, f.buffers.back().bytes()});
   }

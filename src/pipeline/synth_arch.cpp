@@ -222,12 +222,12 @@ SynthModel llama(const SynthOptions& o) {
 }  // namespace
 
 SynthModel describe_synth_model(const SynthOptions& o) {
-  if (o.scale < 1) throw_bad_input("--scale must be >= 1");
+  if (o.scale < 1) throw_bad_input("scale must be >= 1");
   if (o.arch == "dspark") return dspark(o);
   if (o.arch == "kimi-k3") return deepseek_like(o, true);
   if (o.arch == "deepseek-v3") return deepseek_like(o, false);
   if (o.arch == "llama") return llama(o);
-  throw_bad_input(fmt::format("unknown --arch '{}' (expected dspark, kimi-k3, deepseek-v3 or llama)", o.arch));
+  throw_bad_input(fmt::format("unknown architecture '{}' (expected dspark, kimi-k3, deepseek-v3 or llama)", o.arch));
 }
 
 }  // namespace selq::pipeline

@@ -256,7 +256,7 @@ void check_against(Ctx& c, const ModuleScheme& ms, const std::string& module, co
   if (!s) {
     // Already quantized in the source (kept as is): nothing float to compare.
     if (!stored_weight(src, module))
-      c.add("error-bound", c.shard_of(wname), module, "no such weight in the --against checkpoint");
+      c.add("error-bound", c.shard_of(wname), module, "no such weight in the reference checkpoint");
     return;
   }
   if (!dtype_is_float_source(s->info.dtype)) return;  // already quantized in the source: nothing to compare

@@ -80,7 +80,7 @@ const Candidate* find_candidate(const std::string& id) {
   if (r == quant::Rounding::Weighted)
     throw_bad_input(fmt::format("candidate '{}': the planner cannot score rounding 'weighted' yet (its tiers read no "
                                 "calibration moments); plan with nearest or mse candidates and quantize the emitted "
-                                "recipe with --rounding weighted --calibration calib.json",
+                                "recipe with rounding 'weighted' and a calibration",
                                 id));
   if (r == quant::Rounding::Nearest) return base;
   // Derived candidates live as long as the process, one per id (pointers are handed out).

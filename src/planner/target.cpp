@@ -74,19 +74,20 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
   // Only measured scores and refinement see total variation; the other tiers
   // would plan for their own error measure under the acceptance label.
   if (req.acceptance && r.tier != Tier::Measured && req.refine <= 0)
-    throw_bad_input(fmt::format("--objective acceptance needs total-variation scores: the {} tier has none; use a "
-                                "measured table (selq sensitivity --tier measured) or refine the mix end to end "
-                                "(--refine N)",
-                                tier_name(r.tier)));
+    throw_bad_input(fmt::format("objective 'acceptance' needs total-variation scores: the {} tier has none; use a "
+                                "measured table (sensitivity tier 'measured') or refine the mix end to end",
+                                tier_name(r.tier)),
+                    {}, ErrorHint::Refine);
   r.candidates = select_candidates(req.candidates.empty() ? r.table.candidates : req.candidates, req.hardware,
                                    req.dialect);
   if (req.activation_amax.empty()) {
     // Calibrated candidates cannot be quantized without the amax; asked for by name, that is an error.
     for (const auto& id : req.candidates)
       if (const Candidate* c = find_candidate(id); c && c->calibrated())
-        throw_bad_input(fmt::format("candidate {} quantizes activations with a static scale: run `selq calibrate "
-                                    "SRC -o calib.json` and pass --calibration calib.json",
-                                    id));
+        throw_bad_input(fmt::format("candidate {} quantizes activations with a static scale, which needs a "
+                                    "calibration",
+                                    id),
+                        {}, ErrorHint::CalibrationFile);
     std::erase_if(r.candidates, [](const Candidate& c) { return c.calibrated(); });
   }
   MixOptions mo{r.tier, req.acceptance, forbidden_candidates(ckpt, r.layout, r.candidates, req.serving)};

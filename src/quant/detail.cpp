@@ -120,10 +120,9 @@ void check_finite(const float* v, std::size_t n, std::uint64_t base, const Tenso
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(v[i])) {
       const std::string name = src.info ? src.info->name : std::string();
-      throw_bad_input(fmt::format("non-finite weight {} at element {} (flat index); refusing to "
-                                  "quantize (--allow-non-finite, or allow_non_finite=True in Python, quantizes it anyway)",
+      throw_bad_input(fmt::format("non-finite weight {} at element {} (flat index); refusing to quantize",
                                   v[i], options.first_element + base + i),
-                      ErrorWhere{{}, name, {}});
+                      ErrorWhere{{}, name, {}}, ErrorHint::AllowNonFinite);
     }
   }
 }

@@ -18,9 +18,9 @@ planner::TargetResult planner_front(const std::string& sensitivity_path, const p
   try {
     ckpt = io::Checkpoint::open(src);
   } catch (const Error& e) {
-    throw_bad_input(fmt::format("{}: the front is planned on the source checkpoint, and {} cannot be opened ({}); "
-                                "pass --source DIR",
-                                sensitivity_path, src, e.what()));
+    throw_bad_input(fmt::format("{}: the front is planned on the source checkpoint, and {} cannot be opened ({})",
+                                sensitivity_path, src, e.what()),
+                    {}, ErrorHint::SourceCheckpoint);
   }
   planner::TargetRequest req;
   req.sensitivity_path = sensitivity_path;

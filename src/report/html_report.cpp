@@ -261,4 +261,14 @@ void write_checkpoint_report(const std::string& dir) {
   io::write_file_atomic((fs::path(dir) / pipeline::kHtmlReportName).string(), build_report(dir, opt).html);
 }
 
+bool try_write_checkpoint_report(const std::string& dir, std::string& why) {
+  try {
+    write_checkpoint_report(dir);
+    return true;
+  } catch (const Error& e) {
+    why = e.what();
+    return false;
+  }
+}
+
 }  // namespace selq::report

@@ -32,4 +32,9 @@ Report build_report(const std::string& checkpoint_dir, const ReportOptions& opti
 // before the run commits: pipeline::QuantizeOptions::before_commit).
 void write_checkpoint_report(const std::string& checkpoint_dir);
 
+// The same for the CLI's and Python's quantize: a checkpoint without its
+// report is still a good checkpoint, so a failure returns false with the
+// reason in `why` (to warn) instead of failing the run.
+bool try_write_checkpoint_report(const std::string& checkpoint_dir, std::string& why);
+
 }  // namespace selq::report

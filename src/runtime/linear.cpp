@@ -242,9 +242,9 @@ Linear LinearLoader::load(const std::string& module) const {
   if (quant::act_mode_traits(spec.act).is_static()) {
     const std::string name = tensor_for(quant::OutRole::InputScale);
     if (!ck.find(name))
-      throw_bad_input(fmt::format("{}: static {} activations of {} need {}; quantize again with --calibration "
-                                  "(from `selq calibrate`)",
-                                  ck.dir(), quant::act_mode_name(spec.act), module, name));
+      throw_bad_input(fmt::format("{}: static {} activations of {} need {}; quantize again with a calibration",
+                                  ck.dir(), quant::act_mode_name(spec.act), module, name),
+                      {}, ErrorHint::CalibrationFile);
     l.act_static_scale = quant::static_scale_from_stored(spec, read_scalar(ck.view(name)));
   }
   return l;

@@ -408,7 +408,7 @@ def eval_and_calibrate(selq_exe, work, base, quant, recipe, params):
         print("  FAIL: eval's bits per weight is not plan's")
         ok = False
     cal_path = work / "cal.json"
-    subprocess.run([selq_exe, "calibrate", str(base), "--text", str(work / "text.txt"), "--max-tokens", "3",
+    subprocess.run([selq_exe, "calibrate", str(base), "--calibration-text", str(work / "text.txt"), "--calibration-tokens", "3",
                     "-o", str(cal_path), "--quiet"], check=True)
     cal = json.loads(cal_path.read_text())
     amax, unreached = cal["activation_amax"], cal["unreached_experts"]
@@ -483,11 +483,11 @@ def whole_path(selq_exe, work, base):
             raise RuntimeError(f"selq {' '.join(map(str, a[:2]))} failed: {r.stderr.strip()}")
         return r.stdout
     t0 = time.perf_counter()
-    run("calibrate", base, "--text", text, "--max-tokens", "128", "--context", "64", "-o", cal, "--quiet")
+    run("calibrate", base, "--calibration-text", text, "--calibration-tokens", "128", "--calibration-context", "64", "-o", cal, "--quiet")
     mixes = []
     for tier in ("activation-aware", "measured"):
         sens = work / f"sens-{tier}.json"
-        run("sensitivity", base, "--tier", tier, "--calibration-text", text, "--tokens", "128", "--context", "64",
+        run("sensitivity", base, "--tier", tier, "--calibration-text", text, "--calibration-tokens", "128", "--calibration-context", "64",
             "--candidates", "fp8-w8a8,nvfp4-w4a16,mxfp4-w4a16", "-o", sens, "--quiet")
         s = json.loads(sens.read_text())
         units = s["units"] if isinstance(s.get("units"), list) else []

@@ -148,7 +148,7 @@ def read_bf16_safetensors(path):
 
 def check_import(selq, path, workdir):
     dst = pathlib.Path(workdir) / "imported"
-    subprocess.run([selq, "import-gguf", str(path), str(dst), "--overwrite", "--json"], check=True,
+    subprocess.run([selq, "import-gguf", str(path), str(dst), "--force", "--json"], check=True,
                    stdout=subprocess.DEVNULL)
     st = read_bf16_safetensors(dst / "model.safetensors")
     cfg = json.loads((dst / "config.json").read_text())

@@ -25,7 +25,7 @@ def main():
         print(f"reusing {dst} ({st.stat().st_size} bytes)")
         return 0
     t0 = time.perf_counter()
-    r = subprocess.run([selq, "import-gguf", str(gguf), str(dst), "--overwrite", "--json"],
+    r = subprocess.run([selq, "import-gguf", str(gguf), str(dst), "--force", "--json"],
                        check=True, capture_output=True, text=True)
     rep = json.loads(r.stdout)
     print(f"import-gguf {gguf} -> {dst}: {rep['tensors']} tensors {rep['source_types']}, "

@@ -92,7 +92,7 @@ def main():
     # Re-imported when the GGUF is newer than the import (a re-fetched file).
     elif not st.is_file() or st.stat().st_mtime < gguf.stat().st_mtime:
         t0 = time.perf_counter()
-        subprocess.run([selq_exe, "import-gguf", str(gguf), str(model_dir), "--overwrite"], check=True)
+        subprocess.run([selq_exe, "import-gguf", str(gguf), str(model_dir), "--force"], check=True)
         print(f"import-gguf: {time.perf_counter() - t0:.1f} s")
     text, source = eval_text()
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
@@ -155,8 +155,8 @@ def check_calibration(selq_exe, work, model_dir, text, n_tokens, inputs):
     from safetensors.numpy import load_file
     (work / "calib-text.txt").write_text(text, encoding="utf-8")
     calib = work / "calib.json"
-    subprocess.run([selq_exe, "calibrate", str(model_dir), "--text", str(work / "calib-text.txt"), "--max-tokens",
-                    str(n_tokens), "--context", str(n_tokens), "-o", str(calib), "-q"], check=True)
+    subprocess.run([selq_exe, "calibrate", str(model_dir), "--calibration-text", str(work / "calib-text.txt"), "--calibration-tokens",
+                    str(n_tokens), "--calibration-context", str(n_tokens), "-o", str(calib), "-q"], check=True)
     j = json.loads(calib.read_text())
     assert j["tokens"] == n_tokens, j["tokens"]
     moments = load_file(str(work / j["input_moments"]["file"]))

@@ -365,7 +365,7 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     src = work / "smollm2"
     if not (src / "model.safetensors").is_file():
-        subprocess.run([selq_exe, "import-gguf", str(smollm2_gguf()), str(src), "--overwrite"], check=True,
+        subprocess.run([selq_exe, "import-gguf", str(smollm2_gguf()), str(src), "--force"], check=True,
                        stdout=subprocess.DEVNULL)
     text, source = eval_text()
     ids = Tokenizer.from_file(str(src / "tokenizer.json")).encode(text).ids[:N_TOKENS]

@@ -138,10 +138,10 @@ class PeerSources(unittest.TestCase):
             with self.subTest(name):
                 self.assertTrue(os.path.exists(self.path(name, "tokenizer.json")), name)
                 c = self.path(f"calib-{name}.json")
-                E.selq("calibrate", self.path(name), "--max-tokens", "128", "--quiet", "-o", c)
+                E.selq("calibrate", self.path(name), "--calibration-tokens", "128", "--quiet", "-o", c)
                 self.assertEqual(len(E.read_json(c)["activation_amax"]), MLP + ATTENTION)
                 s = self.path(f"sens-{name}.json")
-                r = E.selq("sensitivity", self.path(name), "--tier", "activation-aware", "--tokens", "64",
+                r = E.selq("sensitivity", self.path(name), "--tier", "activation-aware", "--calibration-tokens", "64",
                            "--quiet", "-o", s)
                 # Scored in the source's own dialect by default (its candidates, its scale conventions).
                 named = self.path(f"sens-{name}-named.json")

@@ -29,9 +29,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="selq-planner-e2e-") as tmp:
         t = pathlib.Path(tmp)
         src = t / "bf16"
-        run(a.selq, "import-gguf", gguf, src, "--overwrite")
+        run(a.selq, "import-gguf", gguf, src, "--force")
         sens = t / "sens.json"
-        run(a.selq, "sensitivity", src, "--tier", "measured", "--tokens", "64", "--context", "64",
+        run(a.selq, "sensitivity", src, "--tier", "measured", "--calibration-tokens", "64", "--calibration-context", "64",
             "--candidates", "fp8-w8a8,nvfp4-w4a16", "--probes", "nvfp4-w4a16", "--probe-every", "3", "-o", sens, "-q")
         table = json.loads(sens.read_text())
         assert table["tier"] == "measured", table["tier"]
@@ -65,7 +65,7 @@ def main():
         # Refinement: a few end-to-end measurements on calibration text, within the budget, never worse.
         refined_yaml = t / "refined.yaml"
         ref = json.loads(run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "6", "--refine", "4",
-                             "--refine-tokens", "64", "--refine-context", "64", "--emit-recipe", refined_yaml,
+                             "--calibration-tokens", "64", "--calibration-context", "64", "--emit-recipe", refined_yaml,
                              "--json", "-q").stdout)
         r = ref["refine"]
         assert 1 <= r["evaluations"] <= 4 and r["objective"] == "kl", r

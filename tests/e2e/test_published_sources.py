@@ -334,10 +334,10 @@ class PublishedSources(unittest.TestCase):
                                                ("native-fp8", native, "compressed-tensors", 0)):
             with self.subTest(name):
                 c = self.path(f"calib-{name}.json")
-                E.selq("calibrate", src, "--max-tokens", "128", "--quiet", "-o", c)
+                E.selq("calibrate", src, "--calibration-tokens", "128", "--quiet", "-o", c)
                 self.assertEqual(len(E.read_json(c)["activation_amax"]), MLP + ATTENTION)
                 s = self.path(f"sens-{name}.json")
-                E.selq("sensitivity", src, "--tier", "activation-aware", "--tokens", "64", "--quiet", "-o", s)
+                E.selq("sensitivity", src, "--tier", "activation-aware", "--calibration-tokens", "64", "--quiet", "-o", s)
                 named = self.path(f"sens-{name}-named.json")
                 E.selq("sensitivity", src, "--dialect", dialect, "--quiet", "-o", named)
                 self.assertEqual(E.read_json(s)["candidates"], E.read_json(named)["candidates"])  # the source's own

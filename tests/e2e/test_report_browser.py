@@ -114,7 +114,7 @@ def main():
             t = pathlib.Path(tmp)
             # The real model: a planned 6-bpw mix and uniform NVFP4, evaluated on a little text.
             src, mix, nv = t / "bf16", t / "planned-6", t / "nvfp4"
-            run(a.selq, "import-gguf", gguf, src, "--overwrite")
+            run(a.selq, "import-gguf", gguf, src, "--force")
             sens = t / "sens.json"
             run(a.selq, "sensitivity", src, "--candidates", "fp8-w8a8,nvfp4-w4a16", "-o", sens, "-q")
             run(a.selq, "plan", src, "--sensitivity", sens, "--target-bpw", "6", "--emit-recipe", t / "mix.yaml")

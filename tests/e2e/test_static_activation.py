@@ -50,7 +50,7 @@ class StaticActivationScales(unittest.TestCase):
         # Calibrated on the default text (Austen's Sense and Sensibility), evaluated on cls.text:
         # `selq eval` refuses text that shares a line with the calibration.
         cls.calib = os.path.join(t, "calib.json")
-        E.selq("calibrate", cls.base, "--max-tokens", "128", "--context", "64", "-o", cls.calib, "-q")
+        E.selq("calibrate", cls.base, "--calibration-tokens", "128", "--calibration-context", "64", "-o", cls.calib, "-q")
         cls.amax = E.read_json(cls.calib)["activation_amax"]
 
     @classmethod
@@ -107,7 +107,7 @@ class StaticActivationScales(unittest.TestCase):
         self.assertGreater(len(cal["shingle_xxh3"]), 50)
         # Calibrated on cls.text itself: evaluating on it is one clear error naming the shared line.
         own = os.path.join(self.tmp.name, "own-calib.json")
-        E.selq("calibrate", self.base, "--text", self.text, "--max-tokens", "128", "--context", "64", "-o", own, "-q")
+        E.selq("calibrate", self.base, "--calibration-text", self.text, "--calibration-tokens", "128", "--calibration-context", "64", "-o", own, "-q")
         dst = os.path.join(self.tmp.name, "own")
         E.selq("quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4-w4a4"), "--calibration", own, "--quiet")
         manifest = E.read_json(os.path.join(dst, "selq-manifest.json"))
@@ -178,11 +178,11 @@ class StaticActivationScales(unittest.TestCase):
                       "are missing or not a safetensors file"))
         # One whose moments file is another calibration's.
         other = os.path.join(self.tmp.name, "other.json")
-        E.selq("calibrate", self.base, "--max-tokens", "64", "--context", "32", "-o", other, "-q")
+        E.selq("calibrate", self.base, "--calibration-tokens", "64", "--calibration-context", "32", "-o", other, "-q")
         cases.append((self.calibration_naming("swapped.json", "other.moments.safetensors"),
                       "is not the moments file this calibration wrote"))
         # One written to stdout (no moments).
-        r = E.selq("calibrate", self.base, "--max-tokens", "64", "--context", "32")
+        r = E.selq("calibrate", self.base, "--calibration-tokens", "64", "--calibration-context", "32")
         stdout_json = os.path.join(self.tmp.name, "stdout.json")
         with open(stdout_json, "w") as f:
             f.write(r.stdout)

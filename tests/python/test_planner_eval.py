@@ -34,7 +34,7 @@ def test_eval_matches_cli(smollm2, cli, tmp_path):
     prompts = ["What is the capital of France?"]
     (tmp_path / "p.jsonl").write_text(json.dumps({"question": prompts[0]}) + "\n")
     stages = []
-    rep = selq.eval(smollm2, tmp_path / "fp8", text=text, prompts=prompts, max_tokens=96, context=48,
+    rep = selq.eval(smollm2, tmp_path / "fp8", text=tmp_path / "t.txt", prompts=prompts, max_tokens=96, context=48,
                     max_prompts=1, gen_tokens=8, progress=lambda s, d, t: stages.append(s))
     want = json.loads(cli("eval", smollm2, tmp_path / "fp8", "--text", tmp_path / "t.txt", "--prompts",
                           tmp_path / "p.jsonl", "--max-tokens", "96", "--context", "48", "--max-prompts", "1",
@@ -46,14 +46,18 @@ def test_eval_matches_cli(smollm2, cli, tmp_path):
     assert stages and "perplexity" in str(rep).lower()
     rows = rep.rows()
     assert len(rows) == 2 and rows[1]["path"].endswith("fp8")
+    with pytest.warns(DeprecationWarning, match="takes a path"):  # the old API took the text itself
+        old = selq.eval(smollm2, tmp_path / "fp8", text=text, prompts=prompts, max_tokens=96, context=48,
+                        max_prompts=1, gen_tokens=8, base_cache=False)
+    assert old.quantized[0]["kl_mean"] == rep.quantized[0]["kl_mean"]
 
 
 def test_refined_plan_matches_cli(smollm2, cli, tmp_path):
     cands = ["fp8-w8a16", "nvfp4-w4a16"]
     s = selq.sensitivity(smollm2, tmp_path / "s.json", candidates=cands)
-    p = selq.plan(smollm2, sensitivity=s, target_bpw=6, refine=2, refine_tokens=32)
+    p = selq.plan(smollm2, sensitivity=s, target_bpw=6, refine=2, calibration_tokens=32)
     want = json.loads(cli("plan", smollm2, "--sensitivity", s.path, "--target-bpw", "6", "--refine", "2",
-                          "--refine-tokens", "32", "--json", "-q"))
+                          "--calibration-tokens", "32", "--json", "-q"))
     for j in (p.mix, want):
         j.pop("seconds", None)
         j["refine"].pop("seconds")

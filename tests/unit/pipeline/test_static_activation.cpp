@@ -93,7 +93,8 @@ TEST(StaticActivation, PlanWithoutCalibrationSaysHowToGetOne) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-    EXPECT_NE(std::string(e.what()).find("--calibration"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs a calibration"), std::string::npos) << e.what();
+    EXPECT_EQ(e.hint(), ErrorHint::CalibrationFile);  // the CLI and Python name their option
     EXPECT_NE(std::string(e.what()).find("test.yaml"), std::string::npos) << e.what();
   }
 }

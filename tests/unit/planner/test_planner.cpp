@@ -193,7 +193,8 @@ TEST_F(PlannerTest, CalibratedCandidatesNeedTheCalibration) {
     plan_target(*ckpt_, req);
     FAIL() << "nvfp4-w4a4 without a calibration was planned";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("selq calibrate"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs a calibration"), std::string::npos) << e.what();
+    EXPECT_EQ(e.hint(), ErrorHint::CalibrationFile);
   }
 
   for (const auto& u : layout_->units)

@@ -98,7 +98,9 @@ TEST(DefaultText, MissingPackageSaysHowToInstallIt) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
     EXPECT_NE(std::string(e.what()).find("r-cran-janeaustenr"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("--text"), std::string::npos) << e.what();
+    // The library names no option; the CLI and Python say how to give a text (ErrorHint).
+    EXPECT_EQ(std::string(e.what()).find("--text"), std::string::npos) << e.what();
+    EXPECT_EQ(e.hint(), ErrorHint::TextFile);
   }
 }
 

@@ -1,0 +1,33 @@
+#pragma once
+// An option's old spelling, kept for one release (docs/ARCHITECTURE.md,
+// "Vocabulary"): it sets the same variable, shows under "Deprecated" in
+// --help, and warns on stderr (stdout may be --json) when used.
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace selq::cli {
+
+inline void warn_deprecated(const std::string& old_name, const std::string& new_name) {
+  fmt::print(stderr, "selq: warning: {} is deprecated; use {}\n", old_name, new_name);
+}
+
+template <typename T>
+CLI::Option* add_deprecated_option(CLI::App* cmd, const std::string& old_name, T& target,
+                                   const std::string& new_name) {
+  auto* opt = cmd->add_option(old_name, target, "deprecated: use " + new_name);
+  opt->group("Deprecated");
+  opt->each([old_name, new_name](const std::string&) { warn_deprecated(old_name, new_name); });
+  return opt;
+}
+
+inline CLI::Option* add_deprecated_flag(CLI::App* cmd, const std::string& old_name, bool& target,
+                                        const std::string& new_name) {
+  auto* opt = cmd->add_flag(old_name, target, "deprecated: use " + new_name);
+  opt->group("Deprecated");
+  opt->each([old_name, new_name](const std::string&) { warn_deprecated(old_name, new_name); });
+  return opt;
+}
+
+}  // namespace selq::cli
