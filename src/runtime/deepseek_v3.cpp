@@ -58,10 +58,14 @@ void require_value(const json& c, const char* key, const char* implemented, bool
 inline float silu(float a) { return a / (1.0f + std::exp(-a)); }
 
 // Rows [r0, r0 + rows) of matrix `e` of a float 3-D stack [experts, R, C]
-// as a Matrix (BF16 bits copied as they are).
-Matrix stack_slice(const TensorView& v, std::int64_t e, std::int64_t r0, std::int64_t rows) {
+// as a Matrix (BF16 bits read in place with a `mapping`, else copied as they are).
+Matrix stack_slice(const TensorView& v, std::int64_t e, std::int64_t r0, std::int64_t rows,
+                   const std::shared_ptr<const void>& mapping) {
   const std::int64_t R = v.info->shape[1], C = v.info->shape[2];
   const auto first = static_cast<std::uint64_t>((e * R + r0) * C), n = static_cast<std::uint64_t>(rows * C);
+  const std::uint8_t* at = v.bytes.data() + 2 * first;
+  if (v.info->dtype == DType::BF16 && mapping && reinterpret_cast<std::uintptr_t>(at) % 2 == 0)
+    return Matrix::from_mapped_bf16(reinterpret_cast<const std::uint16_t*>(at), rows, C, mapping);
   if (v.info->dtype == DType::BF16) {
     std::vector<std::uint16_t> bits(n);
     std::memcpy(bits.data(), v.bytes.data() + 2 * first, 2 * n);
@@ -145,13 +149,14 @@ DeepseekV3Config deepseek_v3_config_from_json(const json& file, const std::strin
 }
 
 std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) {
-  auto ck = io::Checkpoint::open(path);
+  const std::shared_ptr<const io::Checkpoint> ck = io::Checkpoint::open(path);
+  const auto mapping = mapping_of(ck);
   auto m = std::unique_ptr<DeepseekV3Model>(new DeepseekV3Model());
   m->path_ = path;
   m->cfg_ = deepseek_v3_config_from_json(ck->config(), path);
   const DeepseekV3Config& c = m->cfg_;
   const std::int64_t qk = c.qk_dim();
-  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden);
+  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden, mapping);
   m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
 
   auto is_moe = [&](std::int64_t layer) { return layer >= c.first_dense; };
@@ -176,10 +181,10 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
       if (c.shared_experts > 0) add_mlp(p + "mlp.shared_experts.");
     }
   }
-  LinearLoader loader(*ck, modules);
+  LinearLoader loader(*ck, modules, mapping);
   m->dialect_ = loader.dialect();
   if (ck->find("lm_head.weight")) {
-    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden);
+    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden, mapping);
     m->head_stored_bits_ = loader.stored_bits("lm_head");
   } else if (!c.tie_embeddings) {
     throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
@@ -262,9 +267,9 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
       for (std::int64_t e = 0; e < E; ++e) {
         const std::string q = p + fmt::format("mlp.experts.{}.", e);
         DeepseekMlp mm;
-        mm.gate = part(q + "gate_proj", stack_slice(sv, e, 0, I), gu_bits, sv);
-        mm.up = part(q + "up_proj", stack_slice(sv, e, I, I), gu_bits, sv);
-        mm.down = part(q + "down_proj", stack_slice(dv, e, 0, H), d_bits, dv);
+        mm.gate = part(q + "gate_proj", stack_slice(sv, e, 0, I, mapping), gu_bits, sv);
+        mm.up = part(q + "up_proj", stack_slice(sv, e, I, I, mapping), gu_bits, sv);
+        mm.down = part(q + "down_proj", stack_slice(dv, e, 0, H, mapping), d_bits, dv);
         L.experts.push_back(std::move(mm));
       }
     } else {

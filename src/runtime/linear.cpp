@@ -79,11 +79,14 @@ std::optional<Matrix> fp8_factors(const SchemeSpec& spec, std::span<const std::s
 
 }  // namespace
 
-Matrix load_matrix(const TensorView& v, std::int64_t rows, std::int64_t cols) {
+Matrix load_matrix(const TensorView& v, std::int64_t rows, std::int64_t cols,
+                   const std::shared_ptr<const void>& mapping) {
   const auto n = static_cast<std::size_t>(rows * cols);
   if (shape_numel(v.info->shape) != n)
     throw_bad_input(fmt::format("{} has {} elements, the model expects [{}, {}]", v.info->name,
                                 shape_numel(v.info->shape), rows, cols));
+  if (v.info->dtype == DType::BF16 && mapping && reinterpret_cast<std::uintptr_t>(v.bytes.data()) % 2 == 0)
+    return Matrix::from_mapped_bf16(reinterpret_cast<const std::uint16_t*>(v.bytes.data()), rows, cols, mapping);
   if (v.info->dtype == DType::BF16) {
     std::vector<std::uint16_t> bits(n);
     std::memcpy(bits.data(), v.bytes.data(), 2 * n);
@@ -92,6 +95,11 @@ Matrix load_matrix(const TensorView& v, std::int64_t rows, std::int64_t cols) {
   std::vector<float> f(n);
   load_floats(v.info->dtype, v.bytes.data(), 0, n, f.data());
   return Matrix::from_f32(std::move(f), rows, cols);
+}
+
+std::shared_ptr<const void> mapping_of(const std::shared_ptr<const io::Checkpoint>& ckpt) {
+  if (!ckpt || ckpt->is_remote()) return nullptr;
+  return ckpt;
 }
 
 SchemeSpec scheme_from_config_json(const std::string& dialect, const nlohmann::json& scheme_json) {
@@ -121,11 +129,14 @@ struct LinearLoader::Impl {
   std::unique_ptr<exporter::EngineResolver> resolver;
   std::map<std::string, SchemeSpec> by_json;  // memo of scheme_from_config_json
   std::map<std::string, std::uint64_t> module_bytes;  // stored bytes each module owns
+  std::shared_ptr<const void> mapping;                 // keeps ckpt's mapping open (load_matrix)
 };
 
-LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules)
+LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules,
+                           std::shared_ptr<const void> mapping)
     : impl_(std::make_unique<Impl>()) {
   impl_->ckpt = &ckpt;
+  impl_->mapping = std::move(mapping);
   for (const auto& t : ckpt.tensors()) impl_->module_bytes[recipe::owning_module(t.info.name)] += t.info.nbytes();
   const auto& cfg = ckpt.config();
   if (cfg.is_object() && cfg.contains("quantization_config") && !cfg["quantization_config"].is_null()) {
@@ -193,7 +204,7 @@ Linear LinearLoader::load(const std::string& module) const {
                                   dtype_name(v.info->dtype), shape_to_string(s)));
     l.out = s[0];
     l.in = s[1];
-    l.weight = load_matrix(v, l.out, l.in);
+    l.weight = load_matrix(v, l.out, l.in, impl_->mapping);
     l.scheme = dtype_name(v.info->dtype);
     l.stored_bits = stored_bits(module);
     return l;

@@ -39,7 +39,10 @@ class Linear {
 class LinearLoader {
  public:
   // `modules`: every linear module of the model (names without ".weight").
-  LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules);
+  // With `mapping` (what keeps `ckpt` open), unquantized BF16 weights are
+  // read in place from its mapping (load_matrix).
+  LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules,
+               std::shared_ptr<const void> mapping = {});
   ~LinearLoader();
   LinearLoader(const LinearLoader&) = delete;
   LinearLoader& operator=(const LinearLoader&) = delete;
@@ -58,9 +61,15 @@ class LinearLoader {
   std::string dialect_;
 };
 
-// A float tensor's values as a Matrix [rows, cols]: BF16 bits copied as they
-// are, any other float type through F32 (and stored BF16 when exact).
-Matrix load_matrix(const TensorView& v, std::int64_t rows, std::int64_t cols);
+// A float tensor's values as a Matrix [rows, cols]: BF16 bits read in place
+// when `mapping` keeps the view's checkpoint open (else copied as they are),
+// any other float type through F32 (and stored BF16 when exact).
+Matrix load_matrix(const TensorView& v, std::int64_t rows, std::int64_t cols,
+                   const std::shared_ptr<const void>& mapping = {});
+
+// What keeps a local checkpoint's mapping alive for load_matrix (the
+// checkpoint itself); empty for a remote one, whose bytes are downloaded.
+std::shared_ptr<const void> mapping_of(const std::shared_ptr<const io::Checkpoint>& ckpt);
 
 // The SchemeSpec whose dialect config object equals `scheme_json` (the form
 // the engine resolvers return); Unsupported when no known scheme matches.

@@ -49,20 +49,33 @@ Matrix Matrix::from_f32(std::vector<float> values, std::int64_t rows, std::int64
     m.f32 = std::move(values);
     return m;
   }
-  m.bf16.resize(values.size());
+  std::vector<std::uint16_t> bits(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
     std::uint32_t u;
     std::memcpy(&u, &values[i], 4);
-    m.bf16[i] = static_cast<std::uint16_t>(u >> 16);
+    bits[i] = static_cast<std::uint16_t>(u >> 16);
   }
-  return m;
+  return from_bf16(std::move(bits), rows, cols);
 }
 
 Matrix Matrix::from_bf16(std::vector<std::uint16_t> bits, std::int64_t rows, std::int64_t cols) {
   Matrix m;
   m.rows = rows;
   m.cols = cols;
-  m.bf16 = std::move(bits);
+  auto owned = std::make_shared<const std::vector<std::uint16_t>>(std::move(bits));
+  m.bf16 = std::span<const std::uint16_t>(*owned);
+  m.storage = std::move(owned);
+  return m;
+}
+
+Matrix Matrix::from_mapped_bf16(const std::uint16_t* bits, std::int64_t rows, std::int64_t cols,
+                                std::shared_ptr<const void> keep_alive) {
+  Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.bf16 = std::span<const std::uint16_t>(bits, static_cast<std::size_t>(rows * cols));
+  m.storage = std::move(keep_alive);
+  m.mapped = true;
   return m;
 }
 

@@ -62,13 +62,14 @@ LlamaConfig llama_config_from_json(const nlohmann::json& file, const std::string
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
-  auto ck = io::Checkpoint::open(path);
+  const std::shared_ptr<const io::Checkpoint> ck = io::Checkpoint::open(path);
+  const auto mapping = mapping_of(ck);
   auto m = std::unique_ptr<LlamaModel>(new LlamaModel());
   m->path_ = path;
   m->cfg_ = llama_config_from_json(ck->config(), path);
   m->model_type_ = decoder_config(ck->config())["model_type"].get<std::string>();
   const LlamaConfig& c = m->cfg_;
-  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden);
+  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden, mapping);
   m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
   static const char* kLinears[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                                    "self_attn.o_proj", "mlp.gate_proj",   "mlp.up_proj",
@@ -76,10 +77,10 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   std::vector<std::string> modules;
   for (std::int64_t i = 0; i < c.layers; ++i)
     for (const char* n : kLinears) modules.push_back(fmt::format("model.layers.{}.{}", i, n));
-  LinearLoader loader(*ck, modules);
+  LinearLoader loader(*ck, modules, mapping);
   m->dialect_ = loader.dialect();
   if (ck->find("lm_head.weight")) {
-    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden);
+    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden, mapping);
     m->head_stored_bits_ = loader.stored_bits("lm_head");
   } else if (!c.tie_embeddings) {
     throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));

@@ -187,6 +187,35 @@ TEST_P(ModelTest, ThreadCountDoesNotChangeLogits) {
 
 INSTANTIATE_TEST_SUITE_P(TiedAndUntied, ModelTest, ::testing::Bool());
 
+// A BF16 checkpoint's weights are read in place from its mapping (nothing
+// copied into anonymous memory) and give the same logits as a copy would; the
+// model keeps the mapping open, so it runs after the files are gone. F32
+// weights are converted, so they are held, not mapped.
+TEST(ModelWeights, Bf16IsMappedNotCopied) {
+  TinyLlama c;
+  auto dir = tmpdir("mapped");
+  auto w = write_tiny_llama(dir, c, true);
+  auto m = LlamaModel::load(dir);
+  std::vector<std::int32_t> toks{1, 5, 9, 63, 0, 17};
+  const auto before = m->forward(toks);
+  std::filesystem::remove_all(dir);
+  for (const Linear* l : m->linears()) {
+    EXPECT_TRUE(l->weight.mapped) << l->module;
+    EXPECT_EQ(l->weight.resident_bytes(), 0u) << l->module;
+  }
+  m->reset();
+  const auto after = m->forward(toks);
+  ASSERT_EQ(before.size(), after.size());
+  EXPECT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * sizeof(float)));
+  expect_close(after, naive_logits(w, c, toks), 0, 2e-4f);
+
+  auto f32dir = tmpdir("held");
+  write_tiny_llama(f32dir, c, false);
+  auto f = LlamaModel::load(f32dir);
+  for (const Linear* l : f->linears()) EXPECT_FALSE(l->weight.mapped) << l->module;
+  std::filesystem::remove_all(f32dir);
+}
+
 TEST(ModelConfig, RejectsWhatItCannotRun) {
   nlohmann::json c = {{"model_type", "llama"}, {"hidden_size", 64}, {"intermediate_size", 128},
                       {"num_hidden_layers", 1}, {"num_attention_heads", 4}, {"num_key_value_heads", 3},
