@@ -84,14 +84,21 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
   std::vector<std::vector<float>> out;
   std::map<std::string, float> group_amax;
   std::vector<TensorInfo> infos;
-  for (const auto& m : unit.members) {
-    const auto& l = linear_of(model, m.module);
-    infos.push_back({m.module, l.weight.is_bf16() ? DType::BF16 : DType::F32, {l.out, l.in}});
+  // A weight held as stored or as FP8 factors is read through F32 (once per member).
+  auto plain = [](const runtime::Matrix& w) { return !w.is_stored() && w.row_scale.empty(); };
+  std::vector<std::vector<float>> as_f32(unit.members.size());
+  for (std::size_t i = 0; i < unit.members.size(); ++i) {
+    const auto& l = linear_of(model, unit.members[i].module);
+    if (!plain(l.weight)) as_f32[i] = l.weight.to_f32();
+    infos.push_back({unit.members[i].module, plain(l.weight) && l.weight.is_bf16() ? DType::BF16 : DType::F32,
+                     {l.out, l.in}});
   }
   auto view_of = [&](std::size_t i) {  // the weight as the runtime holds it (BF16 or F32)
     const auto& w = linear_of(model, unit.members[i].module).weight;
-    const void* p = w.is_bf16() ? static_cast<const void*>(w.bf16.data()) : static_cast<const void*>(w.f32.data());
-    return TensorView{&infos[i], std::span(static_cast<const std::uint8_t*>(p), w.bytes())};
+    const void* p = !plain(w)      ? static_cast<const void*>(as_f32[i].data())
+                    : w.is_bf16() ? static_cast<const void*>(w.bf16.data())
+                                  : static_cast<const void*>(w.f32.data());
+    return TensorView{&infos[i], std::span(static_cast<const std::uint8_t*>(p), infos[i].nbytes())};
   };
   // NVFP4 members of a fused group share the group's global amax.
   std::vector<std::string> group;

@@ -111,12 +111,17 @@ void quantize_weight(const SchemeSpec& spec, const TensorView& src,
 
 std::vector<float> dequantize_weight(const SchemeSpec& spec, const Shape& shape,
                                      std::span<const std::span<const std::uint8_t>> outs) {
+  std::vector<float> dst(static_cast<std::size_t>(shape_numel(shape)));
+  dequantize_weight_into(spec, shape, outs, dst.data());
+  return dst;
+}
+
+void dequantize_weight_into(const SchemeSpec& spec, const Shape& shape,
+                            std::span<const std::span<const std::uint8_t>> outs, float* dst) {
   const auto specs = scheme_outputs(spec, shape);
   const detail::Geometry g = detail::geometry_for(spec, shape);
   check_outs_sizes(specs, outs.size(), [&](std::size_t i) { return outs[i].size(); }, {});
-  std::vector<float> dst(static_cast<std::size_t>(g.experts * g.out * g.in));
-  scheme_traits(spec.kind).dequantize(spec, g, outs, dst.data());
-  return dst;
+  scheme_traits(spec.kind).dequantize(spec, g, outs, dst);
 }
 
 float tensor_amax(const TensorView& src) {

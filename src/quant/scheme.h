@@ -224,6 +224,9 @@ void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src,
 // Reconstructs F32 weights from the scheme's output tensors.
 std::vector<float> dequantize_weight(const SchemeSpec& spec, const Shape& shape,
                                      std::span<const std::span<const std::uint8_t>> outs);
+// The same into `dst` (numel(shape) floats), for callers that reuse a buffer.
+void dequantize_weight_into(const SchemeSpec& spec, const Shape& shape,
+                            std::span<const std::span<const std::uint8_t>> outs, float* dst);
 
 // amax(|w|) over a float tensor (used for NVFP4 fused global scales).
 float tensor_amax(const TensorView& src);

@@ -1,11 +1,15 @@
 // Engine-style loading of linear layers and their forward pass.
 #include "runtime/linear.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
@@ -17,6 +21,7 @@
 #include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
 #include "recipe/recipe.h"
+#include "runtime/stored_weight.h"
 
 namespace selq::runtime {
 
@@ -97,6 +102,26 @@ Matrix load_matrix(const TensorView& v, std::int64_t rows, std::int64_t cols,
   return Matrix::from_f32(std::move(f), rows, cols);
 }
 
+namespace {
+
+// Whether to hold quantized weights as stored: SELQ_RUNTIME_WEIGHTS=stored or
+// =dequantized decides; otherwise only when dequantizing them all (at most 8x
+// their stored bytes: a 4-bit value becomes an F32) would take more than half
+// of the machine's memory, since dequantizing on every use costs time.
+bool hold_stored(std::uint64_t quantized_bytes, const std::string& dir) {
+  if (const char* e = std::getenv("SELQ_RUNTIME_WEIGHTS"); e && *e) {
+    const std::string v = e;
+    if (v == "stored") return true;
+    if (v == "dequantized") return false;
+    throw_bad_input(fmt::format("SELQ_RUNTIME_WEIGHTS is '{}': expected stored or dequantized", v), {dir});
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const auto ram = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+  return ram > 0 && 8 * quantized_bytes > ram / 2;
+}
+
+}  // namespace
+
 std::shared_ptr<const void> mapping_of(const std::shared_ptr<const io::Checkpoint>& ckpt) {
   if (!ckpt || ckpt->is_remote()) return nullptr;
   return ckpt;
@@ -130,6 +155,7 @@ struct LinearLoader::Impl {
   std::map<std::string, SchemeSpec> by_json;  // memo of scheme_from_config_json
   std::map<std::string, std::uint64_t> module_bytes;  // stored bytes each module owns
   std::shared_ptr<const void> mapping;                 // keeps ckpt's mapping open (load_matrix)
+  bool hold_stored{false};                             // quantized weights as stored (StoredWeight)
 };
 
 LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules,
@@ -159,7 +185,17 @@ LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> 
     impl_->resolver = std::make_unique<exporter::EngineResolver>(exporter::vllm_engine_for(*impl_->dialect), qc,
                                                                  std::move(modules));
   }
+  if (impl_->mapping && (impl_->resolver || impl_->native_fp8)) {
+    std::set<std::string> quantized_modules;  // every module with a non-float tensor
+    for (const auto& t : ckpt.tensors())
+      if (!dtype_is_float_source(t.info.dtype)) quantized_modules.insert(recipe::owning_module(t.info.name));
+    std::uint64_t quantized = 0;
+    for (const auto& m : quantized_modules) quantized += impl_->module_bytes[m];
+    impl_->hold_stored = hold_stored(quantized, ckpt.dir());
+  }
 }
+
+bool LinearLoader::holds_stored() const { return impl_->hold_stored; }
 
 LinearLoader::~LinearLoader() = default;
 
@@ -242,8 +278,11 @@ Linear LinearLoader::load(const std::string& module) const {
   }
   l.out = shape[0];
   l.in = shape[1];
+  std::shared_ptr<const StoredWeight> kept;
   if (auto fp8 = fp8_factors(spec, outs, l.out, l.in))
     l.weight = std::move(*fp8);
+  else if (impl_->hold_stored && (kept = StoredWeight::make(spec, shape, outs, impl_->mapping)))
+    l.weight = Matrix::from_stored(std::move(kept));
   else
     l.weight = Matrix::from_f32(quant::dequantize_weight(spec, shape, outs), l.out, l.in);
   l.act = spec.act;

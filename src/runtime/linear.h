@@ -40,7 +40,10 @@ class LinearLoader {
  public:
   // `modules`: every linear module of the model (names without ".weight").
   // With `mapping` (what keeps `ckpt` open), unquantized BF16 weights are
-  // read in place from its mapping (load_matrix).
+  // read in place from its mapping (load_matrix), and quantized weights are
+  // held as stored (runtime/stored_weight.h) when holding them dequantized
+  // would take more than half the machine's memory, or always with
+  // SELQ_RUNTIME_WEIGHTS=stored (=dequantized: never).
   LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> modules,
                std::shared_ptr<const void> mapping = {});
   ~LinearLoader();
@@ -54,6 +57,8 @@ class LinearLoader {
   double stored_bits(const std::string& module) const;
   // "compressed-tensors", "quark", "modelopt" or "" (unquantized checkpoint).
   const std::string& dialect() const { return dialect_; }
+  // Quantized weights are held as stored, dequantized where used.
+  bool holds_stored() const;
 
  private:
   struct Impl;

@@ -8,7 +8,10 @@
 // row, the two factors of the stored checkpoint. An unquantized BF16 weight of
 // a local checkpoint is not copied: the matrix reads the checkpoint's read-only
 // mapping, so its pages are the page cache's (shared, dropped and re-read under
-// memory pressure) and a model larger than RAM still runs, slower. Products accumulate
+// memory pressure) and a model larger than RAM still runs, slower. A quantized
+// weight that dequantizes to F32 can be held as stored instead
+// (runtime/stored_weight.h: 4-bit weights at their stored size), dequantized
+// a block of rows at a time in the products, with the same results. Products accumulate
 // in F32 and run on every TBB thread; each output element is computed by the
 // same instructions in the same order whatever the thread count, so results
 // are bit-identical for 1, 2 or N threads.
@@ -19,6 +22,8 @@
 
 namespace selq::runtime {
 
+class StoredWeight;
+
 struct Matrix {
   std::int64_t rows{0}, cols{0};        // row-major [rows, cols]
   std::span<const std::uint16_t> bf16;  // BF16 bits, when every value is exactly BF16 (in `storage`)
@@ -26,6 +31,7 @@ struct Matrix {
   std::vector<float> row_scale;         // with bf16 only: value[r, c] = bf16[r, c] * row_scale[r]
   std::shared_ptr<const void> storage;  // what holds bf16's bits: its own vector, or a checkpoint's mapping
   bool mapped{false};                   // bf16 is in a checkpoint's mapping (page cache), not anonymous memory
+  std::shared_ptr<const StoredWeight> stored;  // or: the quantized weight as stored, dequantized where used
 
   // BF16 when that loses nothing, else F32 (`values` moved in).
   static Matrix from_f32(std::vector<float> values, std::int64_t rows, std::int64_t cols);
@@ -35,12 +41,15 @@ struct Matrix {
   // BF16 bits read in place from a mapping that `keep_alive` holds open.
   static Matrix from_mapped_bf16(const std::uint16_t* bits, std::int64_t rows, std::int64_t cols,
                                  std::shared_ptr<const void> keep_alive);
+  static Matrix from_stored(std::shared_ptr<const StoredWeight> weight);
 
   bool is_bf16() const { return !bf16.empty(); }
+  bool is_stored() const { return stored != nullptr; }
   std::uint64_t size() const { return static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols); }
-  std::uint64_t bytes() const { return (is_bf16() ? 2 * size() : 4 * size()) + 4 * row_scale.size(); }
-  // The bytes held in anonymous memory (a mapped matrix's live in the page cache).
-  std::uint64_t resident_bytes() const { return mapped ? 4 * row_scale.size() : bytes(); }
+  // Bytes of the values as held: BF16, F32, or the stored tensors.
+  std::uint64_t bytes() const;
+  // The bytes held in anonymous memory (a mapped or stored matrix's live in the page cache).
+  std::uint64_t resident_bytes() const { return mapped || is_stored() ? 4 * row_scale.size() : bytes(); }
   // Row r as F32 into out[cols] (with a row scale: the one F32 product
   // bf16 * scale, the value the checkpoint's dequantization gives).
   void row_f32(std::int64_t r, float* out) const;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -108,6 +109,22 @@ TEST_P(QuantLoad, LinearsResolveAndDequantize) {
   auto a = base->forward(toks), b = q->forward(toks);
   EXPECT_LT(rel_err(b, a), 0.8) << "quantized logits far from the base's";  // W4A4 MXFP4 on random weights: ~0.57
   EXPECT_GT(rel_err(b, a), 0.0) << "quantization changed nothing";
+
+  // Held as stored and dequantized where used (runtime/stored_weight.h): the same logits, bit for bit.
+  ::setenv("SELQ_RUNTIME_WEIGHTS", "stored", 1);
+  auto qs = LlamaModel::load(dst);
+  ::unsetenv("SELQ_RUNTIME_WEIGHTS");
+  for (const Linear* l : qs->linears()) {
+    const std::string scheme = l->scheme;
+    if (scheme.starts_with("nvfp4") || scheme.starts_with("mxfp")) {
+      EXPECT_TRUE(l->weight.is_stored()) << l->module;
+    } else if (scheme == "fp8-channel" || scheme == "BF16") {
+      EXPECT_FALSE(l->weight.is_stored()) << l->module;
+    }
+  }
+  const auto bs = qs->forward(toks);
+  ASSERT_EQ(bs.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(bs.data(), b.data(), b.size() * sizeof(float)));
   std::filesystem::remove_all(src);
   std::filesystem::remove_all(dst);
 }
