@@ -334,6 +334,9 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
     const std::vector<io::TensorBytes> rounded = round_layer(source, mine, hs, options.dampening, missed);
     io::save_safetensors(path, rounded, {{"fingerprint", fp}, {"unreached", joined(missed)}});
     run_on(layer);
+    // The sequences are past this layer and its file holds the rounded weights
+    // for the writer: drop them, so the pass holds one layer's at a time.
+    for (Linear* l : linears) l->weight = Matrix{};
     std::vector<io::TensorBytes> state;
     for (std::size_t s = 0; s < seqs.size(); ++s)
       state.push_back(f32_tensor(fmt::format("sequence.{}", s), hidden[s],
