@@ -125,6 +125,7 @@ nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int 
     pass.text_path = calibration_text.value_or("");
     pass.max_tokens = calibration_tokens;
     pass.context = calibration_context;
+    pass.hessian_budget = memory_budget;
     pass.work_dir = runtime::gptq_work_dir(dst);
     pipeline::Plan plan = h.plan;
     o.rounded = runtime::run_gptq_pass(*h.checkpoint, plan, pass);

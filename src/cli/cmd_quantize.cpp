@@ -80,7 +80,8 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       ->check(CLI::IsMember({"auto", "shard", "tensor"}));
   cmd->add_option("--memory-budget", args->memory_budget,
                   "Bound on the run's anonymous memory, whatever the core count (default 512MiB, at\n"
-                  "least 64MiB): tensors too large for their share are quantized in row blocks");
+                  "least 64MiB): tensors too large for their share are quantized in row blocks; with --rounding\n"
+                  "gptq it also bounds a layer's Hessians (its linears are then rounded in batches)");
   cmd->callback([args, &status] {
     // Under mpirun only rank 0 reports (it writes the manifest from every rank's records).
     if (dist::ranks().rank() != 0) {
@@ -113,6 +114,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
     gptq.max_tokens = args->calibration_tokens;
     gptq.threads = args->threads;
     gptq.context = args->calibration_context;
+    gptq.hessian_budget = qo.memory_budget;
     gptq.on_progress = [&args](const std::string& line) {
       if (!args->quiet) fmt::print(stderr, "selq: {}\n", line);
     };

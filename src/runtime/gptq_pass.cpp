@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -236,12 +237,41 @@ Hessians gather_hessians(CausalLM& model, std::int64_t layer, const std::vector<
   return hs;
 }
 
-// Rounds a layer's targets (each swapped into the model), as the tensors of
-// its file: the rounded weights and the scale search's channel weights.
-// `unreached` gets the modules no input row reached (kUnreachedExpertGptqRule).
-std::vector<io::TensorBytes> round_layer(const io::Checkpoint& source,
-                                         const std::vector<std::pair<Linear*, const Target*>>& mine,
-                                         const Hessians& hs, double dampening, std::vector<std::string>& unreached) {
+using LayerTargets = std::vector<std::pair<Linear*, const Target*>>;
+
+// A layer's targets in batches whose Hessians fit `budget` bytes (0: one
+// batch); the readers of one input stay together, and an input larger than
+// the budget is a batch of its own.
+std::vector<LayerTargets> hessian_batches(const LayerTargets& mine, std::uint64_t budget) {
+  std::vector<LayerTargets> batches(1);
+  std::uint64_t bytes = 0;
+  std::map<std::string, LayerTargets> by_input;  // in first-reader order below
+  std::vector<std::string> order;
+  for (const auto& lt : mine) {
+    const std::string key = input_key(lt.first->module);
+    if (!by_input.contains(key)) order.push_back(key);
+    by_input[key].push_back(lt);
+  }
+  for (const auto& key : order) {
+    const LayerTargets& readers = by_input[key];
+    const auto in = static_cast<std::uint64_t>(readers.front().first->in);
+    if (budget > 0 && !batches.back().empty() && bytes + 8 * in * in > budget) {
+      batches.emplace_back();
+      bytes = 0;
+    }
+    batches.back().insert(batches.back().end(), readers.begin(), readers.end());
+    bytes += 8 * in * in;
+  }
+  return batches;
+}
+
+// Rounds a batch of a layer's targets into `rounded` (swapped into the model
+// once the whole layer is done), as the tensors of its file: the rounded
+// weights and the scale search's channel weights. `unreached` gets the
+// modules no input row reached (kUnreachedExpertGptqRule).
+std::vector<io::TensorBytes> round_batch(const io::Checkpoint& source, const LayerTargets& mine, const Hessians& hs,
+                                         double dampening, std::vector<std::string>& unreached,
+                                         std::vector<std::pair<Linear*, Matrix>>& rounded) {
   std::vector<io::TensorBytes> out;
   for (const auto& [l, t] : mine) {
     const pipeline::PlannedTensor& pt = *t->tensor;
@@ -260,8 +290,27 @@ std::vector<io::TensorBytes> round_layer(const io::Checkpoint& source,
       unreached.push_back(pt.module);
     }
     out.push_back(f32_tensor(pt.source, q, pt.source_info.shape));
-    l->weight = Matrix::from_f32(std::move(q), l->out, l->in);
+    rounded.emplace_back(l, Matrix::from_f32(std::move(q), l->out, l->in));
   }
+  return out;
+}
+
+// Rounds a layer's targets: each batch's Hessians gathered with the layer's
+// weights as they were (none is swapped before the last batch), so the
+// batches give what one batch would.
+std::vector<io::TensorBytes> round_layer(CausalLM& model, std::int64_t layer, const io::Checkpoint& source,
+                                         const LayerTargets& mine, const std::vector<std::vector<float>>& hidden,
+                                         std::int64_t hidden_size, const GptqPassOptions& options,
+                                         std::vector<std::string>& unreached) {
+  std::vector<io::TensorBytes> out;
+  std::vector<std::pair<Linear*, Matrix>> rounded;
+  for (const LayerTargets& batch : hessian_batches(mine, options.hessian_budget)) {
+    std::vector<Linear*> linears;
+    for (const auto& [l, t] : batch) linears.push_back(l);
+    const Hessians hs = gather_hessians(model, layer, linears, hidden, hidden_size);
+    for (auto& t : round_batch(source, batch, hs, options.dampening, unreached, rounded)) out.push_back(std::move(t));
+  }
+  for (auto& [l, w] : rounded) l->weight = std::move(w);
   return out;
 }
 
@@ -327,16 +376,14 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
       run_on(layer);
       continue;
     }
-    std::vector<Linear*> linears;
-    for (const auto& [l, t] : mine) linears.push_back(l);
-    const Hessians hs = gather_hessians(*model, layer, linears, hidden, hidden_size);
     std::vector<std::string> missed;
-    const std::vector<io::TensorBytes> rounded = round_layer(source, mine, hs, options.dampening, missed);
+    const std::vector<io::TensorBytes> rounded =
+        round_layer(*model, layer, source, mine, hidden, hidden_size, options, missed);
     io::save_safetensors(path, rounded, {{"fingerprint", fp}, {"unreached", joined(missed)}});
     run_on(layer);
     // The sequences are past this layer and its file holds the rounded weights
     // for the writer: drop them, so the pass holds one layer's at a time.
-    for (Linear* l : linears) l->weight = Matrix{};
+    for (const auto& [l, t] : mine) l->weight = Matrix{};
     std::vector<io::TensorBytes> state;
     for (std::size_t s = 0; s < seqs.size(); ++s)
       state.push_back(f32_tensor(fmt::format("sequence.{}", s), hidden[s],
