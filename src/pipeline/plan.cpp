@@ -176,181 +176,222 @@ Plan::LinearTotals Plan::linear_totals() const {
   return totals;
 }
 
-Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const PlanOptions& options) {
-  Plan plan;
-  plan.source = ckpt.dir();
-  plan.calibration = options.calibration;
-  plan.recipe_path = recipe.path;
-  if (options.dialect) {
-    plan.dialect = *options.dialect;
-  } else {
-    auto d = exporter::dialect_from_name(recipe.dialect.empty() ? "compressed-tensors" : recipe.dialect);
-    if (!d) throw_bad_input(fmt::format("unknown dialect '{}'", recipe.dialect), {recipe.path});
-    plan.dialect = *d;
+namespace {
+
+// GPTQ rounds a 2-D linear weight of the source's float values (runtime/gptq_pass.h).
+void check_gptq_tensor(const quant::SchemeSpec& spec, const PlannedTensor& pt, const Shape& shape,
+                       const std::string& recipe_path) {
+  try {
+    quant::check_gptq_supported(spec, pt.source);
+  } catch (const Error& e) {
+    throw Error(e.kind(), e.message(), {recipe_path, pt.source}, e.hint());
   }
-
-  std::vector<TensorInfo> infos;
-  infos.reserve(ckpt.tensors().size());
-  for (const auto& t : ckpt.tensors()) infos.push_back(t.info);
-  recipe::Resolution res = recipe::resolve_recipe(recipe, infos, ckpt.config());
-  plan.warnings = res.warnings;
-  if (options.strict && !plan.warnings.empty())
-    throw_bad_input(fmt::format("strict planning refuses {} warning(s); first: {}", plan.warnings.size(),
-                                plan.warnings.front()),
-                    {recipe.path});
-  if (res.decisions.size() != infos.size())
-    throw Error(ErrorKind::Internal, "recipe resolution returned a different tensor count");
-
-  const DType model_dtype = io::model_float_dtype(ckpt);
-  // GPTQ rounds a 2-D linear weight of the source's float values (runtime/gptq_pass.h).
-  auto check_gptq_tensor = [](const quant::SchemeSpec& spec, const PlannedTensor& pt, const Shape& shape,
-                              const std::string& recipe_path) {
-    try {
-      quant::check_gptq_supported(spec, pt.source);
-    } catch (const Error& e) {
-      throw Error(e.kind(), e.message(), {recipe_path, pt.source}, e.hint());
-    }
-    if (pt.stored)
-      throw_unsupported("rounding 'gptq' of an already-quantized module is not implemented (GPTQ runs on the "
-                        "source's float weights); give its rule `rounding: mse`",
-                        {recipe_path, pt.source});
-    if (shape.size() != 2)
-      throw_unsupported(fmt::format("rounding 'gptq' of a {}-D expert stack is not implemented; give its rule "
-                                    "`rounding: mse`",
-                                    shape.size()),
-                        {recipe_path, pt.source});
-  };
-  std::optional<InputMoments> moments;  // read when a rule first rounds `weighted`
-  auto channel_weights = [&](const std::string& module, const Shape& shape, const std::string& tensor) {
-    if (shape.size() != 2)
-      throw_bad_input(fmt::format("rounding 'weighted' of a {}-D expert stack is not implemented (its calibration "
-                                  "is per expert module); give its rule `rounding: mse`",
+  if (pt.stored)
+    throw_unsupported("rounding 'gptq' of an already-quantized module is not implemented (GPTQ runs on the "
+                      "source's float weights); give its rule `rounding: mse`",
+                      {recipe_path, pt.source});
+  if (shape.size() != 2)
+    throw_unsupported(fmt::format("rounding 'gptq' of a {}-D expert stack is not implemented; give its rule "
+                                  "`rounding: mse`",
                                   shape.size()),
-                      {recipe.path, tensor});
-    if (options.calibration_path.empty())
-      throw_bad_input("rounding 'weighted' weighs each input channel by its mean squared activation, which needs a "
-                      "calibration",
-                      {recipe.path, tensor}, ErrorHint::CalibrationFile);
-    if (!moments) moments = load_input_moments(options.calibration_path);
-    const auto it = moments->find(module);
-    if (it == moments->end())
-      throw_bad_input(fmt::format("no input second moments for module '{}' (rounding 'weighted'); was the "
-                                  "calibration made on this model?",
-                                  module),
-                      {options.calibration_path, tensor});
-    if (static_cast<std::int64_t>(it->second->size()) != shape[1])
-      throw_bad_input(fmt::format("input second moments of '{}' have {} channels, the weight has {} inputs",
-                                  module, it->second->size(), shape[1]),
-                      {options.calibration_path, tensor});
-    return it->second;
-  };
-  std::unique_ptr<StoredWeightFinder> stored_weights;  // only when something is re-quantized
-  auto find_stored = [&](const std::string& module) {
-    if (!stored_weights) {
-      std::vector<std::string> modules;
-      for (const auto& t : ckpt.tensors())
-        if (is_weight_tensor_of_module(t.info.name)) modules.push_back(recipe::owning_module(t.info.name));
-      stored_weights = std::make_unique<StoredWeightFinder>(ckpt, std::move(modules), model_dtype);
-    }
-    return stored_weights->find(module);
-  };
-  // compressed-tensors keeps a compressed-tensors source's own config groups
-  // for what passes through (export/dialect_ct.cpp); every other pairing
-  // describes pre-quantized modules by their stored scheme.
-  const nlohmann::json& source_qc = ckpt.config().is_object() && ckpt.config().contains("quantization_config")
-                                        ? ckpt.config()["quantization_config"]
-                                        : nlohmann::json();
-  if (auto method = exporter::unread_quant_method(source_qc))
+                      {recipe_path, pt.source});
+}
+
+exporter::Dialect plan_dialect(const recipe::Recipe& recipe, const PlanOptions& options) {
+  if (options.dialect) return *options.dialect;
+  auto d = exporter::dialect_from_name(recipe.dialect.empty() ? "compressed-tensors" : recipe.dialect);
+  if (!d) throw_bad_input(fmt::format("unknown dialect '{}'", recipe.dialect), {recipe.path});
+  return *d;
+}
+
+// The source's quantization_config; refuses one whose quantized tensors selq cannot read.
+const nlohmann::json& readable_source_config(const io::Checkpoint& ckpt) {
+  static const nlohmann::json none;
+  const nlohmann::json& qc = ckpt.config().is_object() && ckpt.config().contains("quantization_config")
+                                 ? ckpt.config()["quantization_config"]
+                                 : none;
+  if (auto method = exporter::unread_quant_method(qc))
     throw_unsupported(fmt::format("the source's quantization_config (quant_method '{}') is not one selq reads "
                                   "(compressed-tensors, quark, modelopt, or fp8 with weight_block_size); its "
                                   "quantized tensors cannot pass through or be re-quantized",
                                   *method),
                       {ckpt.dir() + "/config.json"});
-  const bool keeps_source_groups =
-      plan.dialect == exporter::Dialect::CompressedTensors && exporter::keeps_source_ct_groups(source_qc);
-  std::map<std::string, std::size_t> module_index;  // module -> linear_modules position
-  plan.tensors.reserve(infos.size());
-  for (std::size_t i = 0; i < infos.size(); ++i) {
-    const auto& d = res.decisions[i];
+  return qc;
+}
+
+// make_plan's steps over the resolver's decisions, one tensor at a time.
+class PlanBuilder {
+ public:
+  PlanBuilder(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const PlanOptions& options, Plan& plan)
+      : ckpt_(ckpt), recipe_(recipe), options_(options), plan_(plan), model_dtype_(io::model_float_dtype(ckpt)) {
+    // compressed-tensors keeps a compressed-tensors source's own config groups
+    // for what passes through (export/dialect_ct.cpp); every other pairing
+    // describes pre-quantized modules by their stored scheme.
+    const nlohmann::json& source_qc = readable_source_config(ckpt);
+    keeps_source_groups_ =
+        plan.dialect == exporter::Dialect::CompressedTensors && exporter::keeps_source_ct_groups(source_qc);
+  }
+
+  void add(std::size_t i, const recipe::TensorDecision& d, TensorInfo info) {
     PlannedTensor pt;
-    pt.source = infos[i].name;
-    pt.source_shard = ckpt.tensors()[i].shard;
-    pt.source_info = std::move(infos[i]);  // `infos` was the resolver's input only
+    pt.source = info.name;
+    pt.source_shard = ckpt_.tensors()[i].shard;
+    pt.source_info = std::move(info);
     pt.action = d.action;
     pt.module = recipe::owning_module(pt.source);
     // A re-quantized module's scales are read with its weight, not written.
-    if (d.action == recipe::Action::Consumed) continue;
+    if (d.action == recipe::Action::Consumed) return;
     if (d.action == recipe::Action::Requantize) pt.stored = find_stored(pt.module);
-    if (d.action == recipe::Action::Quantize || d.action == recipe::Action::Requantize) {
-      if (!d.scheme) throw Error(ErrorKind::Internal, "quantize decision without a scheme", {"", pt.source});
-      const Shape& shape = pt.stored ? pt.stored->shape : pt.source_info.shape;
-      if (!pt.stored && !dtype_is_float_source(pt.source_info.dtype))
-        throw_bad_input(fmt::format("cannot quantize a {} tensor (only F32/F16/BF16 sources)",
-                                    dtype_name(pt.source_info.dtype)),
-                        {recipe.path, pt.source});
-      exporter::check_dialect_supports(plan.dialect, *d.scheme);
-      quant::SchemeSpec spec = exporter::adapt_scheme_for_dialect(plan.dialect, *d.scheme, model_dtype);
-      std::vector<quant::OutTensorSpec> outs;
-      try {
-        outs = quant::scheme_outputs(spec, shape);
-      } catch (const Error& e) {
-        throw Error(e.kind(), e.message(), {recipe.path, pt.source}, e.hint());
-      }
-      for (const auto& o : outs)
-        pt.outputs.push_back(
-            {{exporter::output_tensor_name(plan.dialect, spec, o.role, pt.module), o.dtype, o.shape}, o.role});
-      if (auto act = static_activation_output(spec, shape, pt.module, options, recipe.path, pt.source)) {
-        pt.outputs.push_back(
-            {{exporter::output_tensor_name(plan.dialect, spec, act->role, pt.module), act->dtype, act->shape},
-             act->role});
-        pt.input_amax = options.activation_amax.at(pt.module);
-      }
-      // No rounding does better than keeping every value (error 0 against the source).
-      pt.exact_from_mxfp4 = pt.stored && pt.stored->scheme.kind == quant::SchemeKind::MXFP4 &&
-                            spec.kind == quant::SchemeKind::NVFP4;
-      if (spec.rounding.value == quant::Rounding::Weighted && spec.kind != quant::SchemeKind::FP8Tensor)
-        pt.channel_weights = channel_weights(pt.module, shape, pt.source);
-      if (spec.rounding.value == quant::Rounding::Gptq) check_gptq_tensor(spec, pt, shape, recipe.path);
-      if (quant::scheme_traits(spec.kind).fused_group_amax && shape.size() == 2)
-        pt.fused_group = recipe::fused_shard_key(pt.module);
-      pt.scheme = spec;
-    } else {
+    if (d.action == recipe::Action::Quantize || d.action == recipe::Action::Requantize)
+      plan_quantized(pt, d);
+    else
       pt.outputs.push_back({pt.source_info, std::nullopt});
-    }
-
-    // Linear modules for the config writer: every eligible weight and every
-    // module that arrived already quantized.
-    const bool preexisting = d.action == recipe::Action::PassThrough && is_weight_tensor_of_module(pt.source);
-    if (d.eligible || d.action == recipe::Action::Quantize || d.action == recipe::Action::Requantize || preexisting) {
-      if (!module_index.count(pt.module)) {
-        module_index[pt.module] = plan.linear_modules.size();
-        exporter::ModuleDecision md;
-        md.module = pt.module;
-        md.scheme = pt.scheme;
-        md.preexisting = preexisting;
-        // Whether the dialect can describe it as stored matters only to a plan that writes a config.
-        if (preexisting && !keeps_source_groups)
-          md.scheme = options.build_config
-                          ? preexisting_scheme(plan.dialect, find_stored(pt.module), pt.module, model_dtype, ckpt.dir())
-                          : find_stored(pt.module).scheme;
-        plan.linear_modules.push_back(md);
-      }
-    }
-    plan.tensors.push_back(std::move(pt));
+    add_linear_module(pt, d);
+    plan_.tensors.push_back(std::move(pt));
   }
-  res = {};  // the decisions are in plan.tensors now; the resolver's tables are large at 70k tensors
-  infos = {};
 
-  // Output names must be unique (a dialect suffix colliding with an existing
-  // tensor would silently overwrite it).
+ private:
+  // The scheme as the dialect writes it, its output tensors and what its rounding needs.
+  void plan_quantized(PlannedTensor& pt, const recipe::TensorDecision& d) {
+    if (!d.scheme) throw Error(ErrorKind::Internal, "quantize decision without a scheme", {"", pt.source});
+    const Shape& shape = pt.stored ? pt.stored->shape : pt.source_info.shape;
+    if (!pt.stored && !dtype_is_float_source(pt.source_info.dtype))
+      throw_bad_input(fmt::format("cannot quantize a {} tensor (only F32/F16/BF16 sources)",
+                                  dtype_name(pt.source_info.dtype)),
+                      {recipe_.path, pt.source});
+    exporter::check_dialect_supports(plan_.dialect, *d.scheme);
+    quant::SchemeSpec spec = exporter::adapt_scheme_for_dialect(plan_.dialect, *d.scheme, model_dtype_);
+    std::vector<quant::OutTensorSpec> outs;
+    try {
+      outs = quant::scheme_outputs(spec, shape);
+    } catch (const Error& e) {
+      throw Error(e.kind(), e.message(), {recipe_.path, pt.source}, e.hint());
+    }
+    for (const auto& o : outs)
+      pt.outputs.push_back(
+          {{exporter::output_tensor_name(plan_.dialect, spec, o.role, pt.module), o.dtype, o.shape}, o.role});
+    if (auto act = static_activation_output(spec, shape, pt.module, options_, recipe_.path, pt.source)) {
+      pt.outputs.push_back(
+          {{exporter::output_tensor_name(plan_.dialect, spec, act->role, pt.module), act->dtype, act->shape},
+           act->role});
+      pt.input_amax = options_.activation_amax.at(pt.module);
+    }
+    // No rounding does better than keeping every value (error 0 against the source).
+    pt.exact_from_mxfp4 = pt.stored && pt.stored->scheme.kind == quant::SchemeKind::MXFP4 &&
+                          spec.kind == quant::SchemeKind::NVFP4;
+    if (spec.rounding.value == quant::Rounding::Weighted && spec.kind != quant::SchemeKind::FP8Tensor)
+      pt.channel_weights = channel_weights(pt.module, shape, pt.source);
+    if (spec.rounding.value == quant::Rounding::Gptq) check_gptq_tensor(spec, pt, shape, recipe_.path);
+    if (quant::scheme_traits(spec.kind).fused_group_amax && shape.size() == 2)
+      pt.fused_group = recipe::fused_shard_key(pt.module);
+    pt.scheme = spec;
+  }
+
+  // Linear modules for the config writer: every eligible weight and every
+  // module that arrived already quantized.
+  void add_linear_module(const PlannedTensor& pt, const recipe::TensorDecision& d) {
+    const bool preexisting = d.action == recipe::Action::PassThrough && is_weight_tensor_of_module(pt.source);
+    if (!(d.eligible || d.action == recipe::Action::Quantize || d.action == recipe::Action::Requantize ||
+          preexisting) ||
+        !linear_modules_.insert(pt.module).second)
+      return;
+    exporter::ModuleDecision md;
+    md.module = pt.module;
+    md.scheme = pt.scheme;
+    md.preexisting = preexisting;
+    // Whether the dialect can describe it as stored matters only to a plan that writes a config.
+    if (preexisting && !keeps_source_groups_)
+      md.scheme = options_.build_config
+                      ? preexisting_scheme(plan_.dialect, find_stored(pt.module), pt.module, model_dtype_, ckpt_.dir())
+                      : find_stored(pt.module).scheme;
+    plan_.linear_modules.push_back(md);
+  }
+
+  // Rounding `weighted`'s per-input-channel weights of `module`, from the calibration's moments file.
+  std::shared_ptr<const std::vector<float>> channel_weights(const std::string& module, const Shape& shape,
+                                                            const std::string& tensor) {
+    if (shape.size() != 2)
+      throw_bad_input(fmt::format("rounding 'weighted' of a {}-D expert stack is not implemented (its calibration "
+                                  "is per expert module); give its rule `rounding: mse`",
+                                  shape.size()),
+                      {recipe_.path, tensor});
+    if (options_.calibration_path.empty())
+      throw_bad_input("rounding 'weighted' weighs each input channel by its mean squared activation, which needs a "
+                      "calibration",
+                      {recipe_.path, tensor}, ErrorHint::CalibrationFile);
+    if (!moments_) moments_ = load_input_moments(options_.calibration_path);
+    const auto it = moments_->find(module);
+    if (it == moments_->end())
+      throw_bad_input(fmt::format("no input second moments for module '{}' (rounding 'weighted'); was the "
+                                  "calibration made on this model?",
+                                  module),
+                      {options_.calibration_path, tensor});
+    if (static_cast<std::int64_t>(it->second->size()) != shape[1])
+      throw_bad_input(fmt::format("input second moments of '{}' have {} channels, the weight has {} inputs",
+                                  module, it->second->size(), shape[1]),
+                      {options_.calibration_path, tensor});
+    return it->second;
+  }
+
+  // A pre-quantized module's stored weight (the finder is built when first needed).
+  StoredWeight find_stored(const std::string& module) {
+    if (!stored_weights_) {
+      std::vector<std::string> modules;
+      for (const auto& t : ckpt_.tensors())
+        if (is_weight_tensor_of_module(t.info.name)) modules.push_back(recipe::owning_module(t.info.name));
+      stored_weights_ = std::make_unique<StoredWeightFinder>(ckpt_, std::move(modules), model_dtype_);
+    }
+    return stored_weights_->find(module);
+  }
+
+  const io::Checkpoint& ckpt_;
+  const recipe::Recipe& recipe_;
+  const PlanOptions& options_;
+  Plan& plan_;
+  const DType model_dtype_;
+  bool keeps_source_groups_{false};
+  std::optional<InputMoments> moments_;                 // read when a rule first rounds `weighted`
+  std::unique_ptr<StoredWeightFinder> stored_weights_;  // only when something is re-quantized
+  std::set<std::string> linear_modules_;                // already in plan_.linear_modules
+};
+
+// Output names must be unique (a dialect suffix colliding with an existing
+// tensor would silently overwrite it).
+void check_unique_output_names(const Plan& plan) {
   std::unordered_set<std::string_view> names;
   names.reserve(plan.tensors.size() * 2);
   for (const auto& t : plan.tensors)
     for (const auto& o : t.outputs)
       if (!names.insert(o.info.name).second)
-        throw_bad_input(fmt::format("two output tensors would be named '{}'", o.info.name),
-                        {plan.source, t.source});
+        throw_bad_input(fmt::format("two output tensors would be named '{}'", o.info.name), {plan.source, t.source});
+}
 
+}  // namespace
+
+Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const PlanOptions& options) {
+  Plan plan;
+  plan.source = ckpt.dir();
+  plan.calibration = options.calibration;
+  plan.recipe_path = recipe.path;
+  plan.dialect = plan_dialect(recipe, options);
+  {
+    std::vector<TensorInfo> infos;
+    infos.reserve(ckpt.tensors().size());
+    for (const auto& t : ckpt.tensors()) infos.push_back(t.info);
+    // Scoped: the resolver's tables are large at 70k tensors, and the decisions end up in plan.tensors.
+    recipe::Resolution res = recipe::resolve_recipe(recipe, infos, ckpt.config());
+    plan.warnings = res.warnings;
+    if (options.strict && !plan.warnings.empty())
+      throw_bad_input(fmt::format("strict planning refuses {} warning(s); first: {}", plan.warnings.size(),
+                                  plan.warnings.front()),
+                      {recipe.path});
+    if (res.decisions.size() != infos.size())
+      throw Error(ErrorKind::Internal, "recipe resolution returned a different tensor count");
+    PlanBuilder builder(ckpt, recipe, options, plan);
+    plan.tensors.reserve(infos.size());
+    for (std::size_t i = 0; i < infos.size(); ++i) builder.add(i, res.decisions[i], std::move(infos[i]));
+  }
+  check_unique_output_names(plan);
   plan.shards = options.max_shard_bytes ? layout_capped_shards(plan.tensors, options.max_shard_bytes)
                                         : layout_source_shards(ckpt, plan.tensors);
   if (!options.build_config) return plan;
