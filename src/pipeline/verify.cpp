@@ -384,6 +384,176 @@ std::string format_finding(const VerifyFinding& f) {
   return s + ": [" + f.check + "] " + f.problem;
 }
 
+namespace {
+
+// What the manifest says each module was quantized with, and which modules
+// GPTQ rounded (a larger weight error is expected of them).
+struct ManifestSchemes {
+  std::map<std::string, std::string> scheme;  // module -> SchemeSpec::name()
+  std::set<std::string> gptq;
+};
+
+ManifestSchemes manifest_schemes(const std::optional<json>& manifest) {
+  ManifestSchemes out;
+  if (!manifest) return out;
+  for (const auto& e : manifest->value("tensors", json::array()))
+    if (e.contains("module") && e.contains("scheme")) {
+      out.scheme[e["module"].get<std::string>()] = e["scheme"].get<std::string>();
+      if (e.value("rounding", "") == "gptq") out.gptq.insert(e["module"].get<std::string>());
+    }
+  return out;
+}
+
+// The checks of a checkpoint in one of selq's dialects: the manifest's
+// schemes, then each engine's resolution of every module; `verified` gets
+// each module whose tensors all check out under the scheme found.
+class DialectCheck {
+ public:
+  DialectCheck(Ctx& c, exporter::Dialect dialect, const json& qc, const ManifestSchemes& manifest,
+               std::map<std::string, ModuleScheme>& verified)
+      : c_(c), d_(dialect), qc_(qc), manifest_(manifest), verified_(verified),
+        model_dtype_(io::model_float_dtype(c.ckpt)), modules_(linear_modules(c.ckpt)) {
+    // Heads the engines build with no stored weight count as modules: an
+    // exclusion naming one is what keeps the engine from quantizing it.
+    std::vector<std::string> tensor_names;
+    for (const auto& t : c.ckpt.tensors()) tensor_names.push_back(t.info.name);
+    unstored_heads_ = exporter::unstored_head_modules(tensor_names);
+    engine_built_ = modules_;
+    engine_built_.insert(engine_built_.end(), unstored_heads_.begin(), unstored_heads_.end());
+  }
+
+  json run() {
+    check_dead_entries(c_, d_, qc_, engine_built_);
+    // Manifest schemes first, so the tensors are checked against what was written.
+    for (const auto& [m, name] : manifest_.scheme) {
+      auto spec = exporter::scheme_from_name(d_, name, model_dtype_);
+      if (!spec) {
+        c_.add("manifest", "", m, fmt::format("unknown scheme '{}' in the manifest", name));
+        continue;
+      }
+      take_scheme(*spec, m, "the manifest");
+    }
+    json engines = json::object();
+    sigs_ = stored_signatures(c_.ckpt);
+    for (auto e : exporter::engines_for(d_)) engines[exporter::engine_name(e)] = check_engine(e);
+    return engines;
+  }
+
+ private:
+  void take_scheme(const SchemeSpec& spec, const std::string& module, const std::string& why) {
+    auto it = verified_.find(module);
+    if (it != verified_.end() && it->second.spec == spec) return;
+    const exporter::Dialect d = d_;
+    const TensorNameOf name_of = [&](OutRole r) { return exporter::output_tensor_name(d, spec, r, module); };
+    if (auto ms = check_scheme_tensors(c_, name_of, spec, module, why))
+      if (it == verified_.end()) verified_.emplace(module, std::move(*ms));
+  }
+
+  // One engine's resolution of every module against what is stored; its counts for the report.
+  json check_engine(exporter::Engine e) {
+    const std::string en = exporter::engine_name(e);
+    exporter::EngineResolver r(e, qc_, engine_built_);
+    for (const auto& h : unstored_heads_)
+      if (auto problem = exporter::unstored_head_problem(r, e, h)) c_.add("engine", "config.json", h, *problem);
+    Counts n;
+    std::map<std::string, std::vector<std::string>> groups;  // engine module -> members
+    for (const auto& m : modules_) {
+      std::optional<json> res;
+      try {
+        res = r.resolve(m);
+      } catch (const Error& err) {
+        ++n.errors;
+        c_.add("engine", "config.json", m, err.message());
+        continue;
+      }
+      groups[r.engine_module(m)].push_back(m);
+      check_resolved(en, m, res, n);
+    }
+    check_fused_groups(groups);
+    return {{"quantized", n.quantized}, {"float", n.floats}, {"errors", n.errors}, {"schemes", n.by_scheme}};
+  }
+
+  struct Counts {
+    std::size_t quantized{0}, floats{0}, errors{0};
+    std::map<std::string, std::size_t> by_scheme;
+  };
+
+  // Module `m` as engine `en` resolved it (`res`: its scheme's config, or
+  // none for float) against how it is stored and what the manifest says.
+  void check_resolved(const std::string& en, const std::string& m, const std::optional<json>& res, Counts& n) {
+    const std::string file = c_.shard_of(stored_weight(c_.ckpt, m)->info.name);
+    const bool stored_q = stored_quantized(c_.ckpt, m);
+    if (!res) {
+      ++n.floats;
+      ++n.by_scheme["float"];
+      if (stored_q)
+        c_.add("engine", file, m,
+               fmt::format("stored quantized ({}) but {} builds it unquantized",
+                           dtype_name(stored_weight(c_.ckpt, m)->info.dtype), en));
+      return;
+    }
+    ++n.quantized;
+    auto spec = exporter::scheme_from_config_json(d_, *res, model_dtype_);
+    ++n.by_scheme[spec ? spec->name() : "unrecognized"];
+    if (!stored_q) {
+      c_.add("engine", file, m,
+             fmt::format("stored in float ({}) but {} resolves {}", dtype_name(stored_weight(c_.ckpt, m)->info.dtype),
+                         en, spec ? spec->name() : res->dump()));
+      return;
+    }
+    if (!spec) {
+      // A scheme selq cannot read: the engine still quantizes the module,
+      // so unless the manifest checked its tensors, nothing has.
+      if (!manifest_.scheme.count(m))
+        c_.add("engine", file, m,
+               fmt::format("{} resolves a scheme selq does not recognise, so its tensors are unchecked: {}", en,
+                           res->dump()));
+      return;
+    }
+    auto ms = manifest_.scheme.find(m);
+    if (ms != manifest_.scheme.end() && ms->second != spec->name()) {
+      c_.add("engine", file, m, fmt::format("{} resolves {} but the manifest says {}", en, spec->name(), ms->second));
+      return;
+    }
+    take_scheme(*spec, m, en);
+  }
+
+  // Members of one engine layer must be stored alike; otherwise the engine
+  // loads some of them with the wrong scheme.
+  void check_fused_groups(const std::map<std::string, std::vector<std::string>>& groups) {
+    for (const auto& [em, members] : groups) {
+      if (members.size() < 2) continue;
+      const std::string& sig0 = sigs_[members[0]];
+      for (std::size_t i = 1; i < members.size(); ++i)
+        if (sigs_[members[i]] != sig0) {
+          c_.add("engine", c_.shard_of(stored_weight(c_.ckpt, members[i])->info.name), em,
+                 fmt::format("fused group inconsistent: {} stored as {}but {} as {}", members[0], sig0, members[i],
+                             sigs_[members[i]]));
+          break;
+        }
+    }
+  }
+
+  Ctx& c_;
+  const exporter::Dialect d_;
+  const json& qc_;
+  const ManifestSchemes& manifest_;
+  std::map<std::string, ModuleScheme>& verified_;
+  const DType model_dtype_;
+  const std::vector<std::string> modules_;
+  std::vector<std::string> unstored_heads_, engine_built_;
+  std::map<std::string, std::string> sigs_;  // module -> how it is stored
+};
+
+json findings_json(const std::vector<VerifyFinding>& findings) {
+  json out = json::array();
+  for (const auto& f : findings)
+    out.push_back({{"check", f.check}, {"file", f.file}, {"tensor", f.tensor}, {"problem", f.problem}});
+  return out;
+}
+
+}  // namespace
+
 VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& options) {
   VerifyResult result;
   Ctx c{ckpt, result};
@@ -401,30 +571,11 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
   if (dialect && qc.is_null())
     if (json side = exporter::side_file_config(ckpt.dir()); exporter::dialect_of_config(side) == dialect) qc = side;
   if (!qc.is_object()) qc = json::object();
-  const DType model_dtype = io::model_float_dtype(ckpt);
   const std::vector<std::string> modules = linear_modules(ckpt);
   report["linear_modules"] = modules.size();
-
-  // What the manifest says each module was quantized with.
-  std::map<std::string, std::string> manifest_scheme;
-  std::set<std::string> gptq_modules;  // rounded by GPTQ (a larger weight error is expected)
-  if (manifest)
-    for (const auto& e : manifest->value("tensors", json::array()))
-      if (e.contains("module") && e.contains("scheme")) {
-        manifest_scheme[e["module"].get<std::string>()] = e["scheme"].get<std::string>();
-        if (e.value("rounding", "") == "gptq") gptq_modules.insert(e["module"].get<std::string>());
-      }
+  const ManifestSchemes schemes = manifest_schemes(manifest);
 
   std::map<std::string, ModuleScheme> verified;  // module -> scheme whose tensors all check out
-  auto take_scheme = [&](const SchemeSpec& spec, const std::string& module, const std::string& why) {
-    auto it = verified.find(module);
-    if (it != verified.end() && it->second.spec == spec) return;
-    const exporter::Dialect d = *dialect;
-    const TensorNameOf name_of = [&](OutRole r) { return exporter::output_tensor_name(d, spec, r, module); };
-    if (auto ms = check_scheme_tensors(c, name_of, spec, module, why))
-      if (it == verified.end()) verified.emplace(module, std::move(*ms));
-  };
-
   const auto native_fp8 = exporter::native_fp8_config(qc, (dir / "config.json").string());
   if (auto method = exporter::unread_quant_method(qc)) {
     report["dialect"] = *method;
@@ -442,116 +593,19 @@ VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& 
               "stored quantized but config.json has no quantization_config every engine reads it as float");
   } else {
     report["dialect"] = exporter::dialect_name(*dialect);
-    // Heads the engines build with no stored weight count as modules: an
-    // exclusion naming one is what keeps the engine from quantizing it.
-    std::vector<std::string> tensor_names;
-    for (const auto& t : ckpt.tensors()) tensor_names.push_back(t.info.name);
-    const std::vector<std::string> unstored_heads = exporter::unstored_head_modules(tensor_names);
-    std::vector<std::string> engine_built = modules;
-    engine_built.insert(engine_built.end(), unstored_heads.begin(), unstored_heads.end());
-    check_dead_entries(c, *dialect, qc, engine_built);
-
-    // Manifest schemes first, so the tensors are checked against what was written.
-    for (const auto& [m, name] : manifest_scheme) {
-      auto spec = exporter::scheme_from_name(*dialect, name, model_dtype);
-      if (!spec) {
-        c.add("manifest", "", m, fmt::format("unknown scheme '{}' in the manifest", name));
-        continue;
-      }
-      take_scheme(*spec, m, "the manifest");
-    }
-
-    json engines = json::object();
-    auto sigs = stored_signatures(ckpt);
-    for (auto e : exporter::engines_for(*dialect)) {
-      const std::string en = exporter::engine_name(e);
-      exporter::EngineResolver r(e, qc, engine_built);
-      for (const auto& h : unstored_heads)
-        if (auto problem = exporter::unstored_head_problem(r, e, h)) c.add("engine", "config.json", h, *problem);
-      std::size_t nq = 0, nf = 0, nerr = 0;
-      std::map<std::string, std::size_t> by_scheme;
-      std::map<std::string, std::vector<std::string>> groups;  // engine module -> members
-      for (const auto& m : modules) {
-        const std::string file = c.shard_of(stored_weight(ckpt, m)->info.name);
-        std::optional<json> res;
-        try {
-          res = r.resolve(m);
-        } catch (const Error& err) {
-          ++nerr;
-          c.add("engine", "config.json", m, err.message());
-          continue;
-        }
-        groups[r.engine_module(m)].push_back(m);
-        const bool stored_q = stored_quantized(ckpt, m);
-        if (!res) {
-          ++nf;
-          ++by_scheme["float"];
-          if (stored_q)
-            c.add("engine", file, m,
-                  fmt::format("stored quantized ({}) but {} builds it unquantized",
-                              dtype_name(stored_weight(ckpt, m)->info.dtype), en));
-          continue;
-        }
-        ++nq;
-        auto spec = exporter::scheme_from_config_json(*dialect, *res, model_dtype);
-        ++by_scheme[spec ? spec->name() : "unrecognized"];
-        if (!stored_q) {
-          c.add("engine", file, m,
-                fmt::format("stored in float ({}) but {} resolves {}", dtype_name(stored_weight(ckpt, m)->info.dtype),
-                            en, spec ? spec->name() : res->dump()));
-          continue;
-        }
-        if (!spec) {
-          // A scheme selq cannot read: the engine still quantizes the module,
-          // so unless the manifest checked its tensors, nothing has.
-          if (!manifest_scheme.count(m))
-            c.add("engine", file, m,
-                  fmt::format("{} resolves a scheme selq does not recognise, so its tensors are unchecked: {}", en,
-                              res->dump()));
-          continue;
-        }
-        auto ms = manifest_scheme.find(m);
-        if (ms != manifest_scheme.end() && ms->second != spec->name()) {
-          c.add("engine", file, m, fmt::format("{} resolves {} but the manifest says {}", en, spec->name(), ms->second));
-          continue;
-        }
-        take_scheme(*spec, m, en);
-      }
-      // Members of one engine layer must be stored alike; otherwise the engine
-      // loads some of them with the wrong scheme.
-      for (const auto& [em, members] : groups) {
-        if (members.size() < 2) continue;
-        const std::string& sig0 = sigs[members[0]];
-        for (std::size_t i = 1; i < members.size(); ++i)
-          if (sigs[members[i]] != sig0) {
-            c.add("engine", c.shard_of(stored_weight(ckpt, members[i])->info.name), em,
-                  fmt::format("fused group inconsistent: {} stored as {}but {} as {}", members[0], sig0, members[i],
-                              sigs[members[i]]));
-            break;
-          }
-      }
-      engines[en] = {{"quantized", nq}, {"float", nf}, {"errors", nerr}, {"schemes", by_scheme}};
-    }
-    report["engines"] = engines;
+    report["engines"] = DialectCheck(c, *dialect, qc, schemes, verified).run();
   }
 
   check_shared_global_scales(c, verified);
   json errors = json::object();
   for (const auto& [m, ms] : verified) {
     check_scales(c, ms);
-    if (options.against) check_against(c, ms, m, *options.against, gptq_modules.contains(m), errors);
+    if (options.against) check_against(c, ms, m, *options.against, schemes.gptq.contains(m), errors);
   }
   report["verified_modules"] = verified.size();
   if (options.against) report["errors"] = errors;
-
-  json fj = json::array();
-  for (const auto& f : result.findings)
-    fj.push_back({{"check", f.check}, {"file", f.file}, {"tensor", f.tensor}, {"problem", f.problem}});
-  report["findings"] = fj;
-  json nj = json::array();
-  for (const auto& f : result.notes)
-    nj.push_back({{"check", f.check}, {"file", f.file}, {"tensor", f.tensor}, {"problem", f.problem}});
-  report["notes"] = nj;
+  report["findings"] = findings_json(result.findings);
+  report["notes"] = findings_json(result.notes);
   report["ok"] = result.findings.empty();
   return result;
 }
