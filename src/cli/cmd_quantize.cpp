@@ -34,6 +34,94 @@ struct QuantizeArgs {
   std::int64_t calibration_tokens{8192}, calibration_context{512};
 };
 
+// The run's options: progress on the bar, plan warnings on stderr, the HTML
+// report written into the checkpoint before it commits (`html_written`).
+pipeline::QuantizeOptions quantize_options(const QuantizeArgs& a, ProgressBar& bar, bool& html_written) {
+  pipeline::QuantizeOptions qo;
+  qo.overwrite = a.force;
+  qo.threads = a.threads;
+  qo.allow_non_finite = a.allow_non_finite;
+  qo.split_by = a.split_by;
+  qo.memory_budget = parse_size(a.memory_budget);
+  qo.on_progress = [&bar](const pipeline::Progress& p) {
+    bar.update(p.bytes_done, p.bytes_total, fmt::format("{}/{} tensors", p.tensors_done, p.tensors_total));
+  };
+  qo.on_plan = [quiet = a.quiet](const pipeline::Plan& plan) {
+    if (!quiet)
+      for (const auto& w : plan.warnings) fmt::print(stderr, "selq: warning: {}\n", w);
+  };
+  qo.before_commit = [&html_written](const std::string& staged) {
+    std::string why;
+    html_written = report::try_write_checkpoint_report(staged, why);
+    if (!html_written) fmt::print(stderr, "selq: warning: no HTML report: {}\n", why);
+  };
+  return qo;
+}
+
+// --rounding gptq's layer-by-layer pass (run only when the plan rounds gptq).
+runtime::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t memory_budget) {
+  runtime::GptqPassOptions gptq;
+  gptq.text_path = a.calibration_text;
+  gptq.max_tokens = a.calibration_tokens;
+  gptq.context = a.calibration_context;
+  gptq.threads = a.threads;
+  gptq.hessian_budget = memory_budget;
+  gptq.on_progress = [quiet = a.quiet](const std::string& line) {
+    if (!quiet) fmt::print(stderr, "selq: {}\n", line);
+  };
+  return gptq;
+}
+
+void print_result(const QuantizeArgs& a, const pipeline::Plan& plan, const pipeline::QuantizeResult& result,
+                  bool html_written) {
+  const std::string written = a.in_place ? a.plan.source : a.dst;
+  if (a.json) {
+    nlohmann::json j = {{"destination", a.dst},
+                        {"seconds", result.seconds},
+                        {"bytes_read", result.bytes_read},
+                        {"bytes_written", result.bytes_written},
+                        {"bits_per_weight", plan.bits_per_weight()},
+                        {"warnings", plan.warnings},
+                        {"ranks", dist::ranks().size()},
+                        {"split_by", result.split_by},
+                        {"manifest", nlohmann::json::parse(result.manifest)}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  if (a.quiet) return;
+  const double rate = result.seconds > 0 ? static_cast<double>(result.bytes_read) / result.seconds : 0;
+  fmt::print("{}", pipeline::format_plan(plan));
+  fmt::print("\nwrote {} in {:.2f}s ({} -> {}, {}/s)\n", written, result.seconds,
+             human_bytes(static_cast<double>(result.bytes_read)), human_bytes(static_cast<double>(result.bytes_written)),
+             human_bytes(rate));
+  if (!result.split_by.empty()) fmt::print("{} ranks, work split by {}\n", dist::ranks().size(), result.split_by);
+  if (html_written) fmt::print("report: {}/{}\n", written, pipeline::kHtmlReportName);
+}
+
+int run_quantize(QuantizeArgs& a) {
+  // Under mpirun only rank 0 reports (it writes the manifest from every rank's records).
+  if (dist::ranks().rank() != 0) {
+    a.quiet = true;
+    a.json = false;
+  }
+  auto recipe = load_plan_recipe(a.plan);
+  ProgressBar bar("quantize", !a.quiet && stderr_is_tty());
+  bool html_written = false;
+  pipeline::QuantizeOptions qo = quantize_options(a, bar, html_written);
+  if (!a.in_place) runtime::use_gptq_pass(qo, gptq_options(a, qo.memory_budget), a.dst);
+  pipeline::QuantizeJob job{a.plan.source, a.dst, a.in_place, std::move(recipe), plan_options(a.plan), a.resume};
+  pipeline::Plan plan;
+  const pipeline::QuantizeResult result = pipeline::quantize(job, qo, &plan);
+  if (!a.in_place) runtime::remove_gptq_work_dir(a.dst);
+  bar.finish();
+  if (result.already_done) {
+    if (!a.quiet) fmt::print("{}: already quantized in place with this recipe; nothing to do\n", a.plan.source);
+    return 0;
+  }
+  print_result(a, plan, result, html_written);
+  return 0;
+}
+
 const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   auto args = std::make_shared<QuantizeArgs>();
   auto* cmd = root.add_subcommand(
@@ -82,82 +170,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                   "Bound on the run's anonymous memory, whatever the core count (default 512MiB, at\n"
                   "least 64MiB): tensors too large for their share are quantized in row blocks; with --rounding\n"
                   "gptq it also bounds a layer's Hessians (its linears are then rounded in batches)");
-  cmd->callback([args, &status] {
-    // Under mpirun only rank 0 reports (it writes the manifest from every rank's records).
-    if (dist::ranks().rank() != 0) {
-      args->quiet = true;
-      args->json = false;
-    }
-    auto recipe = load_plan_recipe(args->plan);
-    ProgressBar bar("quantize", !args->quiet && stderr_is_tty());
-    pipeline::QuantizeOptions qo;
-    qo.overwrite = args->force;
-    qo.threads = args->threads;
-    qo.allow_non_finite = args->allow_non_finite;
-    qo.split_by = args->split_by;
-    qo.memory_budget = parse_size(args->memory_budget);
-    qo.on_progress = [&bar](const pipeline::Progress& p) {
-      bar.update(p.bytes_done, p.bytes_total, fmt::format("{}/{} tensors", p.tensors_done, p.tensors_total));
-    };
-    qo.on_plan = [&args](const pipeline::Plan& plan) {
-      if (!args->quiet)
-        for (const auto& w : plan.warnings) fmt::print(stderr, "selq: warning: {}\n", w);
-    };
-    // The HTML report beside selq-report.txt, committed with the run.
-    bool html_written = false;
-    qo.before_commit = [&html_written](const std::string& staged) {
-      std::string why;
-      html_written = report::try_write_checkpoint_report(staged, why);
-      if (!html_written) fmt::print(stderr, "selq: warning: no HTML report: {}\n", why);
-    };
-    runtime::GptqPassOptions gptq;
-    gptq.max_tokens = args->calibration_tokens;
-    gptq.threads = args->threads;
-    gptq.context = args->calibration_context;
-    gptq.hessian_budget = qo.memory_budget;
-    gptq.on_progress = [&args](const std::string& line) {
-      if (!args->quiet) fmt::print(stderr, "selq: {}\n", line);
-    };
-    gptq.text_path = args->calibration_text;
-    if (!args->in_place) runtime::use_gptq_pass(qo, std::move(gptq), args->dst);
-    pipeline::QuantizeJob job{args->plan.source, args->dst, args->in_place, std::move(recipe),
-                              plan_options(args->plan), args->resume};
-    pipeline::Plan plan;
-    const pipeline::QuantizeResult result = pipeline::quantize(job, qo, &plan);
-    if (!args->in_place) runtime::remove_gptq_work_dir(args->dst);
-    bar.finish();
-    if (result.already_done) {
-      if (!args->quiet) fmt::print("{}: already quantized in place with this recipe; nothing to do\n", args->plan.source);
-      status = 0;
-      return;
-    }
-    const std::string html_note =
-        html_written ? fmt::format("report: {}/{}\n", args->in_place ? args->plan.source : args->dst,
-                                   pipeline::kHtmlReportName)
-                     : "";
-    const double rate = result.seconds > 0 ? static_cast<double>(result.bytes_read) / result.seconds : 0;
-    if (args->json) {
-      nlohmann::json j = {{"destination", args->dst},
-                          {"seconds", result.seconds},
-                          {"bytes_read", result.bytes_read},
-                          {"bytes_written", result.bytes_written},
-                          {"bits_per_weight", plan.bits_per_weight()},
-                          {"warnings", plan.warnings},
-                          {"ranks", dist::ranks().size()},
-                          {"split_by", result.split_by},
-                          {"manifest", nlohmann::json::parse(result.manifest)}};
-      fmt::print("{}\n", j.dump(2));
-    } else if (!args->quiet) {
-      fmt::print("{}", pipeline::format_plan(plan));
-      fmt::print("\nwrote {} in {:.2f}s ({} -> {}, {}/s)\n", args->in_place ? args->plan.source : args->dst, result.seconds,
-                 human_bytes(static_cast<double>(result.bytes_read)),
-                 human_bytes(static_cast<double>(result.bytes_written)), human_bytes(rate));
-      if (!result.split_by.empty())
-        fmt::print("{} ranks, work split by {}\n", dist::ranks().size(), result.split_by);
-      fmt::print("{}", html_note);
-    }
-    status = 0;
-  });
+  cmd->callback([args, &status] { status = run_quantize(*args); });
 });
 
 }  // namespace
