@@ -148,18 +148,10 @@ DeepseekV3Config deepseek_v3_config_from_json(const json& file, const std::strin
   return cfg;
 }
 
-std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) {
-  const std::shared_ptr<const io::Checkpoint> ck = io::Checkpoint::open(path);
-  const auto mapping = mapping_of(ck);
-  auto m = std::unique_ptr<DeepseekV3Model>(new DeepseekV3Model());
-  m->path_ = path;
-  m->cfg_ = deepseek_v3_config_from_json(ck->config(), path);
-  const DeepseekV3Config& c = m->cfg_;
-  const std::int64_t qk = c.qk_dim();
-  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden, mapping);
-  m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
+namespace {
 
-  auto is_moe = [&](std::int64_t layer) { return layer >= c.first_dense; };
+// Every linear module of the model, for the loader's engine-style resolution.
+std::vector<std::string> linear_module_names(const DeepseekV3Config& c) {
   std::vector<std::string> modules;
   for (std::int64_t i = 0; i < c.layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
@@ -174,14 +166,139 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
     auto add_mlp = [&](const std::string& q) {
       for (const char* n : {"gate_proj", "up_proj", "down_proj"}) modules.push_back(q + n);
     };
-    if (!is_moe(i)) {
+    if (i < c.first_dense) {
       add_mlp(p + "mlp.");
     } else {
       for (std::int64_t e = 0; e < c.routed_experts; ++e) add_mlp(p + fmt::format("mlp.experts.{}.", e));
       if (c.shared_experts > 0) add_mlp(p + "mlp.shared_experts.");
     }
   }
-  LinearLoader loader(*ck, modules, mapping);
+  return modules;
+}
+
+// Loads one decoder layer's parts, each checked against the config's shapes.
+class LayerLoader {
+ public:
+  LayerLoader(const io::Checkpoint& ck, const LinearLoader& loader, const DeepseekV3Config& c, const std::string& path,
+              const std::shared_ptr<const void>& mapping)
+      : ck_(ck), loader_(loader), c_(c), path_(path), mapping_(mapping) {}
+
+  void attention(DeepseekV3Layer& L, const std::string& p) const {
+    const std::int64_t qk = c_.qk_dim();
+    if (c_.q_lora_rank > 0) {
+      L.q_a = linear(p + "self_attn.q_a_proj", c_.q_lora_rank, c_.hidden);
+      L.q_a_norm = load_vector(ck_, p + "self_attn.q_a_layernorm.weight", c_.q_lora_rank);
+      L.q_b = linear(p + "self_attn.q_b_proj", c_.heads * qk, c_.q_lora_rank);
+    } else {
+      L.q = linear(p + "self_attn.q_proj", c_.heads * qk, c_.hidden);
+    }
+    L.kv_a = linear(p + "self_attn.kv_a_proj_with_mqa", c_.kv_lora_rank + c_.qk_rope_dim, c_.hidden);
+    L.kv_a_norm = load_vector(ck_, p + "self_attn.kv_a_layernorm.weight", c_.kv_lora_rank);
+    L.kv_b = linear(p + "self_attn.kv_b_proj", c_.heads * (c_.qk_nope_dim + c_.v_dim), c_.kv_lora_rank);
+    L.o = linear(p + "self_attn.o_proj", c_.hidden, c_.heads * c_.v_dim);
+  }
+
+  DeepseekMlp mlp(const std::string& p, std::int64_t inter) const {
+    DeepseekMlp mm;
+    mm.gate = linear(p + "gate_proj", inter, c_.hidden);
+    mm.up = linear(p + "up_proj", inter, c_.hidden);
+    mm.down = linear(p + "down_proj", c_.hidden, inter);
+    return mm;
+  }
+
+  // The router (floats only), the routed experts (per-expert tensors or a
+  // float 3-D stack) and the shared experts of a MoE layer.
+  void moe(DeepseekV3Layer& L, const std::string& p) const {
+    const std::string gate = p + "mlp.gate.weight";
+    if (const auto* g = ck_.find(gate); g && !dtype_is_float_source(g->info.dtype))
+      throw_unsupported(fmt::format("{}: router {} is {}; the runtime reads the router as floats (BF16/F16/F32)",
+                                    path_, gate, dtype_name(g->info.dtype)));
+    L.router = load_vector(ck_, gate, c_.routed_experts * c_.hidden);
+    L.router_bias = load_vector(ck_, p + "mlp.gate.e_score_correction_bias", c_.routed_experts);
+    L.router_stored_bits = loader_.stored_bits(p + "mlp.gate");
+    L.experts.reserve(static_cast<std::size_t>(c_.routed_experts));
+    if (const auto* stack = ck_.find(p + "mlp.experts.gate_up_proj")) {
+      expert_stack(L, p, *stack);
+    } else {
+      for (std::int64_t e = 0; e < c_.routed_experts; ++e)
+        L.experts.push_back(mlp(p + fmt::format("mlp.experts.{}.", e), c_.moe_intermediate));
+    }
+    if (c_.shared_experts > 0) {
+      L.shared = mlp(p + "mlp.shared_experts.", c_.moe_intermediate * c_.shared_experts);
+      L.has_shared = true;
+    }
+  }
+
+ private:
+  Linear linear(const std::string& module, std::int64_t out, std::int64_t in) const {
+    Linear l = loader_.load(module);
+    if (l.out != out || l.in != in)
+      throw_bad_input(fmt::format("{}: {} is [{}, {}], config implies [{}, {}]", path_, l.module, l.out, l.in, out, in));
+    if (!l.bias.empty() && static_cast<std::int64_t>(l.bias.size()) != out)
+      throw_bad_input(
+          fmt::format("{}: {}.bias has {} elements, the weight has {} rows", path_, l.module, l.bias.size(), out));
+    return l;
+  }
+
+  // transformers 5's in-memory layout saved as is: gate_up_proj [E, 2I, H]
+  // (gate rows first) and down_proj [E, H, I], float only.
+  void expert_stack(DeepseekV3Layer& L, const std::string& p, const io::CheckpointTensor& stack) const {
+    const std::string down_name = p + "mlp.experts.down_proj";
+    const auto* down = ck_.find(down_name);
+    const std::int64_t E = c_.routed_experts, I = c_.moe_intermediate, H = c_.hidden;
+    if (!down || !dtype_is_float_source(stack.info.dtype) || !dtype_is_float_source(down->info.dtype))
+      throw_unsupported(fmt::format("{}: {} is a {} expert stack{}; the runtime reads float stacks "
+                                    "(gate_up_proj [E, 2I, H] with down_proj [E, H, I]) and per-expert tensors of "
+                                    "any scheme",
+                                    path_, stack.info.name, dtype_name(stack.info.dtype),
+                                    down ? "" : fmt::format(" without {}", down_name)));
+    if (stack.info.shape != Shape{E, 2 * I, H} || down->info.shape != Shape{E, H, I})
+      throw_bad_input(fmt::format("{}: expert stacks {} {} and {} {}, config implies [{}, {}, {}] and [{}, {}, {}]",
+                                  path_, stack.info.name, shape_to_string(stack.info.shape), down_name,
+                                  shape_to_string(down->info.shape), E, 2 * I, H, E, H, I));
+    const auto sv = ck_.view(stack.info.name), dv = ck_.view(down_name);
+    const double gu_bits = 8.0 * static_cast<double>(stack.info.nbytes()) / static_cast<double>(2 * E);
+    const double d_bits = 8.0 * static_cast<double>(down->info.nbytes()) / static_cast<double>(E);
+    auto part = [&](const std::string& module, Matrix w, double bits, const TensorView& v) {
+      Linear l;
+      l.module = module;
+      l.out = w.rows;
+      l.in = w.cols;
+      l.weight = std::move(w);
+      l.scheme = dtype_name(v.info->dtype);
+      l.stored_bits = bits;
+      return l;
+    };
+    for (std::int64_t e = 0; e < E; ++e) {
+      const std::string q = p + fmt::format("mlp.experts.{}.", e);
+      DeepseekMlp mm;
+      mm.gate = part(q + "gate_proj", stack_slice(sv, e, 0, I, mapping_), gu_bits, sv);
+      mm.up = part(q + "up_proj", stack_slice(sv, e, I, I, mapping_), gu_bits, sv);
+      mm.down = part(q + "down_proj", stack_slice(dv, e, 0, H, mapping_), d_bits, dv);
+      L.experts.push_back(std::move(mm));
+    }
+  }
+
+  const io::Checkpoint& ck_;
+  const LinearLoader& loader_;
+  const DeepseekV3Config& c_;
+  const std::string& path_;
+  const std::shared_ptr<const void>& mapping_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) {
+  const std::shared_ptr<const io::Checkpoint> ck = io::Checkpoint::open(path);
+  const auto mapping = mapping_of(ck);
+  auto m = std::unique_ptr<DeepseekV3Model>(new DeepseekV3Model());
+  m->path_ = path;
+  m->cfg_ = deepseek_v3_config_from_json(ck->config(), path);
+  const DeepseekV3Config& c = m->cfg_;
+  const std::int64_t qk = c.qk_dim();
+  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden, mapping);
+  m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
+  LinearLoader loader(*ck, linear_module_names(c), mapping);
   m->dialect_ = loader.dialect();
   if (ck->find("lm_head.weight")) {
     m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden, mapping);
@@ -189,21 +306,7 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
   } else if (!c.tie_embeddings) {
     throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
   }
-  auto load = [&](const std::string& module, std::int64_t out, std::int64_t in) {
-    Linear l = loader.load(module);
-    if (l.out != out || l.in != in)
-      throw_bad_input(fmt::format("{}: {} is [{}, {}], config implies [{}, {}]", path, l.module, l.out, l.in, out, in));
-    if (!l.bias.empty() && static_cast<std::int64_t>(l.bias.size()) != out)
-      throw_bad_input(fmt::format("{}: {}.bias has {} elements, the weight has {} rows", path, l.module, l.bias.size(), out));
-    return l;
-  };
-  auto load_mlp = [&](const std::string& p, std::int64_t inter) {
-    DeepseekMlp mm;
-    mm.gate = load(p + "gate_proj", inter, c.hidden);
-    mm.up = load(p + "up_proj", inter, c.hidden);
-    mm.down = load(p + "down_proj", c.hidden, inter);
-    return mm;
-  };
+  const LayerLoader layer_loader(*ck, loader, c, path, mapping);
   m->layers_.resize(static_cast<std::size_t>(c.layers));
   m->routed_.assign(static_cast<std::size_t>(c.layers), {});
   for (std::int64_t i = 0; i < c.layers; ++i) {
@@ -211,76 +314,14 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) 
     const std::string p = fmt::format("model.layers.{}.", i);
     L.attn_norm = load_vector(*ck, p + "input_layernorm.weight", c.hidden);
     L.mlp_norm = load_vector(*ck, p + "post_attention_layernorm.weight", c.hidden);
-    if (c.q_lora_rank > 0) {
-      L.q_a = load(p + "self_attn.q_a_proj", c.q_lora_rank, c.hidden);
-      L.q_a_norm = load_vector(*ck, p + "self_attn.q_a_layernorm.weight", c.q_lora_rank);
-      L.q_b = load(p + "self_attn.q_b_proj", c.heads * qk, c.q_lora_rank);
+    layer_loader.attention(L, p);
+    L.moe = i >= c.first_dense;
+    if (L.moe) {
+      layer_loader.moe(L, p);
+      m->routed_[static_cast<std::size_t>(i)].assign(static_cast<std::size_t>(c.routed_experts), 0);
     } else {
-      L.q = load(p + "self_attn.q_proj", c.heads * qk, c.hidden);
+      L.dense = layer_loader.mlp(p + "mlp.", c.intermediate);
     }
-    L.kv_a = load(p + "self_attn.kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_dim, c.hidden);
-    L.kv_a_norm = load_vector(*ck, p + "self_attn.kv_a_layernorm.weight", c.kv_lora_rank);
-    L.kv_b = load(p + "self_attn.kv_b_proj", c.heads * (c.qk_nope_dim + c.v_dim), c.kv_lora_rank);
-    L.o = load(p + "self_attn.o_proj", c.hidden, c.heads * c.v_dim);
-    L.moe = is_moe(i);
-    if (!L.moe) {
-      L.dense = load_mlp(p + "mlp.", c.intermediate);
-      continue;
-    }
-    const std::string gate = p + "mlp.gate.weight";
-    if (const auto* g = ck->find(gate); g && !dtype_is_float_source(g->info.dtype))
-      throw_unsupported(fmt::format("{}: router {} is {}; the runtime reads the router as floats (BF16/F16/F32)", path,
-                                    gate, dtype_name(g->info.dtype)));
-    L.router = load_vector(*ck, gate, c.routed_experts * c.hidden);
-    L.router_bias = load_vector(*ck, p + "mlp.gate.e_score_correction_bias", c.routed_experts);
-    L.router_stored_bits = loader.stored_bits(p + "mlp.gate");
-    L.experts.reserve(static_cast<std::size_t>(c.routed_experts));
-    if (const auto* stack = ck->find(p + "mlp.experts.gate_up_proj")) {
-      // transformers 5's in-memory layout saved as is: gate_up_proj [E, 2I, H]
-      // (gate rows first) and down_proj [E, H, I], float only.
-      const std::string down_name = p + "mlp.experts.down_proj";
-      const auto* down = ck->find(down_name);
-      const std::int64_t E = c.routed_experts, I = c.moe_intermediate, H = c.hidden;
-      if (!down || !dtype_is_float_source(stack->info.dtype) || !dtype_is_float_source(down->info.dtype))
-        throw_unsupported(fmt::format("{}: {} is a {} expert stack{}; the runtime reads float stacks "
-                                      "(gate_up_proj [E, 2I, H] with down_proj [E, H, I]) and per-expert tensors of "
-                                      "any scheme",
-                                      path, stack->info.name, dtype_name(stack->info.dtype),
-                                      down ? "" : fmt::format(" without {}", down_name)));
-      if (stack->info.shape != Shape{E, 2 * I, H} || down->info.shape != Shape{E, H, I})
-        throw_bad_input(fmt::format("{}: expert stacks {} {} and {} {}, config implies [{}, {}, {}] and [{}, {}, {}]",
-                                    path, stack->info.name, shape_to_string(stack->info.shape), down_name,
-                                    shape_to_string(down->info.shape), E, 2 * I, H, E, H, I));
-      const auto sv = ck->view(stack->info.name), dv = ck->view(down_name);
-      const double gu_bits = 8.0 * static_cast<double>(stack->info.nbytes()) / static_cast<double>(2 * E);
-      const double d_bits = 8.0 * static_cast<double>(down->info.nbytes()) / static_cast<double>(E);
-      auto part = [&](const std::string& module, Matrix w, double bits, const TensorView& v) {
-        Linear l;
-        l.module = module;
-        l.out = w.rows;
-        l.in = w.cols;
-        l.weight = std::move(w);
-        l.scheme = dtype_name(v.info->dtype);
-        l.stored_bits = bits;
-        return l;
-      };
-      for (std::int64_t e = 0; e < E; ++e) {
-        const std::string q = p + fmt::format("mlp.experts.{}.", e);
-        DeepseekMlp mm;
-        mm.gate = part(q + "gate_proj", stack_slice(sv, e, 0, I, mapping), gu_bits, sv);
-        mm.up = part(q + "up_proj", stack_slice(sv, e, I, I, mapping), gu_bits, sv);
-        mm.down = part(q + "down_proj", stack_slice(dv, e, 0, H, mapping), d_bits, dv);
-        L.experts.push_back(std::move(mm));
-      }
-    } else {
-      for (std::int64_t e = 0; e < c.routed_experts; ++e)
-        L.experts.push_back(load_mlp(p + fmt::format("mlp.experts.{}.", e), c.moe_intermediate));
-    }
-    if (c.shared_experts > 0) {
-      L.shared = load_mlp(p + "mlp.shared_experts.", c.moe_intermediate * c.shared_experts);
-      L.has_shared = true;
-    }
-    m->routed_[static_cast<std::size_t>(i)].assign(static_cast<std::size_t>(c.routed_experts), 0);
   }
   m->rope_ = rope_tables(c.rope, c.qk_rope_dim, c.max_positions);
   // transformers' yarn_apply_mscale: for any RoPE type but "default".
