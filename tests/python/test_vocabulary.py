@@ -3,6 +3,7 @@ subcommand's --help and the Python API's signatures, read as a user reads
 them, use the one spelling of each shared idea; the old spellings are only
 deprecated aliases (they still work, and say so)."""
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -119,3 +120,15 @@ def test_errors_hint_in_each_front_ends_words(llama, tmp_path):
     p = subprocess.run([os.environ["SELQ_CLI"], "quantize", llama, tmp_path / "q", "--recipe", "llama-fp8"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "(--force replaces it)" in p.stderr and "force=True" not in p.stderr, p.stderr
+
+
+def test_calibrate_matches_the_cli(smollm2, cli, tmp_path):
+    cal = selq.calibrate(smollm2, tmp_path / "api.json", calibration_tokens=64, calibration_context=32)
+    cli("calibrate", smollm2, "--calibration-tokens", "64", "--calibration-context", "32", "-o", tmp_path / "cli.json",
+        "-q")
+    want = json.loads((tmp_path / "cli.json").read_text())
+    assert cal.activation_amax == want["activation_amax"] and len(cal.activation_amax) == 210
+    assert (tmp_path / "api.moments.safetensors").read_bytes() == (tmp_path / "cli.moments.safetensors").read_bytes()
+    # What calibrate returns is what plan/quantize take as calibration=.
+    plan = selq.plan(smollm2, "llama-nvfp4", rounding="weighted", calibration=cal)
+    assert plan.bits_per_weight > 4
