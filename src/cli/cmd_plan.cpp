@@ -102,7 +102,8 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
   cmd->add_option("--objective", t->objective,
                   "kl (mean KL) or acceptance (mean total variation: needs a measured table or --refine)")->capture_default_str();
   cmd->add_option("--tier", t->tier, "Score tier to plan with (default: the table's best)");
-  cmd->add_option("--candidates,--schemes", t->candidates, "Candidate formats (default: the table's)")->delimiter(',');
+  cmd->add_option("--candidates", t->candidates, "Candidate formats (default: the table's)")->delimiter(',');
+  add_deprecated_option(cmd, "--schemes", t->candidates, "--candidates")->delimiter(',');
   cmd->add_option("--arch", t->arch, "Template family written into the planned recipe (kimi-k3, deepseek-v3, ...)");
   cmd->add_option("--kv-cache", t->kv_cache, "Serving KV cache (bf16, fp8): with --prefill-query-quant, MLA "
                                              "kv_b_proj/o_proj take no activation-quantizing format")

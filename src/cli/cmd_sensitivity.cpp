@@ -48,7 +48,7 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   for (const auto& c : planner::all_candidates())
     if (c.spec) ids += " " + c.id + (c.calibrated() ? " (plan needs --calibration)" : "");
   cmd->footer(
-      "Candidates (--candidates or --schemes, comma-separated; default all; bf16 always):\n "+ ids + "\n"
+      "Candidates (--candidates, comma-separated; default all; bf16 always):\n "+ ids + "\n"
       "Any of them +mse (e.g. nvfp4-w4a16+mse) is the same format with rounding mse (searched scales):\n"
       "the tiers score the rounded weights and the emitted recipe's rule says `rounding: mse`.\n"
       "Examples:\n"
@@ -61,7 +61,8 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   cmd->add_option("source", a->source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
       ->required();
   cmd->add_option("--out,-o", a->out, "Output JSON file")->required();
-  cmd->add_option("--candidates,--schemes", a->candidates, "Candidate formats to score (default: all)")->delimiter(',');
+  cmd->add_option("--candidates", a->candidates, "Candidate formats to score (default: all)")->delimiter(',');
+  add_deprecated_option(cmd, "--schemes", a->candidates, "--candidates")->delimiter(',');
   cmd->add_option("--dialect", a->dialect,
                   "Dialect whose scale conventions are scored (default: a quantized source's own, else "
                   "compressed-tensors)");

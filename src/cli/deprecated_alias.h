@@ -1,8 +1,10 @@
 #pragma once
 // An option's old spelling, kept for one release (docs/ARCHITECTURE.md,
 // "Vocabulary"): it sets the same variable, shows under "Deprecated" in
-// --help, and warns on stderr (stdout may be --json) when used.
+// --help, and warns once on stderr (stdout may be --json) when used.
+#include <memory>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -18,7 +20,9 @@ CLI::Option* add_deprecated_option(CLI::App* cmd, const std::string& old_name, T
                                    const std::string& new_name) {
   auto* opt = cmd->add_option(old_name, target, "deprecated: use " + new_name);
   opt->group("Deprecated");
-  opt->each([old_name, new_name](const std::string&) { warn_deprecated(old_name, new_name); });
+  opt->each([old_name, new_name, warned = std::make_shared<bool>(false)](const std::string&) {
+    if (!std::exchange(*warned, true)) warn_deprecated(old_name, new_name);  // once for a list's values
+  });
   return opt;
 }
 

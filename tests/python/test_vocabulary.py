@@ -14,7 +14,7 @@ import pytest
 import selq
 
 # Spellings no longer current, wherever they appear outside "Deprecated".
-RETIRED_OPTIONS = {"--overwrite", "--refine-text", "--refine-tokens", "--refine-context", "--tokens"}
+RETIRED_OPTIONS = {"--overwrite", "--refine-text", "--refine-tokens", "--refine-context", "--tokens", "--schemes"}
 RETIRED_KEYWORDS = {"overwrite", "text_file", "refine_text", "refine_tokens", "tokens", "context_tokens"}
 # Commands whose --text/--max-tokens/--context are the evaluation text; everywhere
 # else a text is the calibration text and must be spelled --calibration-*.
