@@ -34,13 +34,13 @@ def _renamed(func: str, old: Dict[str, Any], names: Mapping[str, str]) -> Dict[s
 
 def _read_text(func: str, name: str, value: Optional[PathLike]) -> Optional[tuple]:
     """(content, source) of a text given as a path, as the CLI takes it; a str
-    that names no file and holds a newline or is longer than a file name can be
-    is the text itself (deprecated: the older API took content)."""
+    that names no file is the text itself (deprecated: the older API took
+    content, so for one release it still does, with a warning)."""
     if value is None:
         return None
-    if isinstance(value, str) and ("\n" in value or len(value) > 255) and not os.path.exists(value):
-        warnings.warn(f"selq.{func}: {name}= takes a path; passing the text itself is deprecated",
-                      DeprecationWarning, stacklevel=3)
+    if isinstance(value, str) and not os.path.exists(value):
+        warnings.warn(f"selq.{func}: {name}= takes a path; {value[:40]!r} names no file, so it is read as the text "
+                      "itself (deprecated)", DeprecationWarning, stacklevel=3)
         return value, "<text>"
     path = os.fspath(value)
     try:
@@ -200,7 +200,8 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
         if kv_cache not in ("bf16", "fp8"):
             raise _bad(f"unknown kv_cache '{kv_cache}' (bf16, fp8)")
         sens_path = _sensitivity_path(sensitivity)
-        text, text_source = _read_text("plan", "calibration_text", calibration_text) or (None, "")
+        text, text_source = (_read_text("plan", "calibration_text", calibration_text) if refine > 0 else None) \
+            or (None, "")
         mix_json, recipe_yaml, _ = _selq.plan_target(
             source, sens_path, float(target_bpw), 0, tier, objective == "acceptance", hardware, list(candidates),
             dialect or "compressed-tensors", "planned-mix", arch, kv_cache == "fp8", prefill_query_quant,
@@ -268,7 +269,7 @@ def _progress_fn(progress: Optional[Callable[[Progress], Any]]):
 def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: Optional[RecipeLike] = None, *,
              plan: Optional[Plan] = None, dialect: Optional[str] = None, in_place: bool = False,
              force: bool = False, threads: int = 0, allow_non_finite: bool = False,
-             memory_budget: int = 512 * _MIB, max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
+             memory_budget: Optional[int] = None, max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
              progress: Optional[Callable[[Progress], Any]] = None, rounding: Optional[str] = None,
              calibration_text: Optional[PathLike] = None, calibration_tokens: int = 8192,
              calibration_context: int = 512, **deprecated: Any) -> QuantizeResult:
@@ -291,7 +292,13 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     on ``calibration_tokens`` tokens of ``calibration_text`` (a UTF-8 file;
     default: the Austen calibration text) in windows of ``calibration_context``
     onto ``"mse"``'s scales, file to file (``--rounding gptq --calibration-text``)."""
-    force = _renamed("quantize", deprecated, {"overwrite": "force"}).get("force", force)
+    old = _renamed("quantize", deprecated, {"overwrite": "force"})
+    if "force" in old:
+        if force:
+            raise _bad("give force or overwrite, not both")
+        force = old["force"]
+    # The writer's bound (default 512 MiB); given explicitly it also bounds GPTQ's Hessians (else half of RAM).
+    writer_budget = memory_budget if memory_budget is not None else 512 * _MIB
     source = os.fspath(source)
     cal = os.fspath(calibration) if calibration is not None else None
     cb = _progress_fn(progress)
@@ -302,7 +309,7 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
             raise _bad("quantize needs recipe=")
         res, plan_json, bpw = _selq.quantize_in_place(source, _with_rounding(load_recipe(recipe), rounding), dialect,
                                                       cal, threads,
-                                                      allow_non_finite, memory_budget, cb)
+                                                      allow_non_finite, writer_budget, cb)
         warnings = json.loads(plan_json).get("warnings", [])
         return _result(source, res, bpw, warnings)
     if destination is None:
@@ -316,8 +323,8 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
         raise _bad("give recipe (and rounding) or plan, not both")
     dst = os.fspath(destination)
     text = os.fspath(calibration_text) if calibration_text is not None else None
-    res = _selq.quantize(plan._handle, dst, force, threads, allow_non_finite, memory_budget, cb, text,
-                         calibration_tokens, calibration_context)
+    res = _selq.quantize(plan._handle, dst, force, threads, allow_non_finite, writer_budget, cb, text,
+                         calibration_tokens, calibration_context, memory_budget or 0)
     return _result(dst, res, plan.bits_per_weight, plan.warnings)
 
 
@@ -433,7 +440,7 @@ class Calibration:
     ``calibration=`` to :func:`plan` / :func:`quantize`."""
 
     path: Optional[str]
-    data: Dict[str, Any] = field(repr=False)  # the calibration JSON
+    data: Dict[str, Any] = field(repr=False)  # what `selq calibrate` prints (the saved file also names its moments)
 
     @property
     def activation_amax(self) -> Dict[str, float]:

@@ -43,6 +43,7 @@ _HINTS = {
     "ReplaceOutput": " (force=True replaces it)",
     "CalibrationFile": ": run selq.calibrate(source, 'calib.json') and pass calibration='calib.json'",
     "TextFile": "; or give a text file: text= (eval), calibration_text= (the others)",
+    "PromptsFile": "; or give the prompts: prompts=[...]",
     "GgufFile": "",
     "SourceCheckpoint": "",
     "AllowNonFinite": " (allow_non_finite=True quantizes it anyway)",

@@ -27,6 +27,7 @@ const char* hint_name(ErrorHint h) {
     case ErrorHint::ReplaceOutput: return "ReplaceOutput";
     case ErrorHint::CalibrationFile: return "CalibrationFile";
     case ErrorHint::TextFile: return "TextFile";
+    case ErrorHint::PromptsFile: return "PromptsFile";
     case ErrorHint::GgufFile: return "GgufFile";
     case ErrorHint::SourceCheckpoint: return "SourceCheckpoint";
     case ErrorHint::AllowNonFinite: return "AllowNonFinite";

@@ -112,7 +112,7 @@ nb::tuple result_tuple(const pipeline::QuantizeResult& r, const std::vector<std:
 nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int threads, bool allow_non_finite,
                    std::uint64_t memory_budget, const ProgressFn& progress,
                    const std::optional<std::string>& calibration_text, std::int64_t calibration_tokens,
-                   std::int64_t calibration_context) {
+                   std::int64_t calibration_context, std::uint64_t hessian_budget) {
   auto qo = quantize_options(force, threads, allow_non_finite, memory_budget);
   std::vector<std::string> warnings;
   auto r = Session::run<pipeline::QuantizeResult>([&](Session& s) {
@@ -125,7 +125,7 @@ nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int 
     pass.text_path = calibration_text.value_or("");
     pass.max_tokens = calibration_tokens;
     pass.context = calibration_context;
-    pass.hessian_budget = memory_budget;
+    pass.hessian_budget = hessian_budget;  // 0: half of RAM
     pass.work_dir = runtime::gptq_work_dir(dst);
     pipeline::Plan plan = h.plan;
     o.rounded = runtime::run_gptq_pass(*h.checkpoint, plan, pass);
@@ -326,7 +326,7 @@ void bind_pipeline(nb::module_& m) {
   m.def("make_plan", &make_plan, "source"_a, "recipe"_a, "dialect"_a, "max_shard_bytes"_a, "calibration"_a);
   m.def("quantize", &quantize, "plan"_a, "dst"_a, "force"_a, "threads"_a, "allow_non_finite"_a,
         "memory_budget"_a, "progress"_a.none(), "calibration_text"_a.none(), "calibration_tokens"_a,
-        "calibration_context"_a);
+        "calibration_context"_a, "hessian_budget"_a);
   m.def("quantize_in_place", &quantize_in_place, "dir"_a, "recipe"_a, "dialect"_a.none(), "calibration"_a.none(),
         "threads"_a, "allow_non_finite"_a, "memory_budget"_a, "progress"_a.none());
 

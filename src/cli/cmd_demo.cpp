@@ -1,5 +1,7 @@
 // `selq demo`: the main job end to end on a real model (demo/demo.h does the
 // work; this file parses the options and prints).
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -19,14 +21,17 @@ int run_demo(DemoArgs& a) {
   a.req.say = [&a](const std::string& s) {
     if (!a.quiet) fmt::print(stderr, "selq demo: {}\n", s);
   };
-  // As `selq eval`'s: a bar on a terminal, else a line every 30 s with the time left.
-  ProgressBar bar("eval", !a.quiet, ProgressBar::Unit::Count,
+  // As `selq eval`'s: a bar on a terminal, else a line every 30 s with the time
+  // left; made when the evaluation starts, so its rate and estimate are its own.
+  std::optional<ProgressBar> bar;
+  a.req.eval.on_progress = [&bar, quiet = a.quiet](const std::string& stage, std::uint64_t done, std::uint64_t total) {
+    if (!bar)
+      bar.emplace("eval", !quiet, ProgressBar::Unit::Count,
                   stderr_is_tty() ? ProgressBar::Style::Bar : ProgressBar::Style::Lines);
-  a.req.eval.on_progress = [&bar](const std::string& stage, std::uint64_t done, std::uint64_t total) {
-    bar.update(done, total, stage);
+    bar->update(done, total, stage);
   };
   const demo::DemoResult r = demo::run_demo(a.req);
-  bar.finish();
+  if (bar) bar->finish();
   if (a.json)
     fmt::print("{}\n", r.json.dump(2));
   else

@@ -29,6 +29,7 @@ struct QuantizeArgs {
   bool resume{false};
   int threads{0};
   std::string memory_budget{"512MiB"};
+  bool memory_budget_given{false};  // --memory-budget on the command line (then it also bounds GPTQ's Hessians)
   std::string split_by{"auto"};
   std::string calibration_text;             // --rounding gptq
   std::int64_t calibration_tokens{8192}, calibration_context{512};
@@ -65,7 +66,7 @@ runtime::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t memor
   gptq.max_tokens = a.calibration_tokens;
   gptq.context = a.calibration_context;
   gptq.threads = a.threads;
-  gptq.hessian_budget = memory_budget;
+  gptq.hessian_budget = a.memory_budget_given ? memory_budget : 0;  // 0: half of RAM
   gptq.on_progress = [quiet = a.quiet](const std::string& line) {
     if (!quiet) fmt::print(stderr, "selq: {}\n", line);
   };
@@ -166,11 +167,15 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                   "Under mpirun, file to file: how the ranks share the work (default auto: by tensor\n"
                   "when shards are fewer than ranks or whole shards would leave them uneven)")
       ->check(CLI::IsMember({"auto", "shard", "tensor"}));
-  cmd->add_option("--memory-budget", args->memory_budget,
+  auto* budget = cmd->add_option("--memory-budget", args->memory_budget,
                   "Bound on the run's anonymous memory, whatever the core count (default 512MiB, at\n"
                   "least 64MiB): tensors too large for their share are quantized in row blocks; with --rounding\n"
-                  "gptq it also bounds a layer's Hessians (its linears are then rounded in batches)");
-  cmd->callback([args, &status] { status = run_quantize(*args); });
+                  "gptq, given explicitly, it also bounds a layer's Hessians (default: half of RAM; beyond it\n"
+                  "the layer's linears are rounded in batches, each costing one more pass through the layer)");
+  cmd->callback([args, budget, &status] {
+    args->memory_budget_given = budget->count() > 0;
+    status = run_quantize(*args);
+  });
 });
 
 }  // namespace

@@ -24,6 +24,7 @@ enum class ErrorHint {
   ReplaceOutput,    // replace what is at the destination
   CalibrationFile,  // a calibration from `selq calibrate`
   TextFile,         // a text file instead of the default Austen text
+  PromptsFile,      // prompts instead of the default Austen openings
   GgufFile,         // the demo's GGUF file
   SourceCheckpoint, // the source checkpoint's directory
   AllowNonFinite,   // quantize a weight holding NaN/Inf anyway

@@ -65,13 +65,14 @@ Novel novel(const std::string& db, const std::string& title) {
   throw_bad_input(fmt::format("the Austen database has no novel titled '{}'", display_title(title)), {db});
 }
 
-std::string require_database() {
+// `hint`: what the caller could give instead (a text, or prompts).
+std::string require_database(ErrorHint hint) {
   std::string db = find_janeaustenr_database();
   if (db.empty())
     throw_bad_input(
         "no default English text: install Debian's r-cran-janeaustenr (`apt-get install --no-install-recommends "
         "r-cran-janeaustenr`; scripts/setup.sh does)",
-        {}, ErrorHint::TextFile);
+        {}, hint);
   return db;
 }
 
@@ -114,7 +115,7 @@ std::vector<std::string> paragraphs_of(const std::vector<std::string>& lines) {
 }
 
 DefaultText default_text(DefaultTextUse use) {
-  const std::string db = require_database();
+  const std::string db = require_database(ErrorHint::TextFile);
   const std::string title = use == DefaultTextUse::Evaluation ? "emma" : "sense and sensibility";
   Novel n = novel(db, title);
   std::string text;
@@ -126,7 +127,7 @@ DefaultText default_text(DefaultTextUse use) {
 }
 
 DefaultPrompts default_prompts(std::size_t count, std::size_t words) {
-  const std::string db = require_database();
+  const std::string db = require_database(ErrorHint::PromptsFile);
   const std::string title = "persuasion";
   DefaultPrompts out;
   for (const auto& p : paragraphs_of(novel(db, title).lines)) {

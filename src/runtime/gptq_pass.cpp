@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "io/safetensors.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
@@ -239,8 +240,8 @@ Hessians gather_hessians(CausalLM& model, std::int64_t layer, const std::vector<
 
 using LayerTargets = std::vector<std::pair<Linear*, const Target*>>;
 
-// A layer's targets in batches whose Hessians fit `budget` bytes (0: one
-// batch); the readers of one input stay together, and an input larger than
+// A layer's targets in batches whose Hessians fit `budget` bytes (0: no
+// bound); the readers of one input stay together, and an input larger than
 // the budget is a batch of its own.
 std::vector<LayerTargets> hessian_batches(const LayerTargets& mine, std::uint64_t budget) {
   std::vector<LayerTargets> batches(1);
@@ -304,7 +305,8 @@ std::vector<io::TensorBytes> round_layer(CausalLM& model, std::int64_t layer, co
                                          std::vector<std::string>& unreached) {
   std::vector<io::TensorBytes> out;
   std::vector<std::pair<Linear*, Matrix>> rounded;
-  for (const LayerTargets& batch : hessian_batches(mine, options.hessian_budget)) {
+  const std::uint64_t budget = options.hessian_budget > 0 ? options.hessian_budget : physical_memory_bytes() / 2;
+  for (const LayerTargets& batch : hessian_batches(mine, budget)) {
     std::vector<Linear*> linears;
     for (const auto& [l, t] : batch) linears.push_back(l);
     const Hessians hs = gather_hessians(model, layer, linears, hidden, hidden_size);

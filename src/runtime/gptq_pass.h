@@ -41,10 +41,10 @@ struct GptqPassOptions {
   std::string work_dir;      // per-layer results (created; kept for a rerun)
   double dampening{0.01};
   int threads{0};            // 0: all cores (the bytes do not depend on it)
-  // Bytes a layer's Hessians may take (in x in doubles per input; 0: no
-  // bound). Beyond it the layer's linears are rounded in batches, each batch's
-  // Hessians gathered by one more run of the sequences through the layer; the
-  // bytes do not depend on it.
+  // Bytes a layer's Hessians may take (in x in doubles per input; 0: half of
+  // the machine's memory). Beyond it the layer's linears are rounded in
+  // batches, each batch's Hessians gathered by one more run of the sequences
+  // through the layer (time, not bytes: the output does not depend on it).
   std::uint64_t hessian_budget{0};
   // One line per finished layer ("layer 3/30: 7 linears rounded in 2.1 s").
   std::function<void(const std::string&)> on_progress;

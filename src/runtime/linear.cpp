@@ -1,8 +1,6 @@
 // Engine-style loading of linear layers and their forward pass.
 #include "runtime/linear.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +13,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
 #include "export/native_fp8.h"
@@ -115,8 +114,7 @@ bool hold_stored(std::uint64_t quantized_bytes, const std::string& dir) {
     if (v == "dequantized") return false;
     throw_bad_input(fmt::format("SELQ_RUNTIME_WEIGHTS is '{}': expected stored or dequantized", v), {dir});
   }
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  const auto ram = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+  const std::uint64_t ram = physical_memory_bytes();
   return ram > 0 && 8 * quantized_bytes > ram / 2;
 }
 
