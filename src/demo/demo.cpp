@@ -66,7 +66,7 @@ Texts texts_for(const DemoRequest& r) {
 
 class Demo {
  public:
-  Demo(DemoRequest r) : r_(std::move(r)), model_(runtime::demo_model(r_.model)) {
+  explicit Demo(DemoRequest r) : r_(std::move(r)), model_(runtime::demo_model(r_.model)) {
     for (const auto& entry : r_.recipes) entries_.push_back(recipe_and_rounding(entry));  // before any work
     if (r_.gguf.empty()) r_.gguf = runtime::find_demo_gguf(model_);
     if (r_.planned_bpw < 0) r_.planned_bpw = model_.planned_bpw;
