@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "export/dialect.h"
 #include "export/dialect_internal.h"
+#include "quant/scheme_traits.h"
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
 #include "quant/act_modes.h"
@@ -99,21 +100,8 @@ ConfigOutput build_quantization_config(Dialect d, const ConfigInput& in) {
 namespace detail {
 
 SchemeSpec f32_scale_adapt(SchemeSpec s, DType) {
-  switch (s.kind) {
-    case SchemeKind::FP8Channel:
-      s.scale_dtype = DType::F32;
-      s.scale_keepdim = false;
-      break;
-    case SchemeKind::FP8Tensor: s.scale_dtype = DType::F32; break;
-    case SchemeKind::NVFP4: s.nvfp = quant::NvfpConvention::ModelOpt; break;
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8:
-    case SchemeKind::FP8Block:
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-    case SchemeKind::FP8ChannelE8M0: break;  // stored as the scheme says
-  }
-  return s;
+  const auto form = quant::scheme_traits(s.kind).f32_scale_form;
+  return form ? form(s) : s;
 }
 
 void check_kind_row(Dialect d, const SchemeSpec& spec, bool writable, std::string (*problem)(const SchemeSpec&),

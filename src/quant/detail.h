@@ -232,22 +232,8 @@ inline const float* channel_weights_of(const MatrixJob& job) {
   if (job.spec->rounding.value != Rounding::Weighted || job.options->channel_weights.empty()) return nullptr;
   return job.options->channel_weights.data() + (job.g.three_d ? job.e * job.g.in : 0);
 }
-void quantize_mx(const MatrixJob& job, ErrorMetrics& m);
-void quantize_nvfp4(const MatrixJob& job, ErrorMetrics& m);
-void quantize_fp8(const MatrixJob& job, ErrorMetrics& m);
-void quantize_int(const MatrixJob& job, ErrorMetrics& m);
-void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& m);
-
-void dequantize_mx(const SchemeSpec& spec, const Geometry& g,
-                   std::span<const std::span<const std::uint8_t>> outs, float* dst);
-void dequantize_nvfp4(const SchemeSpec& spec, const Geometry& g,
-                      std::span<const std::span<const std::uint8_t>> outs, float* dst);
-void dequantize_fp8(const SchemeSpec& spec, const Geometry& g,
-                    std::span<const std::span<const std::uint8_t>> outs, float* dst);
-void dequantize_int(const SchemeSpec& spec, const Geometry& g,
-                    std::span<const std::span<const std::uint8_t>> outs, float* dst);
-void dequantize_fp8_e8m0(const SchemeSpec& spec, const Geometry& g,
-                         std::span<const std::span<const std::uint8_t>> outs, float* dst);
+// Each kind's quantize, dequantize and row kernels are declared beside its
+// row in quant/scheme_traits.cpp, the one place that takes them.
 
 // ---- activation quantize-dequantize, one per ActMode row (activation.cpp) ----
 // qdq_activation_row's arguments; a mode ignores what it does not use.

@@ -149,9 +149,6 @@ float fp8_scale_for_amax(const Fp8Params& p, float amax);
 // merged into m as one block. Returns the scale (to store in p.sd).
 float fp8_channel_row(const Fp8Params& p, const float* row, std::size_t n, float amax, bool finite, std::uint8_t* w,
                       ErrorMetrics& m);
-// The same for FP8 with an E8M0 row scale (fp8_e8m0.cpp); returns the scale byte.
-std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t n, float amax, bool finite,
-                          std::uint8_t* w, ErrorMetrics& m, const float* weights = nullptr);
 
 // n elements with one scale s; `ct` is the dtype of the quotient x / s.
 // Adds clipped elements (not blocks) and the error sums to m.

@@ -11,6 +11,7 @@
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
 #include "quant/rounding_mse.h"
+#include "quant/row_kernel.h"
 
 namespace selq::quant::detail {
 
@@ -224,6 +225,15 @@ void dequantize_fp8(const SchemeSpec& spec, const Geometry& g,
         const std::int64_t i = (e * out + r) * in + c;
         dst[i] = e4m3_value(outs[0][static_cast<std::size_t>(i)]) * load_float_element(sd, outs[1].data(), si);
       }
+}
+
+void fp8_prepare_rows(RowParams& p, const TensorView& src, const TensorQuantizeOptions&, std::int64_t, std::uint64_t,
+                      std::uint64_t) {
+  p.fp8 = fp8_params(*p.spec, src.info->dtype);
+}
+
+void fp8_channel_row_kernel(const RowParams& p, const RowInput& row, const RowOutput& out, ErrorMetrics& m) {
+  out.scales[0] = fp8_channel_row(p.fp8, row.x, static_cast<std::size_t>(row.in), row.amax, row.finite, out.codes, m);
 }
 
 }  // namespace selq::quant::detail

@@ -7,6 +7,7 @@
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
 #include "quant/rounding_mse.h"
+#include "quant/row_kernel.h"
 
 namespace selq::quant::detail {
 
@@ -17,13 +18,14 @@ std::uint8_t row_scale_byte(const SchemeSpec& spec, float amax) {
 float e8m0_value(std::uint8_t b) {
   return b == 0xFF ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, static_cast<int>(b) - 127);
 }
-}  // namespace
 
+// One row: codes into w, the row's metrics merged into m as one block;
+// returns the scale byte.
 std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t n, float amax, bool finite,
                           std::uint8_t* w, ErrorMetrics& m, const float* weights) {
   std::uint8_t sb = row_scale_byte(spec, amax);
   // The scale is chosen; the kernel encodes with it, whichever rounding chose.
-  if (searches_scales(spec.rounding.value) && finite) sb = mse_fp8_e8m0_byte(row, weights, n, sb);
+  if (searches_scales(spec.rounding.value) && finite) sb = mse_e4m3_e8m0_byte(row, weights, n, sb);
   ErrorMetrics rm;
   fp8_row(DType::F32, row, n, e8m0_value(sb), w, rm, finite);
   rm.clipped_blocks = rm.clipped_elements != 0;
@@ -31,6 +33,7 @@ std::uint8_t fp8_e8m0_row(const SchemeSpec& spec, const float* row, std::size_t 
   m.merge(rm);
   return sb;
 }
+}  // namespace
 
 void quantize_fp8_e8m0(const MatrixJob& job, ErrorMetrics& metrics) {
   const SchemeSpec& spec = *job.spec;
@@ -54,6 +57,11 @@ void dequantize_fp8_e8m0(const SchemeSpec&, const Geometry& g, std::span<const s
       dst[i] = e4m3_value(outs[0][static_cast<std::size_t>(i)]) * s;
     }
   }
+}
+
+void fp8_e8m0_row_kernel(const RowParams& p, const RowInput& row, const RowOutput& out, ErrorMetrics& m) {
+  out.scale_bytes[0] = fp8_e8m0_row(*p.spec, row.x, static_cast<std::size_t>(row.in), row.amax, row.finite, out.codes,
+                                    m, nullptr);
 }
 
 }  // namespace selq::quant::detail

@@ -15,6 +15,7 @@
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
 #include "quant/rounding_mse.h"
+#include "quant/row_kernel.h"
 
 namespace selq::quant::detail {
 
@@ -277,6 +278,15 @@ void dequantize_int(const SchemeSpec& spec, const Geometry& g,
           q = static_cast<float>(static_cast<std::int8_t>(outs[0][static_cast<std::size_t>((e * out + r) * in + c)]));
         dst[(e * out + r) * in + c] = (q - zp) * s;
       }
+}
+
+void int_prepare_rows(RowParams& p, const TensorView& src, const TensorQuantizeOptions&, std::int64_t in,
+                      std::uint64_t, std::uint64_t) {
+  p.ints = int_row_params(*p.spec, src.info->dtype, in);
+}
+
+void int_row_kernel(const RowParams& p, const RowInput& row, const RowOutput& out, ErrorMetrics& m) {
+  int_row(p.ints, row.x, row.in, out.codes, out.scales, out.zero_points, m, row.finite);
 }
 
 }  // namespace selq::quant::detail

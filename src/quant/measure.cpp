@@ -4,8 +4,9 @@
 // bit patterns), and handed to every scheme's row kernel, the one
 // quantize_weight runs, with its codes not stored. The metric pieces are the
 // kernels' own row chunks, merged in their order, so every sum is the same
-// double as quantize_weight's. Kinds without a row kernel here (FP8 per
-// tensor and 2-D blocks) are measured by quantizing into a scratch buffer.
+// double as quantize_weight's. Kinds without a row kernel (their scale spans
+// rows: FP8 per tensor and 2-D blocks) are measured by quantizing into a
+// scratch buffer.
 #include <fmt/format.h>
 
 #include <tbb/blocked_range.h>
@@ -13,6 +14,8 @@
 
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
+#include "quant/row_kernel.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::quant {
 namespace {
@@ -23,45 +26,12 @@ using namespace detail;
 // whole pieces of every scheme.
 constexpr std::int64_t kTaskRows = 16;
 
-bool has_row_kernel(SchemeKind kind) {
-  switch (kind) {
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8:
-    case SchemeKind::NVFP4:
-    case SchemeKind::FP8Channel:
-    case SchemeKind::FP8ChannelE8M0:
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: return true;
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Block: return false;
-  }
-  return false;
-}
-
-std::int64_t chunk_rows(SchemeKind kind) {
-  switch (kind) {
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8: return kMxChunkRows;
-    case SchemeKind::NVFP4: return kNvfp4ChunkRows;
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: return kIntChunkRows;
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Channel:
-    case SchemeKind::FP8Block:
-    case SchemeKind::FP8ChannelE8M0: return kFp8ChunkRows;
-  }
-  return kFp8ChunkRows;
-}
-
 // One scheme on one matrix (a 2-D weight or one expert).
 struct RowScheme {
-  const SchemeSpec* spec{nullptr};
+  const SchemeTraits* traits{nullptr};
   const TensorQuantizeOptions* options{nullptr};
-  std::int64_t chunk{kFp8ChunkRows};
-  Nvfp4RowParams nvfp4{};
-  Fp8Params fp8{};
-  IntRowParams int_params{};
-  std::vector<ErrorMetrics> pieces;  // one per chunk of `chunk` rows
+  RowParams params{};
+  std::vector<ErrorMetrics> pieces;  // one per chunk of traits->chunk_rows rows
 };
 
 // The block maxima of one loaded row, each as a load of that width returns it.
@@ -90,25 +60,6 @@ struct RowScratch {
   std::vector<float> scales, zero_points;
 };
 
-void measure_row(const RowScheme& s, const float* x, std::int64_t in, const RowAmax& a, bool finite, RowScratch& scratch,
-                 ErrorMetrics& m) {
-  const auto n = static_cast<std::size_t>(in);
-  switch (s.spec->kind) {
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8: mx_row(*s.spec, x, in, nullptr, scratch.scale_bytes.data(), m, finite, a.b32.data()); return;
-    case SchemeKind::NVFP4: nvfp4_row(s.nvfp4, x, in, nullptr, scratch.scale_bytes.data(), m, finite, a.b16.data()); return;
-    case SchemeKind::FP8Channel: fp8_channel_row(s.fp8, x, n, a.row, finite, nullptr, m); return;
-    case SchemeKind::FP8ChannelE8M0: fp8_e8m0_row(*s.spec, x, n, a.row, finite, nullptr, m); return;
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup:
-      int_row(s.int_params, x, in, nullptr, scratch.scales.data(), scratch.zero_points.data(), m, finite);
-      return;
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Block: break;  // whole-tensor scales: measured by quantize_weight itself
-  }
-  throw Error(ErrorKind::Internal, "measure_row: no row kernel for " + s.spec->name());
-}
-
 // The row-kernel schemes on expert e: their merged pieces, as quantize_weight's
 // kernel for that expert returns them.
 void measure_matrix(std::vector<RowScheme>& schemes, const TensorView& src, const Geometry& g, std::int64_t e,
@@ -117,9 +68,9 @@ void measure_matrix(std::vector<RowScheme>& schemes, const TensorView& src, cons
   const std::uint8_t* data = src.bytes.data();
   const std::uint64_t base0 = static_cast<std::uint64_t>(e * g.out * g.in);
   for (auto& s : schemes) {
-    if (s.spec->kind == SchemeKind::NVFP4)
-      s.nvfp4 = nvfp4_row_params(*s.spec, src, *s.options, base0, static_cast<std::uint64_t>(g.out * g.in));
-    s.pieces.assign(static_cast<std::size_t>(ceil_div(g.out, s.chunk)), ErrorMetrics{});
+    if (s.traits->prepare_rows)
+      s.traits->prepare_rows(s.params, src, *s.options, g.in, base0, static_cast<std::uint64_t>(g.out * g.in));
+    s.pieces.assign(static_cast<std::size_t>(ceil_div(g.out, s.traits->chunk_rows)), ErrorMetrics{});
   }
   const std::int64_t tasks = ceil_div(g.out, kTaskRows);
   // simple_partitioner, grain 1: each piece is filled by one task, row by row.
@@ -145,8 +96,13 @@ void measure_matrix(std::vector<RowScheme>& schemes, const TensorView& src, cons
             const bool finite = all_finite(&amax.row, 1);
             if (!finite)
               for (const auto& s : schemes) check_finite(row, in, base, src, *s.options);
+            const RowInput input{row, g.in, amax.b16.empty() ? nullptr : amax.b16.data(),
+                                 amax.b32.empty() ? nullptr : amax.b32.data(), amax.row, finite};
+            const RowOutput output{nullptr, scratch.scale_bytes.data(), scratch.scales.data(),
+                                   scratch.zero_points.data()};
             for (auto& s : schemes)
-              measure_row(s, row, g.in, amax, finite, scratch, s.pieces[static_cast<std::size_t>(r / s.chunk)]);
+              s.traits->row_kernel(s.params, input, output,
+                                   s.pieces[static_cast<std::size_t>(r / s.traits->chunk_rows)]);
           }
         }
       },
@@ -198,18 +154,16 @@ void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src,
     if (specs[i].rounding.value == Rounding::Gptq)  // its weights come from the runtime (runtime/gptq.h)
       throw Error(ErrorKind::Internal, "measure_weight: rounding gptq is not measured from the weight alone");
     g = geometry_for(specs[i], src.info->shape, src.info->name);  // the same for every scheme
+    const SchemeTraits& traits = scheme_traits(specs[i].kind);
     // Weighted takes its channel weights through quantize_weight (checked there).
-    if (!has_row_kernel(specs[i].kind) || specs[i].rounding.value == Rounding::Weighted) {
+    if (!traits.row_kernel || specs[i].rounding.value == Rounding::Weighted) {
       metrics[i] = measure_by_quantizing(specs[i], src, options[i]);
       continue;
     }
     RowScheme s;
-    s.spec = &specs[i];
+    s.traits = &traits;
     s.options = &options[i];
-    s.chunk = chunk_rows(specs[i].kind);
-    s.fp8 = fp8_params(specs[i], src.info->dtype);
-    if (specs[i].kind == SchemeKind::IntChannel || specs[i].kind == SchemeKind::IntGroup)
-      s.int_params = int_row_params(specs[i], src.info->dtype, g.in);
+    s.params.spec = &specs[i];
     schemes.push_back(std::move(s));
     index.push_back(i);
   }

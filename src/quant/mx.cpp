@@ -20,6 +20,7 @@
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
 #include "quant/rounding_mse.h"
+#include "quant/row_kernel.h"
 
 namespace selq::quant::detail {
 namespace {
@@ -175,6 +176,10 @@ void dequantize_mx(const SchemeSpec& spec, const Geometry& g,
       dst[r * in + c] = q * scale;
     }
   }
+}
+
+void mx_row_kernel(const RowParams& p, const RowInput& row, const RowOutput& out, ErrorMetrics& m) {
+  mx_row(*p.spec, row.x, row.in, out.codes, out.scale_bytes, m, row.finite, row.amax32);
 }
 
 }  // namespace selq::quant::detail

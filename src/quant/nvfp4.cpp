@@ -19,6 +19,7 @@
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
 #include "quant/rounding_mse.h"
+#include "quant/row_kernel.h"
 
 namespace selq::quant::detail {
 
@@ -198,6 +199,15 @@ void dequantize_nvfp4(const SchemeSpec& spec, const Geometry& g,
       }
     }
   }
+}
+
+void nvfp4_prepare_rows(RowParams& p, const TensorView& src, const TensorQuantizeOptions& options, std::int64_t,
+                        std::uint64_t first, std::uint64_t count) {
+  p.nvfp4 = nvfp4_row_params(*p.spec, src, options, first, count);
+}
+
+void nvfp4_row_kernel(const RowParams& p, const RowInput& row, const RowOutput& out, ErrorMetrics& m) {
+  nvfp4_row(p.nvfp4, row.x, row.in, out.codes, out.scale_bytes, m, row.finite, row.amax16);
 }
 
 }  // namespace selq::quant::detail

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "quant/scheme.h"
+#include "quant/scheme_traits.h"
 
 namespace selq::quant {
 
@@ -25,20 +26,7 @@ Rounding parse_rounding(std::string_view name, std::string_view what) {
   throw_bad_input(fmt::format("unknown {} '{}' (expected one of: nearest, mse, weighted, gptq)", what, name));
 }
 
-bool gptq_supports(SchemeKind kind) {
-  switch (kind) {
-    case SchemeKind::MXFP4:
-    case SchemeKind::MXFP8:
-    case SchemeKind::NVFP4:
-    case SchemeKind::IntChannel:
-    case SchemeKind::IntGroup: return true;
-    case SchemeKind::FP8Tensor:
-    case SchemeKind::FP8Channel:
-    case SchemeKind::FP8Block:
-    case SchemeKind::FP8ChannelE8M0: return false;
-  }
-  return false;
-}
+bool gptq_supports(SchemeKind kind) { return scheme_traits(kind).gptq_keeps_scales; }
 
 void check_gptq_supported(const SchemeSpec& spec, const std::string& tensor) {
   if (spec.rounding.value == Rounding::Gptq && !gptq_supports(spec.kind))

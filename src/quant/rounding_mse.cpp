@@ -349,7 +349,7 @@ SELQ_MSE_CLONES float mse_fp8_scale(const Fp8Params& p, const float* x, const fl
   return cs[best_lane(err, 0, 8)];
 }
 
-SELQ_MSE_CLONES std::uint8_t mse_fp8_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest) {
+SELQ_MSE_CLONES std::uint8_t mse_e4m3_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest) {
   const int e0 = nearest;
   int e[8] = {e0, e0 - 1, e0 + 1, e0, e0, e0, e0, e0};
   float sv[8];

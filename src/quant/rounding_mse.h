@@ -15,11 +15,13 @@
 //
 // Each function takes the scales the scale rule chose (the arrays the row
 // kernels then encode with) and replaces them in place: scale selection is
-// here, the encoding stays in the schemes' row kernels (mx.cpp, nvfp4.cpp,
-// int.cpp, fp8.cpp, fp8_e8m0.cpp), which run the same SIMD code for every
-// rounding. Everything is per block, so the bytes do not depend on the
-// thread count, the memory budget or how a tensor is split. A row holding
-// NaN/Inf (quantized only with --allow-non-finite) keeps nearest's scales.
+// here, the encoding stays in each kind's row kernels, which run the same
+// SIMD code for every rounding. The searches go by scale family (E8M0,
+// NVFP4's E4M3, an INT range, an FP8 clip), so a new kind whose scales are
+// of a family already here touches no rounding. Everything is per block, so
+// the bytes do not depend on the thread count, the memory budget or how a
+// tensor is split. A row holding NaN/Inf (quantized only with
+// --allow-non-finite) keeps nearest's scales.
 //
 // Candidates (docs/RECIPES.md, "Rounding"):
 //   MXFP4/MXFP8      the E8M0 exponent e (the rule's), e − 1 and e + 1
@@ -31,7 +33,8 @@
 //                    127.5/127 for int8: the largest element onto qmax), and
 //                    r = 0.95, 0.9, ..., 0.7 (int4) or 0.995, ..., 0.97 (int8)
 //   FP8 channel/block the scale of r·amax, r = 1, 0.975, ..., 0.825
-//   FP8 E8M0 channel the exponent e − 1, e, e + 1
+//   E4M3 under an    the exponent e − 1, e, e + 1
+//   E8M0 row scale
 //   FP8 per tensor   one scale for the whole tensor: not searched (= nearest)
 #include <cstddef>
 #include <cstdint>
@@ -58,8 +61,9 @@ void mse_int_scales(const IntRowParams& p, float qmin, float qmax, const float* 
 // block): the chosen scale, `nearest` unless another is strictly better.
 float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax, float nearest);
 
-// FP8 with one E8M0 scale over the n elements of a channel.
-std::uint8_t mse_fp8_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest);
+// E4M3 elements under one E8M0 (power-of-two) scale over n elements: the
+// chosen scale byte, `nearest` unless another is strictly better.
+std::uint8_t mse_e4m3_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest);
 
 
 }  // namespace selq::quant::detail

@@ -25,9 +25,10 @@ enum class SchemeKind {
   IntChannel,   // int4/int8, per output channel
   IntGroup,     // int4/int8, per group of `group_size` input channels
   FP8ChannelE8M0,  // E4M3FN, one E8M0 (power-of-two) scale per output channel
+  Count,           // not a kind: the number of kinds, which every kind-indexed table is checked against
 };
 // Rows of quant/scheme_traits.cpp, one per kind: everything a kind is.
-inline constexpr std::size_t kSchemeKindCount = 9;
+inline constexpr std::size_t kSchemeKindCount = static_cast<std::size_t>(SchemeKind::Count);
 
 // How the activations entering the layer are quantized at run time.
 enum class ActMode {
@@ -83,13 +84,13 @@ enum class NvfpConvention {
 struct SchemeSpec {
   SchemeKind kind{SchemeKind::FP8Channel};
   ActMode act{ActMode::None};
-  ScaleRule scale_rule{ScaleRule::Even};  // E8M0 scales: MX, FP8ChannelE8M0
+  ScaleRule scale_rule{ScaleRule::Even};  // kinds with E8M0 scales (option scale_rule)
   int bits{8};                            // int schemes: 4 or 8
   bool symmetric{true};                   // int schemes
   int group_size{0};                      // IntGroup (e.g. 128); fixed 32/16 for MX/NVFP4
   int block_rows{128}, block_cols{128};   // FP8Block
   DType scale_dtype{DType::F32};          // FP8Channel/FP8Tensor/Int*: F32, BF16 or F16
-  bool scale_keepdim{true};               // FP8Channel(E8M0)/IntChannel: (out,1) if true, [out] if false
+  bool scale_keepdim{true};               // one scale per row (option scale_keepdim): (out,1) if true, [out] if false
   NvfpConvention nvfp{NvfpConvention::CompressedTensors};
   // For IntGroup/IntChannel: pack into int32 words (compressed-tensors
   // pack-quantized) instead of one I8 per element.

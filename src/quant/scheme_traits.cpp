@@ -10,14 +10,46 @@
 #include "core/enum_table.h"
 #include "quant/act_modes.h"
 #include "quant/detail.h"
+#include "quant/row_kernel.h"
 
 namespace selq::quant {
+
+// Each kind's kernels, defined in its kernel file and taken only by its row
+// below.
+namespace detail {
+void quantize_mx(const MatrixJob&, ErrorMetrics&);
+void dequantize_mx(const SchemeSpec&, const Geometry&, std::span<const std::span<const std::uint8_t>>, float*);
+void mx_row_kernel(const RowParams&, const RowInput&, const RowOutput&, ErrorMetrics&);
+
+void quantize_nvfp4(const MatrixJob&, ErrorMetrics&);
+void dequantize_nvfp4(const SchemeSpec&, const Geometry&, std::span<const std::span<const std::uint8_t>>, float*);
+void nvfp4_prepare_rows(RowParams&, const TensorView&, const TensorQuantizeOptions&, std::int64_t, std::uint64_t,
+                        std::uint64_t);
+void nvfp4_row_kernel(const RowParams&, const RowInput&, const RowOutput&, ErrorMetrics&);
+
+void quantize_fp8(const MatrixJob&, ErrorMetrics&);
+void dequantize_fp8(const SchemeSpec&, const Geometry&, std::span<const std::span<const std::uint8_t>>, float*);
+void fp8_prepare_rows(RowParams&, const TensorView&, const TensorQuantizeOptions&, std::int64_t, std::uint64_t,
+                      std::uint64_t);
+void fp8_channel_row_kernel(const RowParams&, const RowInput&, const RowOutput&, ErrorMetrics&);
+
+void quantize_int(const MatrixJob&, ErrorMetrics&);
+void dequantize_int(const SchemeSpec&, const Geometry&, std::span<const std::span<const std::uint8_t>>, float*);
+void int_prepare_rows(RowParams&, const TensorView&, const TensorQuantizeOptions&, std::int64_t, std::uint64_t,
+                      std::uint64_t);
+void int_row_kernel(const RowParams&, const RowInput&, const RowOutput&, ErrorMetrics&);
+
+void quantize_fp8_e8m0(const MatrixJob&, ErrorMetrics&);
+void dequantize_fp8_e8m0(const SchemeSpec&, const Geometry&, std::span<const std::span<const std::uint8_t>>, float*);
+void fp8_e8m0_row_kernel(const RowParams&, const RowInput&, const RowOutput&, ErrorMetrics&);
+}  // namespace detail
 
 namespace {
 
 using detail::ceil_div;
 using detail::Geometry;
 using V = std::vector<OutTensorSpec>;
+using V0 = std::vector<SchemeSpec>;
 
 const char* rule_suffix(ScaleRule r) {
   switch (r) {
@@ -78,89 +110,281 @@ std::string fp8_block_problem(const SchemeSpec& s) {
 
 constexpr unsigned kIntOptions = kOptScaleDtype | kOptScaleKeepdim | kOptGroupSize | kOptSymmetric | kOptPackInt32;
 
+constexpr const char* kMxInMultipleWhy =
+    "OCP MX blocks are 32 input channels; compressed-tensors mxfp4/mxfp8 and Quark "
+    "OCP_MX both require in_features % 32 == 0 (they do not pad)";
+
+constexpr ScaleRule kScaleRules[] = {ScaleRule::Even, ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::RCeil};
+
+template <SchemeKind K>
+void variants_by_scale_rule(V0& out) {
+  for (ScaleRule rule : kScaleRules) out.push_back({.kind = K, .scale_rule = rule});
+}
+
+template <SchemeKind K>
+void default_variant(V0& out) {
+  out.push_back({.kind = K});
+}
+
+void int_channel_variants(V0& out) {
+  for (int bits : {4, 8})
+    for (bool sym : {true, false}) out.push_back({.kind = SchemeKind::IntChannel, .bits = bits, .symmetric = sym});
+}
+
+void int_group_variants(V0& out) {
+  for (int bits : {4, 8})
+    for (bool sym : {true, false})
+      for (int g : {32, 64, 128, 256})
+        out.push_back({.kind = SchemeKind::IntGroup, .bits = bits, .symmetric = sym, .group_size = g});
+}
+
+// F32-scale dialects (Quark, ModelOpt): FP8 scales as F32 ([out] per
+// channel), NVFP4 in ModelOpt's convention.
+SchemeSpec f32_fp8_tensor(SchemeSpec s) {
+  s.scale_dtype = DType::F32;
+  return s;
+}
+SchemeSpec f32_fp8_channel(SchemeSpec s) {
+  s.scale_dtype = DType::F32;
+  s.scale_keepdim = false;
+  return s;
+}
+SchemeSpec modelopt_nvfp4(SchemeSpec s) {
+  s.nvfp = NvfpConvention::ModelOpt;
+  return s;
+}
+
 constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
-    {SchemeKind::MXFP4, {{"mxfp4", 8}, {}}, kOptScaleRule, kAllActsButNvfp4,
-     [](const SchemeSpec& s) { return std::string("mxfp4") + rule_suffix(s.scale_rule); },
-     [](const SchemeSpec&, std::int64_t) { return 32; }, nullptr,
-     "OCP MX blocks are 32 input channels; compressed-tensors mxfp4/mxfp8 and Quark "
-     "OCP_MX both require in_features % 32 == 0 (they do not pad)",
-     false, false,
-     [](const SchemeSpec&, const Geometry& g, V& v) {
-       v.push_back({OutRole::Weight, DType::U8, {g.out, g.in / 2}});
-       v.push_back({OutRole::Scale, DType::U8, {g.out, g.in / 32}});
-     },
-     detail::quantize_mx, detail::dequantize_mx, [](const SchemeSpec&) { return 0.25; }},
-    {SchemeKind::MXFP8, {{"mxfp8", 8}, {}}, kOptScaleRule, kAllActsButNvfp4,
-     [](const SchemeSpec& s) { return std::string("mxfp8") + rule_suffix(s.scale_rule); },
-     [](const SchemeSpec&, std::int64_t) { return 32; }, nullptr,
-     "OCP MX blocks are 32 input channels; compressed-tensors mxfp4/mxfp8 and Quark "
-     "OCP_MX both require in_features % 32 == 0 (they do not pad)",
-     false, false,
-     [](const SchemeSpec&, const Geometry& g, V& v) {
-       v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
-       v.push_back({OutRole::Scale, DType::U8, {g.out, g.in / 32}});
-     },
-     detail::quantize_mx, detail::dequantize_mx, budget_fp8},
-    {SchemeKind::NVFP4, {{"nvfp4", 8}, {}}, 0, kNvfp4Acts,
-     [](const SchemeSpec& s) { return std::string(s.nvfp == NvfpConvention::ModelOpt ? "nvfp4-modelopt" : "nvfp4"); },
-     [](const SchemeSpec&, std::int64_t) { return 16; }, nullptr,
-     "NVFP4 blocks are 16 input channels; compressed-tensors nvfp4-pack-quantized "
-     "requires in_features % 16 == 0 (ModelOpt pads, but vLLM/TRT-LLM kernels expect "
-     "unpadded multiples of 16)",
-     true, true,
-     [](const SchemeSpec& s, const Geometry& g, V& v) {
-       v.push_back({OutRole::Weight, DType::U8, {g.out, g.in / 2}});
-       v.push_back({OutRole::Scale, DType::F8_E4M3, {g.out, g.in / 16}});
-       v.push_back({OutRole::GlobalScale, DType::F32, s.nvfp == NvfpConvention::ModelOpt ? Shape{} : Shape{1}});
-     },
-     detail::quantize_nvfp4, detail::dequantize_nvfp4, [](const SchemeSpec&) { return 0.20; }},
-    {SchemeKind::FP8Tensor, {{"fp8-tensor", 8}, {}}, kOptScaleDtype, kAllActsButNvfp4,
-     [](const SchemeSpec&) { return std::string("fp8-tensor"); }, whole_row, nullptr, nullptr, true, false,
-     [](const SchemeSpec& s, const Geometry& g, V& v) {
-       v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
-       v.push_back({OutRole::Scale, s.scale_dtype, s.scale_keepdim ? Shape{1} : Shape{}});
-     },
-     detail::quantize_fp8, detail::dequantize_fp8, budget_fp8},
-    {SchemeKind::FP8Channel, {{"fp8-channel", 8}, {}}, kOptScaleDtype | kOptScaleKeepdim, kAllActsButNvfp4,
-     [](const SchemeSpec&) { return std::string("fp8-channel"); }, whole_row, nullptr, nullptr, false, false,
-     [](const SchemeSpec& s, const Geometry& g, V& v) {
-       v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
-       v.push_back({OutRole::Scale, s.scale_dtype, per_row(s, g)});
-     },
-     detail::quantize_fp8, detail::dequantize_fp8, budget_fp8},
-    {SchemeKind::FP8Block, {{"fp8-block", 8}, {}}, kOptBlockSize, kAllActsButNvfp4,
-     [](const SchemeSpec& s) {
-       if (s.block_rows == s.block_cols) return fmt::format("fp8-block{}", s.block_rows);
-       return fmt::format("fp8-block{}x{}", s.block_rows, s.block_cols);
-     },
-     [](const SchemeSpec& s, std::int64_t) { return s.block_cols; }, fp8_block_problem, nullptr, false, false,
-     [](const SchemeSpec& s, const Geometry& g, V& v) {
-       v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
-       v.push_back({OutRole::Scale, s.scale_dtype, {ceil_div(g.out, s.block_rows), ceil_div(g.in, s.block_cols)}});
-     },
-     detail::quantize_fp8, detail::dequantize_fp8, budget_fp8},
-    {SchemeKind::IntChannel, {{"int4", 4}, {"int8", 8}}, kIntOptions, kAllActsButNvfp4,
-     [](const SchemeSpec& s) { return fmt::format("int{}-channel{}", s.bits, s.symmetric ? "" : "-asym"); },
-     whole_row, int_bits_problem, nullptr, false, false, outputs_int, detail::quantize_int, detail::dequantize_int,
-     budget_int},
-    {SchemeKind::IntGroup, {{}, {}}, kIntOptions, kAllActsButNvfp4,
-     [](const SchemeSpec& s) { return fmt::format("int{}-g{}{}", s.bits, s.group_size, s.symmetric ? "" : "-asym"); },
-     [](const SchemeSpec& s, std::int64_t) { return s.group_size; }, int_group_problem,
-     "compressed-tensors group strategy requires in_features % group_size == 0", false, false, outputs_int,
-     detail::quantize_int, detail::dequantize_int, budget_int},
-    {SchemeKind::FP8ChannelE8M0, {{"fp8-channel-e8m0", 8}, {}}, kOptScaleRule | kOptScaleKeepdim, kAllActsButNvfp4,
-     [](const SchemeSpec& s) { return std::string("fp8-channel-e8m0") + rule_suffix(s.scale_rule); }, whole_row,
-     nullptr, nullptr, false, false,
-     [](const SchemeSpec& s, const Geometry& g, V& v) {
-       v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
-       v.push_back({OutRole::Scale, DType::U8, per_row(s, g)});
-     },
-     detail::quantize_fp8_e8m0, detail::dequantize_fp8_e8m0, budget_fp8},
+    {.kind = SchemeKind::MXFP4,
+     .recipe_names = {{"mxfp4", 8}, {}},
+     .options = kOptScaleRule,
+     .acts = kAllActsButNvfp4,
+     .label = [](const SchemeSpec& s) { return std::string("mxfp4") + rule_suffix(s.scale_rule); },
+     .group_width = [](const SchemeSpec&, std::int64_t) { return 32; },
+     .param_problem = nullptr,
+     .in_multiple_why = kMxInMultipleWhy,
+     .whole_tensor_amax = false,
+     .fused_group_amax = false,
+     .outputs =
+         [](const SchemeSpec&, const Geometry& g, V& v) {
+           v.push_back({OutRole::Weight, DType::U8, {g.out, g.in / 2}});
+           v.push_back({OutRole::Scale, DType::U8, {g.out, g.in / 32}});
+         },
+     .quantize = detail::quantize_mx,
+     .dequantize = detail::dequantize_mx,
+     .chunk_rows = detail::kMxChunkRows,
+     .prepare_rows = nullptr,
+     .row_kernel = detail::mx_row_kernel,
+     .gptq_keeps_scales = true,
+     .f32_scale_form = nullptr,
+     .writable_variants = variants_by_scale_rule<SchemeKind::MXFP4>,
+     .error_budget = [](const SchemeSpec&) { return 0.25; }},
+    {.kind = SchemeKind::MXFP8,
+     .recipe_names = {{"mxfp8", 8}, {}},
+     .options = kOptScaleRule,
+     .acts = kAllActsButNvfp4,
+     .label = [](const SchemeSpec& s) { return std::string("mxfp8") + rule_suffix(s.scale_rule); },
+     .group_width = [](const SchemeSpec&, std::int64_t) { return 32; },
+     .param_problem = nullptr,
+     .in_multiple_why = kMxInMultipleWhy,
+     .whole_tensor_amax = false,
+     .fused_group_amax = false,
+     .outputs =
+         [](const SchemeSpec&, const Geometry& g, V& v) {
+           v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
+           v.push_back({OutRole::Scale, DType::U8, {g.out, g.in / 32}});
+         },
+     .quantize = detail::quantize_mx,
+     .dequantize = detail::dequantize_mx,
+     .chunk_rows = detail::kMxChunkRows,
+     .prepare_rows = nullptr,
+     .row_kernel = detail::mx_row_kernel,
+     .gptq_keeps_scales = true,
+     .f32_scale_form = nullptr,
+     .writable_variants = variants_by_scale_rule<SchemeKind::MXFP8>,
+     .error_budget = budget_fp8},
+    {.kind = SchemeKind::NVFP4,
+     .recipe_names = {{"nvfp4", 8}, {}},
+     .options = 0,
+     .acts = kNvfp4Acts,
+     .label =
+         [](const SchemeSpec& s) {
+           return std::string(s.nvfp == NvfpConvention::ModelOpt ? "nvfp4-modelopt" : "nvfp4");
+         },
+     .group_width = [](const SchemeSpec&, std::int64_t) { return 16; },
+     .param_problem = nullptr,
+     .in_multiple_why = "NVFP4 blocks are 16 input channels; compressed-tensors nvfp4-pack-quantized "
+                        "requires in_features % 16 == 0 (ModelOpt pads, but vLLM/TRT-LLM kernels expect "
+                        "unpadded multiples of 16)",
+     .whole_tensor_amax = true,
+     .fused_group_amax = true,
+     .outputs =
+         [](const SchemeSpec& s, const Geometry& g, V& v) {
+           v.push_back({OutRole::Weight, DType::U8, {g.out, g.in / 2}});
+           v.push_back({OutRole::Scale, DType::F8_E4M3, {g.out, g.in / 16}});
+           v.push_back({OutRole::GlobalScale, DType::F32, s.nvfp == NvfpConvention::ModelOpt ? Shape{} : Shape{1}});
+         },
+     .quantize = detail::quantize_nvfp4,
+     .dequantize = detail::dequantize_nvfp4,
+     .chunk_rows = detail::kNvfp4ChunkRows,
+     .prepare_rows = detail::nvfp4_prepare_rows,
+     .row_kernel = detail::nvfp4_row_kernel,
+     .gptq_keeps_scales = true,
+     .f32_scale_form = modelopt_nvfp4,
+     .writable_variants = default_variant<SchemeKind::NVFP4>,
+     .error_budget = [](const SchemeSpec&) { return 0.20; }},
+    {.kind = SchemeKind::FP8Tensor,
+     .recipe_names = {{"fp8-tensor", 8}, {}},
+     .options = kOptScaleDtype,
+     .acts = kAllActsButNvfp4,
+     .label = [](const SchemeSpec&) { return std::string("fp8-tensor"); },
+     .group_width = whole_row,
+     .param_problem = nullptr,
+     .in_multiple_why = nullptr,
+     .whole_tensor_amax = true,
+     .fused_group_amax = false,
+     .outputs =
+         [](const SchemeSpec& s, const Geometry& g, V& v) {
+           v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
+           v.push_back({OutRole::Scale, s.scale_dtype, s.scale_keepdim ? Shape{1} : Shape{}});
+         },
+     .quantize = detail::quantize_fp8,
+     .dequantize = detail::dequantize_fp8,
+     .chunk_rows = detail::kFp8ChunkRows,
+     .prepare_rows = nullptr,
+     .row_kernel = nullptr,
+     .gptq_keeps_scales = false,
+     .f32_scale_form = f32_fp8_tensor,
+     .writable_variants = default_variant<SchemeKind::FP8Tensor>,
+     .error_budget = budget_fp8},
+    {.kind = SchemeKind::FP8Channel,
+     .recipe_names = {{"fp8-channel", 8}, {}},
+     .options = kOptScaleDtype | kOptScaleKeepdim,
+     .acts = kAllActsButNvfp4,
+     .label = [](const SchemeSpec&) { return std::string("fp8-channel"); },
+     .group_width = whole_row,
+     .param_problem = nullptr,
+     .in_multiple_why = nullptr,
+     .whole_tensor_amax = false,
+     .fused_group_amax = false,
+     .outputs =
+         [](const SchemeSpec& s, const Geometry& g, V& v) {
+           v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
+           v.push_back({OutRole::Scale, s.scale_dtype, per_row(s, g)});
+         },
+     .quantize = detail::quantize_fp8,
+     .dequantize = detail::dequantize_fp8,
+     .chunk_rows = detail::kFp8ChunkRows,
+     .prepare_rows = detail::fp8_prepare_rows,
+     .row_kernel = detail::fp8_channel_row_kernel,
+     .gptq_keeps_scales = false,
+     .f32_scale_form = f32_fp8_channel,
+     .writable_variants = default_variant<SchemeKind::FP8Channel>,
+     .error_budget = budget_fp8},
+    {.kind = SchemeKind::FP8Block,
+     .recipe_names = {{"fp8-block", 8}, {}},
+     .options = kOptBlockSize,
+     .acts = kAllActsButNvfp4,
+     .label =
+         [](const SchemeSpec& s) {
+           if (s.block_rows == s.block_cols) return fmt::format("fp8-block{}", s.block_rows);
+           return fmt::format("fp8-block{}x{}", s.block_rows, s.block_cols);
+         },
+     .group_width = [](const SchemeSpec& s, std::int64_t) { return s.block_cols; },
+     .param_problem = fp8_block_problem,
+     .in_multiple_why = nullptr,
+     .whole_tensor_amax = false,
+     .fused_group_amax = false,
+     .outputs =
+         [](const SchemeSpec& s, const Geometry& g, V& v) {
+           v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
+           v.push_back(
+               {OutRole::Scale, s.scale_dtype, {ceil_div(g.out, s.block_rows), ceil_div(g.in, s.block_cols)}});
+         },
+     .quantize = detail::quantize_fp8,
+     .dequantize = detail::dequantize_fp8,
+     .chunk_rows = detail::kFp8ChunkRows,
+     .prepare_rows = nullptr,
+     .row_kernel = nullptr,
+     .gptq_keeps_scales = false,
+     .f32_scale_form = nullptr,
+     .writable_variants = default_variant<SchemeKind::FP8Block>,
+     .error_budget = budget_fp8},
+    {.kind = SchemeKind::IntChannel,
+     .recipe_names = {{"int4", 4}, {"int8", 8}},
+     .options = kIntOptions,
+     .acts = kAllActsButNvfp4,
+     .label = [](const SchemeSpec& s) { return fmt::format("int{}-channel{}", s.bits, s.symmetric ? "" : "-asym"); },
+     .group_width = whole_row,
+     .param_problem = int_bits_problem,
+     .in_multiple_why = nullptr,
+     .whole_tensor_amax = false,
+     .fused_group_amax = false,
+     .outputs = outputs_int,
+     .quantize = detail::quantize_int,
+     .dequantize = detail::dequantize_int,
+     .chunk_rows = detail::kIntChunkRows,
+     .prepare_rows = detail::int_prepare_rows,
+     .row_kernel = detail::int_row_kernel,
+     .gptq_keeps_scales = true,
+     .f32_scale_form = nullptr,
+     .writable_variants = int_channel_variants,
+     .error_budget = budget_int},
+    {.kind = SchemeKind::IntGroup,
+     .recipe_names = {{}, {}},
+     .options = kIntOptions,
+     .acts = kAllActsButNvfp4,
+     .label =
+         [](const SchemeSpec& s) {
+           return fmt::format("int{}-g{}{}", s.bits, s.group_size, s.symmetric ? "" : "-asym");
+         },
+     .group_width = [](const SchemeSpec& s, std::int64_t) { return s.group_size; },
+     .param_problem = int_group_problem,
+     .in_multiple_why = "compressed-tensors group strategy requires in_features % group_size == 0",
+     .whole_tensor_amax = false,
+     .fused_group_amax = false,
+     .outputs = outputs_int,
+     .quantize = detail::quantize_int,
+     .dequantize = detail::dequantize_int,
+     .chunk_rows = detail::kIntChunkRows,
+     .prepare_rows = detail::int_prepare_rows,
+     .row_kernel = detail::int_row_kernel,
+     .gptq_keeps_scales = true,
+     .f32_scale_form = nullptr,
+     .writable_variants = int_group_variants,
+     .error_budget = budget_int},
+    {.kind = SchemeKind::FP8ChannelE8M0,
+     .recipe_names = {{"fp8-channel-e8m0", 8}, {}},
+     .options = kOptScaleRule | kOptScaleKeepdim,
+     .acts = kAllActsButNvfp4,
+     .label = [](const SchemeSpec& s) { return std::string("fp8-channel-e8m0") + rule_suffix(s.scale_rule); },
+     .group_width = whole_row,
+     .param_problem = nullptr,
+     .in_multiple_why = nullptr,
+     .whole_tensor_amax = false,
+     .fused_group_amax = false,
+     .outputs =
+         [](const SchemeSpec& s, const Geometry& g, V& v) {
+           v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
+           v.push_back({OutRole::Scale, DType::U8, per_row(s, g)});
+         },
+     .quantize = detail::quantize_fp8_e8m0,
+     .dequantize = detail::dequantize_fp8_e8m0,
+     .chunk_rows = detail::kFp8ChunkRows,
+     .prepare_rows = nullptr,
+     .row_kernel = detail::fp8_e8m0_row_kernel,
+     .gptq_keeps_scales = false,
+     .f32_scale_form = nullptr,
+     .writable_variants = variants_by_scale_rule<SchemeKind::FP8ChannelE8M0>,
+     .error_budget = budget_fp8},
 }};
 
 static_assert(rows_in_enum_order<kSchemeKindCount>(
                   kTraits, [](const SchemeTraits& t) { return t.kind; },
-                  [](const SchemeTraits& t) { return t.outputs != nullptr; }),
+                  [](const SchemeTraits& t) {
+                    return t.outputs && t.quantize && t.dequantize && t.writable_variants && t.chunk_rows > 0 &&
+                           16 % t.chunk_rows == 0;
+                  }),
               "quant/scheme_traits.cpp needs one row per SchemeKind, in enum order");
 
 }  // namespace

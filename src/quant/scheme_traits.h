@@ -1,10 +1,13 @@
 #pragma once
 // One description per scheme kind: its recipe names and options, the check of
 // a source shape, the tensors it stores, its whole-tensor amax needs, the
-// activation modes it pairs with, its kernels and its error budget. Recipe
-// parsing, plan sizes, row blocks, verify and the planner ask this table; a
-// new kind is one row in scheme_traits.cpp plus its kernel file (and one row
-// per dialect in export/).
+// activation modes it pairs with, its kernels (one row-kernel signature,
+// quant/row_kernel.h) and their row chunks, what GPTQ and the F32-scale
+// dialects need of it, the variants selq writes, and its error budget. Recipe
+// parsing, plan sizes, row blocks, measure, verify, the dialects and the
+// planner ask this table; a new kind is its enum value, one row in
+// scheme_traits.cpp, its kernel file, and one row per dialect in export/
+// (docs/ARCHITECTURE.md "A scheme in one place").
 #include <cstdint>
 #include <span>
 #include <string>
@@ -18,6 +21,9 @@ namespace selq::quant {
 namespace detail {
 struct Geometry;
 struct MatrixJob;
+struct RowParams;
+struct RowInput;
+struct RowOutput;
 }  // namespace detail
 
 // The recipe `options:` keys a scheme kind takes (bit set).
@@ -64,6 +70,24 @@ struct SchemeTraits {
   void (*quantize)(const detail::MatrixJob&, ErrorMetrics&);
   void (*dequantize)(const SchemeSpec&, const detail::Geometry&, std::span<const std::span<const std::uint8_t>>,
                      float*);
+  // Rows per parallel task of `quantize`: the boundaries of its metric
+  // pieces, which measure_weight reproduces (each divides 16).
+  std::int64_t chunk_rows;
+  // The row kernel `quantize` runs, for measure_weight, and what it sets once
+  // per matrix (nullptr: nothing beyond the spec); row_kernel is nullptr when
+  // a scale spans rows (measured by quantizing instead).
+  void (*prepare_rows)(detail::RowParams&, const TensorView&, const TensorQuantizeOptions&, std::int64_t in,
+                       std::uint64_t first, std::uint64_t count);
+  void (*row_kernel)(const detail::RowParams&, const detail::RowInput&, const detail::RowOutput&, ErrorMetrics&);
+  // Its rows have a per-element grid GPTQ can round onto with the scales
+  // kept (runtime/gptq.h, quant/gptq_grid.h).
+  bool gptq_keeps_scales;
+  // How the dialects that store F32 scale tensors (Quark, ModelOpt) write it;
+  // nullptr: as the scheme says.
+  SchemeSpec (*f32_scale_form)(SchemeSpec);
+  // Appends the variants selq writes (act left None); writable_schemes() is
+  // every kind's variants under every activation mode.
+  void (*writable_variants)(std::vector<SchemeSpec>&);
   // Relative Frobenius error expected on trained-like weights (verify).
   double (*error_budget)(const SchemeSpec&);
 };

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -132,6 +133,13 @@ std::vector<double> block_sse(const std::vector<float>& x, const std::vector<flo
 }
 
 }  // namespace
+
+// Every kind is among the cases, so a new kind is searched and checked here.
+TEST(RoundingMse, CasesCoverEveryKind) {
+  std::set<SchemeKind> kinds;
+  for (const Case& k : cases()) kinds.insert(k.spec.kind);
+  EXPECT_EQ(kinds.size(), kSchemeKindCount);
+}
 
 TEST(RoundingMse, NeverWorseThanNearestOnAnyBlock) {
   constexpr std::int64_t rows = 48, in = 256;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -119,6 +120,15 @@ double total(const std::vector<double>& v) {
 }
 
 }  // namespace
+
+// Every kind is among the cases but FP8 per tensor, whose one scale for the
+// whole tensor is not searched (= nearest).
+TEST(RoundingWeighted, CasesCoverEveryKindThatSearches) {
+  std::set<SchemeKind> kinds;
+  for (const Case& k : cases()) kinds.insert(k.spec.kind);
+  EXPECT_FALSE(kinds.count(SchemeKind::FP8Tensor));
+  EXPECT_EQ(kinds.size(), kSchemeKindCount - 1);
+}
 
 TEST(RoundingWeighted, NeverWorseThanNearestInTheWeightedErrorAndBelowMse) {
   constexpr std::int64_t rows = 64, in = 256;

@@ -3,6 +3,7 @@
 // recipe-facing helpers built from them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
@@ -47,6 +48,38 @@ TEST(SchemeTraits, EveryKindHasItsNameAndBudget) {
               return s;
             }()),
             "nvfp4 weights take activations 'none' or 'nvfp4'");
+}
+
+// writable_schemes() is generated from the rows: every kind is there, under
+// every activation mode (what a config read back is matched against, and
+// what the schemes', measure's and recipe text's tests loop over).
+TEST(SchemeTraits, EveryKindIsWritableUnderEveryActivationMode) {
+  const auto all = writable_schemes();
+  for (std::size_t k = 0; k < kSchemeKindCount; ++k)
+    for (std::size_t a = 0; a < kActModeCount; ++a) {
+      const auto kind = static_cast<SchemeKind>(k);
+      const auto act = static_cast<ActMode>(a);
+      EXPECT_TRUE(std::any_of(all.begin(), all.end(),
+                              [&](const SchemeSpec& s) { return s.kind == kind && s.act == act; }))
+          << scheme_traits(kind).label({.kind = kind}) << " under " << act_mode_name(act);
+    }
+}
+
+// What the row says of GPTQ, the F32-scale dialects and its row kernel.
+TEST(SchemeTraits, RowsSayWhatGptqAndTheDialectsNeed) {
+  EXPECT_TRUE(gptq_supports(SchemeKind::NVFP4));
+  EXPECT_TRUE(gptq_supports(SchemeKind::IntGroup));
+  EXPECT_FALSE(gptq_supports(SchemeKind::FP8Channel));  // no per-element grid once the clip is searched
+  const SchemeSpec channel{.kind = SchemeKind::FP8Channel, .scale_dtype = selq::DType::BF16};
+  const SchemeSpec f32 = scheme_traits(SchemeKind::FP8Channel).f32_scale_form(channel);
+  EXPECT_EQ(f32.scale_dtype, selq::DType::F32);
+  EXPECT_FALSE(f32.scale_keepdim);
+  EXPECT_EQ(scheme_traits(SchemeKind::NVFP4).f32_scale_form({.kind = SchemeKind::NVFP4}).nvfp,
+            NvfpConvention::ModelOpt);
+  EXPECT_EQ(scheme_traits(SchemeKind::FP8Block).f32_scale_form, nullptr);
+  // A scale that spans rows has no row kernel (measured by quantizing).
+  EXPECT_EQ(scheme_traits(SchemeKind::FP8Tensor).row_kernel, nullptr);
+  EXPECT_NE(scheme_traits(SchemeKind::MXFP4).row_kernel, nullptr);
 }
 
 TEST(ActModeTraits, StaticModesStoreAnInputScale) {
