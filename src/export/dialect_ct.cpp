@@ -149,6 +149,9 @@ constexpr std::array<CtRow, quant::kSchemeKindCount> kRows = {{
      "selq writes int schemes weight-only (W4A16/W8A16)", int_args, int_pack_quantized, false, int_problem},
     {SchemeKind::IntGroup, "pack-quantized", quant::act_bit(ActMode::None),
      "selq writes int schemes weight-only (W4A16/W8A16)", int_args, int_pack_quantized, false, int_problem},
+    {SchemeKind::FP8ChannelE8M0, nullptr, 0,
+     "float-quantized FP8 stores float per-channel scales; compressed-tensors has no E8M0 per-channel FP8 format",
+     nullptr, nullptr, false, nullptr},
 }};
 
 static_assert(rows_in_kind_order(kRows), "export/dialect_ct.cpp needs one row per SchemeKind, in enum order");

@@ -152,6 +152,8 @@ constexpr std::array<QuarkRow, quant::kSchemeKindCount> kRows = {{
     {SchemeKind::IntGroup, nullptr, 0,
      "vLLM's only Quark int scheme is W8A8 int8 with int8 activations, which selq has no activation mode for",
      nullptr},
+    {SchemeKind::FP8ChannelE8M0, nullptr, 0,
+     "QuarkW8A8Fp8 loads per-channel scales as floats; no engine loads E8M0 per-channel FP8 weights yet", nullptr},
 }};
 
 static_assert(rows_in_kind_order(kRows), "export/dialect_quark.cpp needs one row per SchemeKind, in enum order");

@@ -24,6 +24,7 @@ enum class SchemeKind {
   FP8Block,     // E4M3FN, one F32 scale per 128x128 block (weight_scale_inv semantics)
   IntChannel,   // int4/int8, per output channel
   IntGroup,     // int4/int8, per group of `group_size` input channels
+  FP8ChannelE8M0,  // E4M3FN, one E8M0 (power-of-two) scale per output channel
   Count,           // not a kind: the number of kinds, which every kind-indexed table is checked against
 };
 // Rows of quant/scheme_traits.cpp, one per kind: everything a kind is.

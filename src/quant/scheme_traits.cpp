@@ -39,6 +39,9 @@ void int_prepare_rows(RowParams&, const TensorView&, const TensorQuantizeOptions
                       std::uint64_t);
 void int_row_kernel(const RowParams&, const RowInput&, const RowOutput&, ErrorMetrics&);
 
+void quantize_fp8_e8m0(const MatrixJob&, ErrorMetrics&);
+void dequantize_fp8_e8m0(const SchemeSpec&, const Geometry&, std::span<const std::span<const std::uint8_t>>, float*);
+void fp8_e8m0_row_kernel(const RowParams&, const RowInput&, const RowOutput&, ErrorMetrics&);
 }  // namespace detail
 
 namespace {
@@ -350,6 +353,30 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .f32_scale_form = nullptr,
      .writable_variants = int_group_variants,
      .error_budget = budget_int},
+    {.kind = SchemeKind::FP8ChannelE8M0,
+     .recipe_names = {{"fp8-channel-e8m0", 8}, {}},
+     .options = kOptScaleRule | kOptScaleKeepdim,
+     .acts = kAllActsButNvfp4,
+     .label = [](const SchemeSpec& s) { return std::string("fp8-channel-e8m0") + rule_suffix(s.scale_rule); },
+     .group_width = whole_row,
+     .param_problem = nullptr,
+     .in_multiple_why = nullptr,
+     .whole_tensor_amax = false,
+     .fused_group_amax = false,
+     .outputs =
+         [](const SchemeSpec& s, const Geometry& g, V& v) {
+           v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
+           v.push_back({OutRole::Scale, DType::U8, per_row(s, g)});
+         },
+     .quantize = detail::quantize_fp8_e8m0,
+     .dequantize = detail::dequantize_fp8_e8m0,
+     .chunk_rows = detail::kFp8ChunkRows,
+     .prepare_rows = nullptr,
+     .row_kernel = detail::fp8_e8m0_row_kernel,
+     .gptq_keeps_scales = false,
+     .f32_scale_form = nullptr,
+     .writable_variants = variants_by_scale_rule<SchemeKind::FP8ChannelE8M0>,
+     .error_budget = budget_fp8},
 }};
 
 static_assert(rows_in_enum_order<kSchemeKindCount>(

@@ -103,6 +103,7 @@ std::vector<Case> cases() {
   add("fp8-channel", {.kind = SchemeKind::FP8Channel}, 1, 0);
   add("fp8-channel-bf16-scale", {.kind = SchemeKind::FP8Channel, .scale_dtype = DType::BF16}, 1, 0);
   add("fp8-block32", {.kind = SchemeKind::FP8Block, .block_rows = 32, .block_cols = 32}, 32, 32);
+  add("fp8-channel-e8m0", {.kind = SchemeKind::FP8ChannelE8M0}, 1, 0);
   add("fp8-tensor", {.kind = SchemeKind::FP8Tensor}, 0, 0);
   add("int4-channel", {.kind = SchemeKind::IntChannel, .bits = 4}, 1, 0);
   add("int8-channel", {.kind = SchemeKind::IntChannel, .bits = 8}, 1, 0);

@@ -84,6 +84,7 @@ std::vector<Case> cases() {
       {"nvfp4-modelopt", {.kind = SchemeKind::NVFP4, .nvfp = NvfpConvention::ModelOpt}, 1, 16},
       {"fp8-channel", {.kind = SchemeKind::FP8Channel}, 1, 0},
       {"fp8-block32", {.kind = SchemeKind::FP8Block, .block_rows = 32, .block_cols = 32}, 32, 32},
+      {"fp8-channel-e8m0", {.kind = SchemeKind::FP8ChannelE8M0}, 1, 0},
       {"int4-g128", {.kind = SchemeKind::IntGroup, .bits = 4, .group_size = 128}, 1, 128},
       {"int4-g64-asym", {.kind = SchemeKind::IntGroup, .bits = 4, .symmetric = false, .group_size = 64}, 1, 64},
       {"int8-channel", {.kind = SchemeKind::IntChannel, .bits = 8}, 1, 0},
@@ -109,7 +110,7 @@ std::vector<double> block_wsse(const std::vector<float>& x, const std::vector<fl
 // the same relative grid (only saturation and subnormals differ), so neither
 // search finds a better block on these weights (`mse` neither: x1.000).
 bool pow2_scaled_fp8(const SchemeSpec& s) {
-  return s.kind == SchemeKind::MXFP8;
+  return s.kind == SchemeKind::MXFP8 || s.kind == SchemeKind::FP8ChannelE8M0;
 }
 
 double total(const std::vector<double>& v) {

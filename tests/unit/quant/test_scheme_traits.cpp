@@ -27,6 +27,7 @@ TEST(SchemeTraits, EveryKindHasItsNameAndBudget) {
       {{.kind = SchemeKind::FP8Block}, "fp8-block128"},
       {{.kind = SchemeKind::IntChannel, .bits = 4}, "int4-channel"},
       {{.kind = SchemeKind::IntGroup, .bits = 4, .symmetric = false, .group_size = 128}, "int4-g128-asym"},
+      {{.kind = SchemeKind::FP8ChannelE8M0}, "fp8-channel-e8m0"},
   };
   ASSERT_EQ(std::size(named), kSchemeKindCount);
   for (std::size_t i = 0; i < kSchemeKindCount; ++i) {
