@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "export/dialect.h"
@@ -42,11 +43,11 @@ const DialectOps& dialect_ops(Dialect d) {
 
 using detail::dialect_ops;
 
-std::string dialect_name(Dialect d) { return dialect_ops(d).name; }
+std::string dialect_name(Dialect d) { return recipe::kDialectNames.at(static_cast<std::size_t>(d)); }
 
 std::optional<Dialect> dialect_from_name(const std::string& name) {
   for (auto d : kAllDialects)
-    if (name == dialect_ops(d).name) return d;
+    if (name == dialect_name(d)) return d;
   if (name == "compressed_tensors" || name == "ct") return Dialect::CompressedTensors;
   return std::nullopt;
 }
@@ -55,7 +56,7 @@ std::string scheme_label(const SchemeSpec& s) { return s.name() + ", " + quant::
 
 Dialect parse_dialect(const std::string& name) {
   auto d = dialect_from_name(name);
-  if (!d) throw_bad_input(fmt::format("unknown dialect '{}' (compressed-tensors, quark, modelopt)", name));
+  if (!d) throw_bad_input(fmt::format("unknown dialect '{}' ({})", name, fmt::join(recipe::kDialectNames, ", ")));
   return *d;
 }
 

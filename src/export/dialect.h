@@ -3,18 +3,25 @@
 // the scheme options the dialect requires (scale dtype/shape, NVFP4
 // convention), and the `quantization_config` JSON. FORMATS.md §5-§6 and
 // ENGINES.md §7 are the rules.
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/enum_table.h"
 #include "quant/scheme.h"
+#include "recipe/dialect_names.h"
 
 namespace selq::exporter {
 
+// Named by recipe::kDialectNames, in this order (recipe parses `dialect:` below export).
 enum class Dialect { CompressedTensors, Quark, ModelOpt };
-inline constexpr Dialect kAllDialects[] = {Dialect::CompressedTensors, Dialect::Quark, Dialect::ModelOpt};
+inline constexpr std::array kAllDialects = {Dialect::CompressedTensors, Dialect::Quark, Dialect::ModelOpt};
+static_assert(rows_in_enum_order<recipe::kDialectNames.size()>(
+                  kAllDialects, [](Dialect d) { return d; }, [](Dialect) { return true; }),
+              "kAllDialects: every Dialect in enum order, one per name in recipe::kDialectNames");
 
 std::string dialect_name(Dialect d);                   // "compressed-tensors", "quark", "modelopt"
 std::optional<Dialect> dialect_from_name(const std::string& name);

@@ -362,8 +362,7 @@ std::vector<std::string> ct_unimplemented(const json& qc) {
 }  // namespace
 
 const DialectOps& ct_ops() {
-  static const DialectOps ops{.name = "compressed-tensors",
-                              .check = ct_check,
+  static const DialectOps ops{.check = ct_check,
                               .adapt = ct_adapt,
                               .suffix = ct_suffix,
                               .scheme_json = ct_scheme_json,

@@ -13,10 +13,10 @@
 namespace selq::exporter::detail {
 
 // Everything the dispatch in dialect.cpp and dialect_read.cpp asks one
-// dialect, defined in that dialect's own file (dialect_ct.cpp, ...): adding
-// a dialect is one such file and one case in dialect_ops().
+// dialect but its name (recipe::kDialectNames), defined in that dialect's own
+// file (dialect_ct.cpp, ...): adding a dialect is one such file, its name and
+// one case in dialect_ops().
 struct DialectOps {
-  const char* name;  // as written in configs and typed by users
   // Throws Unsupported naming the scheme and why the dialect cannot express it.
   void (*check)(const quant::SchemeSpec&);
   quant::SchemeSpec (*adapt)(quant::SchemeSpec, DType model_dtype);

@@ -218,8 +218,7 @@ std::vector<std::string> modelopt_unimplemented(const json& qc) {
 }  // namespace
 
 const DialectOps& modelopt_ops() {
-  static const DialectOps ops{.name = "modelopt",
-                              .check = modelopt_check,
+  static const DialectOps ops{.check = modelopt_check,
                               .adapt = f32_scale_adapt,
                               .suffix = modelopt_suffix,
                               .scheme_json = modelopt_scheme_json,

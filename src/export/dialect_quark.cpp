@@ -345,8 +345,7 @@ std::vector<std::string> quark_unimplemented(const json& qc) {
 }  // namespace
 
 const DialectOps& quark_ops() {
-  static const DialectOps ops{.name = "quark",
-                              .check = quark_check,
+  static const DialectOps ops{.check = quark_check,
                               .adapt = f32_scale_adapt,
                               .suffix = quark_suffix,
                               .scheme_json = quark_scheme_json,

@@ -41,7 +41,7 @@ struct Recipe {
   std::string path;
   std::string name;
   std::string arch;      // template family: "kimi-k3", "dspark", "deepseek-v3", "llama" or ""
-  std::string dialect;   // "compressed-tensors" | "quark" | "modelopt"
+  std::string dialect;   // one of kDialectNames (recipe/dialect_names.h)
   std::vector<Rule> rules;
   std::vector<Pattern> exclude;
   std::optional<quant::SchemeSpec> default_scheme;

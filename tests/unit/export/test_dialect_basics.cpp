@@ -20,6 +20,22 @@ TEST(Dialect, NamesRoundTrip) {
   EXPECT_FALSE(dialect_from_name("gguf").has_value());
 }
 
+// The names are recipe::kDialectNames, the list recipes are parsed against.
+TEST(Dialect, NamesAreTheRecipeList) {
+  for (std::size_t i = 0; i < kAllDialects.size(); ++i) {
+    EXPECT_EQ(dialect_name(kAllDialects[i]), recipe::kDialectNames[i]);
+    EXPECT_EQ(parse_dialect(recipe::kDialectNames[i]), kAllDialects[i]);
+  }
+  try {
+    parse_dialect("gguf");
+    ADD_FAILURE() << "gguf parsed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(e.message().find("unknown dialect 'gguf' (compressed-tensors, quark, modelopt)"), std::string::npos)
+        << e.message();
+  }
+}
+
 bool supports(Dialect d, const SchemeSpec& s) {
   try {
     check_dialect_supports(d, s);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "recipe/dialect_names.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"
 
@@ -25,6 +26,13 @@ std::string parse_error(const std::string& text) {
 }
 
 #define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+TEST(RecipeParse, DialectIsOneOfTheList) {
+  for (const char* name : kDialectNames)
+    EXPECT_EQ(parse_recipe(std::string("name: x\ndialect: ") + name + "\n", "r.yaml").dialect, name);
+  EXPECT_HAS(parse_error("name: x\ndialect: gguf\n"),
+             "unknown dialect 'gguf' (expected one of: compressed-tensors, quark, modelopt)");
+}
 
 TEST(RecipeParse, MinimalRecipe) {
   Recipe r = parse_recipe("name: x\n", "r.yaml");
