@@ -24,7 +24,8 @@ namespace {
 using nlohmann::json;
 using Kind = EngineModule::Kind;
 
-// Helpers copied from engine_resolve.cpp's anonymous namespace for the oracle.
+// The oracle's own helpers, kept apart from the resolver's (export/engine_resolve_internal.h)
+// so that the oracle does not share the code it checks.
 EngineFamily family_of(Engine e) {
   switch (e) {
     case Engine::SglangCompressedTensors:
