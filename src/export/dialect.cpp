@@ -43,7 +43,7 @@ const DialectOps& dialect_ops(Dialect d) {
 
 using detail::dialect_ops;
 
-std::string dialect_name(Dialect d) { return recipe::kDialectNames.at(static_cast<std::size_t>(d)); }
+std::string dialect_name(Dialect d) { return kDialectNames.at(static_cast<std::size_t>(d)); }
 
 std::optional<Dialect> dialect_from_name(const std::string& name) {
   for (auto d : kAllDialects)
@@ -56,7 +56,7 @@ std::string scheme_label(const SchemeSpec& s) { return s.name() + ", " + quant::
 
 Dialect parse_dialect(const std::string& name) {
   auto d = dialect_from_name(name);
-  if (!d) throw_bad_input(fmt::format("unknown dialect '{}' ({})", name, fmt::join(recipe::kDialectNames, ", ")));
+  if (!d) throw_bad_input(fmt::format("unknown dialect '{}' ({})", name, fmt::join(kDialectNames, ", ")));
   return *d;
 }
 

@@ -12,16 +12,18 @@
 
 #include "core/enum_table.h"
 #include "quant/scheme.h"
-#include "recipe/dialect_names.h"
 
 namespace selq::exporter {
 
-// Named by recipe::kDialectNames, in this order (recipe parses `dialect:` below export).
+// The dialects and their names, the one list: a recipe's `dialect:`, --dialect
+// and the manifest spell them so (recipe keeps `dialect:` as written; the plan
+// checks it here).
 enum class Dialect { CompressedTensors, Quark, ModelOpt };
+inline constexpr std::array<const char*, 3> kDialectNames = {"compressed-tensors", "quark", "modelopt"};
 inline constexpr std::array kAllDialects = {Dialect::CompressedTensors, Dialect::Quark, Dialect::ModelOpt};
-static_assert(rows_in_enum_order<recipe::kDialectNames.size()>(
+static_assert(rows_in_enum_order<kDialectNames.size()>(
                   kAllDialects, [](Dialect d) { return d; }, [](Dialect) { return true; }),
-              "kAllDialects: every Dialect in enum order, one per name in recipe::kDialectNames");
+              "kAllDialects: every Dialect in enum order, one per name in kDialectNames");
 
 std::string dialect_name(Dialect d);                   // "compressed-tensors", "quark", "modelopt"
 std::optional<Dialect> dialect_from_name(const std::string& name);

@@ -13,7 +13,7 @@
 namespace selq::exporter::detail {
 
 // Everything the dispatch in dialect.cpp and dialect_read.cpp asks one
-// dialect but its name (recipe::kDialectNames), defined in that dialect's own
+// dialect but its name (kDialectNames), defined in that dialect's own
 // file (dialect_ct.cpp, ...): adding a dialect is one such file, its name and
 // one case in dialect_ops().
 struct DialectOps {

@@ -199,9 +199,13 @@ void check_gptq_tensor(const quant::SchemeSpec& spec, const PlannedTensor& pt, c
 
 exporter::Dialect plan_dialect(const recipe::Recipe& recipe, const PlanOptions& options) {
   if (options.dialect) return *options.dialect;
-  auto d = exporter::dialect_from_name(recipe.dialect.empty() ? "compressed-tensors" : recipe.dialect);
-  if (!d) throw_bad_input(fmt::format("unknown dialect '{}'", recipe.dialect), {recipe.path});
-  return *d;
+  if (recipe.dialect.empty()) return exporter::Dialect::CompressedTensors;
+  try {
+    return exporter::parse_dialect(recipe.dialect);
+  } catch (const Error& e) {  // the same message, at the recipe's line
+    const auto& at = recipe.dialect_where.file.empty() ? recipe::SourceLocation{recipe.path} : recipe.dialect_where;
+    throw_bad_input(e.message(), ErrorWhere(recipe::where_text(at)));
+  }
 }
 
 // The source's quantization_config; refuses one whose quantized tensors selq cannot read.

@@ -1,13 +1,11 @@
 #pragma once
-// Downloads a remote checkpoint's tensors ahead of the pipeline. Fetched on
-// the worker that quantizes it, each tensor's download and quantization took
-// turns on one core (the network idle while it computed), each download went
-// into a fresh buffer that the kernel faulted and zeroed page by page, and a
-// NVFP4 fused member was downloaded twice (once for its group's amax). Here
-// `connections` threads, one keep-alive connection each, download the
-// tensors in the order the shards take them, each in ranges of kChunk bytes
-// on all connections at once, into reused buffers, up to a window of bytes
-// ahead; a tensor's readers share one copy.
+// Downloads a remote checkpoint's tensors ahead of the pipeline, so that the
+// network stays busy while the workers compute: `connections` threads, one
+// keep-alive connection each, download the tensors in the order the shards
+// take them, each in ranges of kChunk bytes on all connections at once, into
+// reused buffers (no page faulting of fresh ones), up to a window of bytes
+// ahead; a tensor's readers (an NVFP4 fused member is read for its group's
+// amax and again to quantize) share one copy.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>

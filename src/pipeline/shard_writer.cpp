@@ -155,11 +155,9 @@ std::map<std::string, float> fused_global_amax(const TensorSource& source, const
                                                const std::vector<std::size_t>& members) {
   std::vector<float> amax(members.size());
   // The first kKeepMapped bytes of members read here stay mapped for the main
-  // pass, which would otherwise map them a second time (2-3% of a run on a
-  // 0.27 GB checkpoint); the main pass unmaps them when they are consumed.
-  // Past that budget they are unmapped at once: kept until the main pass,
-  // every member's pages made the resident set grow with the checkpoint
-  // (2.7 GB on a 4.2 GB one).
+  // pass, which would otherwise map them a second time; the main pass unmaps
+  // them when they are consumed. Past that budget they are unmapped at once,
+  // so that the resident set does not grow with the checkpoint.
   constexpr std::uint64_t kKeepMapped = std::uint64_t{256} << 20;
   std::atomic<std::uint64_t> kept{0};
   tbb::parallel_for(std::size_t{0}, members.size(), [&](std::size_t k) {

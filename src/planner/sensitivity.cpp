@@ -211,8 +211,8 @@ std::vector<std::vector<const UnitMember*>> fused_groups(const DecisionUnit& uni
 }
 
 // Tensors this large are read ahead and unmapped one by one; for smaller ones
-// the two madvise calls cost more than they save (5% of a run over 70,000
-// small tensors), and their pages are the kernel's to read ahead and reclaim.
+// the two madvise calls cost more than they save on 70,000-tensor skeletons,
+// and their pages are the kernel's to read ahead and reclaim.
 constexpr std::uint64_t kPagedBytes = 1 << 20;
 
 // Adds every format's error on the group's members to metrics[f]: all formats

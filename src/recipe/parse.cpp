@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
-#include <array>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -14,7 +13,6 @@
 #include "core/error.h"
 #include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
-#include "recipe/dialect_names.h"
 #include "recipe/names.h"
 #include "recipe/recipe.h"
 #include "recipe/scheme_option_values.h"
@@ -37,13 +35,8 @@ SourceLocation loc(const Ctx& c, const YAML::Node& n) {
   return {c.path, m.line + 1, m.column + 1};
 }
 
-std::string loc_prefix(const SourceLocation& l) {
-  if (l.line <= 0) return l.file;
-  return fmt::format("{}:{}:{}", l.file, l.line, l.column);
-}
-
 [[noreturn]] void fail(const Ctx& c, const YAML::Node& n, const std::string& msg) {
-  throw_bad_input(msg, ErrorWhere(loc_prefix(loc(c, n))));
+  throw_bad_input(msg, ErrorWhere(where_text(loc(c, n))));
 }
 
 std::string scalar(const Ctx& c, const YAML::Node& n, const std::string& what) {
@@ -97,13 +90,6 @@ template <typename T>
 T lookup(const Ctx& c, const YAML::Node& n, const std::string& what,
          std::initializer_list<std::pair<const char*, T>> table) {
   return lookup(c, n, what, std::span(table.begin(), table.size()));
-}
-
-// One of kDialectNames, kept as written; an unknown name's error lists them.
-std::string dialect(const Ctx& c, const YAML::Node& n) {
-  std::array<std::pair<const char*, std::string>, kDialectNames.size()> table;
-  for (std::size_t i = 0; i < table.size(); ++i) table[i] = {kDialectNames[i], kDialectNames[i]};
-  return lookup<std::string>(c, n, "dialect", table);
 }
 
 ActMode act_mode(const Ctx& c, const YAML::Node& n) {
@@ -289,7 +275,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
         } else if (key == "requantize") {
           r.requantize = boolean(c, v, "requantize");
         } else if (key == "dialect") {
-          r.dialect = dialect(c, v);
+          r.dialect = scalar(c, v, "dialect");  // checked against export's list by the plan
+          r.dialect_where = loc(c, v);
         } else if (key == "serving") {
           if (v.IsNull()) return;
           for_each_key(c, v, "serving", {"kv_cache", "prefill_query_quant"},

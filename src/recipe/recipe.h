@@ -20,6 +20,8 @@ struct SourceLocation {
   int line{0};    // 1-based; 0 if unknown
   int column{0};  // 1-based
 };
+// "file:line:column", or the file alone when the line is unknown.
+std::string where_text(const SourceLocation& l);
 
 // One pattern as written: glob ("model.layers.*.self_attn.o_proj"), regex
 // ("re:..."), or template reference ("@attention", "@layer:0").
@@ -41,7 +43,8 @@ struct Recipe {
   std::string path;
   std::string name;
   std::string arch;      // template family: "kimi-k3", "dspark", "deepseek-v3", "llama" or ""
-  std::string dialect;   // one of kDialectNames (recipe/dialect_names.h)
+  std::string dialect;   // as written (default "compressed-tensors"); the plan checks it (export/dialect.h)
+  SourceLocation dialect_where;
   std::vector<Rule> rules;
   std::vector<Pattern> exclude;
   std::optional<quant::SchemeSpec> default_scheme;

@@ -12,15 +12,16 @@
 #include "recipe/recipe.h"
 
 namespace selq::recipe {
-namespace {
-
-using detail::NameInfo;
-using quant::ActMode;
 
 std::string where_text(const SourceLocation& l) {
   if (l.line <= 0) return l.file;
   return fmt::format("{}:{}:{}", l.file, l.line, l.column);
 }
+
+namespace {
+
+using detail::NameInfo;
+using quant::ActMode;
 
 struct CompiledPattern {
   enum class Kind { Glob, Regex, Template, Layer } kind{Kind::Glob};

@@ -20,11 +20,11 @@ TEST(Dialect, NamesRoundTrip) {
   EXPECT_FALSE(dialect_from_name("gguf").has_value());
 }
 
-// The names are recipe::kDialectNames, the list recipes are parsed against.
+// The names are kDialectNames, the one list (a recipe's dialect: is checked against it by the plan).
 TEST(Dialect, NamesAreTheRecipeList) {
   for (std::size_t i = 0; i < kAllDialects.size(); ++i) {
-    EXPECT_EQ(dialect_name(kAllDialects[i]), recipe::kDialectNames[i]);
-    EXPECT_EQ(parse_dialect(recipe::kDialectNames[i]), kAllDialects[i]);
+    EXPECT_EQ(dialect_name(kAllDialects[i]), kDialectNames[i]);
+    EXPECT_EQ(parse_dialect(kDialectNames[i]), kAllDialects[i]);
   }
   try {
     parse_dialect("gguf");

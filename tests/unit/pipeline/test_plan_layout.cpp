@@ -51,6 +51,22 @@ class PlanLayout : public ::testing::Test {
 };
 fs::path* PlanLayout::dir_ = nullptr;
 
+// A recipe's dialect is one of export's names; another is refused at its place.
+TEST_F(PlanLayout, UnknownDialectIsRefusedAtItsLine) {
+  const auto ckpt = io::Checkpoint::open(dir_->string());
+  const auto r = recipe::parse_recipe("name: t\narch: llama\ndialect: gguf\ndefault: {scheme: nvfp4}\n", "t.yaml");
+  try {
+    pipeline::make_plan(*ckpt, r, pipeline::PlanOptions{});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("t.yaml:3:10"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown dialect 'gguf' (compressed-tensors, quark, modelopt)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Every planned tensor appears in exactly one shard.
 void expect_each_tensor_once(const pipeline::Plan& p) {
   std::vector<int> seen(p.tensors.size(), 0);
