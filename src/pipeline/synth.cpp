@@ -133,20 +133,9 @@ nlohmann::json nvfp4_quantization_config(const SynthModel& m) {
           {"kv_cache_scheme", nullptr}};
 }
 
-}  // namespace
-
-std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& dst) {
-  if (fs::exists(dst)) throw_bad_input("destination exists", {dst});
-  if (o.experts_nvfp4 && o.arch != "kimi-k3" && o.arch != "deepseek-v3")
-    throw_bad_input("--experts-nvfp4 needs a MoE arch (kimi-k3 or deepseek-v3)");
-  const SynthModel m = describe_synth_model(o);
-  const std::string staging = dst + ".selq-partial";
-  std::error_code ec;
-  fs::remove_all(staging, ec);
-  fs::create_directories(staging);
-
-  // Output tensor list: a routed expert's weight becomes the NVFP4 tensors
-  // when the source is to look pre-quantized.
+// The output tensors in order: a routed expert's weight becomes the NVFP4
+// tensors when the source is to look pre-quantized.
+std::vector<OutputTensor> synth_outputs(const SynthModel& m, const SynthOptions& o) {
   std::vector<OutputTensor> outputs;
   for (std::size_t i = 0; i < m.tensors.size(); ++i) {
     const auto& t = m.tensors[i];
@@ -159,95 +148,139 @@ std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& d
       outputs.push_back({t.info, i});
     }
   }
-  // Shards in order, capped by size.
+  return outputs;
+}
+
+// The outputs' indices per shard, in order, each shard capped in bytes.
+std::vector<std::vector<std::size_t>> shard_outputs(const std::vector<OutputTensor>& outputs, std::uint64_t cap) {
   std::vector<std::vector<std::size_t>> shards(1);
-  std::uint64_t current = 0, total = 0;
+  std::uint64_t current = 0;
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     const std::uint64_t b = outputs[k].info.nbytes();
-    if (current > 0 && current + b > o.max_shard_bytes) {
+    if (current > 0 && current + b > cap) {
       shards.emplace_back();
       current = 0;
     }
     shards.back().push_back(k);
     current += b;
-    total += b;
   }
+  return shards;
+}
 
-  std::vector<float> values;
-  // Shards of one fused module (an expert's gate/up) share an NVFP4 global
-  // scale, as engines require: the amax over all of them.
+// Shards of one fused module (an expert's gate/up) share an NVFP4 global
+// scale, as engines require: the amax over all of them, by fused key.
+std::map<std::string, float> expert_group_amax(const SynthModel& m, const SynthOptions& o) {
   std::map<std::string, float> group_amax;
-  if (o.experts_nvfp4)
-    for (const auto& t : m.tensors) {
-      if (!is_routed_expert(t.info.name)) continue;
-      const std::string key = recipe::fused_shard_key(t.info.name.substr(0, t.info.name.size() - 7));
-      if (key.empty()) continue;
-      generate_values(t, o.seed, values);
-      float amax = 0;
-      for (float v : values) amax = std::max(amax, std::fabs(bf16_to_f32(f32_to_bf16_ref(v))));
-      group_amax[key] = std::max(group_amax[key], amax);
-    }
-
-  std::map<std::string, std::string> weight_map;
-  for (std::size_t s = 0; s < shards.size(); ++s) {
-    const std::string shard_name = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-    std::vector<TensorInfo> infos;
-    for (auto k : shards[s]) {
-      infos.push_back(outputs[k].info);
-      weight_map[outputs[k].info.name] = shard_name;
-    }
-    io::SafetensorsWriter writer((fs::path(staging) / shard_name).string(), infos, {{"format", "pt"}});
-    std::size_t last_source = SIZE_MAX;
-    std::map<std::string, std::vector<std::uint8_t>> pending;  // NVFP4 outputs of the current source
-    for (auto k : shards[s]) {
-      const auto& out = outputs[k];
-      const auto& src = m.tensors[out.source];
-      if (out.info.name == src.info.name) {
-        generate_values(src, o.seed, values);
-        writer.write(out.info.name, to_bf16_bytes(values));
-        continue;
-      }
-      if (out.source != last_source) {
-        // Quantize the generated expert once; its outputs are written as they come up.
-        last_source = out.source;
-        pending.clear();
-        generate_values(src, o.seed, values);
-        const auto bf16 = to_bf16_bytes(values);
-        TensorView view{&src.info, bf16};
-        const auto specs = quant::scheme_outputs(ct_nvfp4(), src.info.shape);
-        std::vector<std::vector<std::uint8_t>> bufs(specs.size());
-        std::vector<std::span<std::uint8_t>> spans;
-        for (std::size_t j = 0; j < specs.size(); ++j) {
-          bufs[j].assign(dtype_nbytes(specs[j].dtype, shape_numel(specs[j].shape)), 0);
-          spans.push_back(bufs[j]);
-        }
-        const std::string module = src.info.name.substr(0, src.info.name.size() - 7);
-        quant::TensorQuantizeOptions qo;
-        if (auto g = group_amax.find(recipe::fused_shard_key(module)); g != group_amax.end()) qo.global_amax = g->second;
-        quant::ErrorMetrics metrics;
-        quant::quantize_weight(ct_nvfp4(), view, spans, metrics, qo);
-        for (std::size_t j = 0; j < specs.size(); ++j) pending[module + "." + ct_name(specs[j].role)] = std::move(bufs[j]);
-        // Static activation global scale, as calibration would give for |x| <= 8.
-        const float igs = 448.0f * 6.0f / 8.0f;
-        std::vector<std::uint8_t> igs_bytes(4);
-        std::memcpy(igs_bytes.data(), &igs, 4);
-        pending[module + ".input_global_scale"] = igs_bytes;
-      }
-      writer.write(out.info.name, pending.at(out.info.name));
-    }
-    writer.commit();
+  if (!o.experts_nvfp4) return group_amax;
+  std::vector<float> values;
+  for (const auto& t : m.tensors) {
+    if (!is_routed_expert(t.info.name)) continue;
+    const std::string key = recipe::fused_shard_key(t.info.name.substr(0, t.info.name.size() - 7));
+    if (key.empty()) continue;
+    generate_values(t, o.seed, values);
+    float amax = 0;
+    for (float v : values) amax = std::max(amax, std::fabs(bf16_to_f32(f32_to_bf16_ref(v))));
+    group_amax[key] = std::max(group_amax[key], amax);
   }
+  return group_amax;
+}
 
+// A generated expert quantized to NVFP4: its stored tensors by name, and the
+// static activation global scale calibration would give for |x| <= 8.
+std::map<std::string, std::vector<std::uint8_t>> quantized_expert(const SynthTensor& src, std::uint64_t seed,
+                                                                   const std::map<std::string, float>& group_amax) {
+  std::vector<float> values;
+  generate_values(src, seed, values);
+  const auto bf16 = to_bf16_bytes(values);
+  TensorView view{&src.info, bf16};
+  const auto specs = quant::scheme_outputs(ct_nvfp4(), src.info.shape);
+  std::vector<std::vector<std::uint8_t>> bufs(specs.size());
+  std::vector<std::span<std::uint8_t>> spans;
+  for (std::size_t j = 0; j < specs.size(); ++j) {
+    bufs[j].assign(dtype_nbytes(specs[j].dtype, shape_numel(specs[j].shape)), 0);
+    spans.push_back(bufs[j]);
+  }
+  const std::string module = src.info.name.substr(0, src.info.name.size() - 7);
+  quant::TensorQuantizeOptions qo;
+  if (auto g = group_amax.find(recipe::fused_shard_key(module)); g != group_amax.end()) qo.global_amax = g->second;
+  quant::ErrorMetrics metrics;
+  quant::quantize_weight(ct_nvfp4(), view, spans, metrics, qo);
+  std::map<std::string, std::vector<std::uint8_t>> out;
+  for (std::size_t j = 0; j < specs.size(); ++j) out[module + "." + ct_name(specs[j].role)] = std::move(bufs[j]);
+  const float igs = 448.0f * 6.0f / 8.0f;
+  std::vector<std::uint8_t> igs_bytes(4);
+  std::memcpy(igs_bytes.data(), &igs, 4);
+  out[module + ".input_global_scale"] = igs_bytes;
+  return out;
+}
+
+void write_synth_shard(const std::string& path, const SynthModel& m, const SynthOptions& o,
+                       const std::vector<OutputTensor>& outputs, const std::vector<std::size_t>& members,
+                       const std::map<std::string, float>& group_amax) {
+  std::vector<TensorInfo> infos;
+  for (auto k : members) infos.push_back(outputs[k].info);
+  io::SafetensorsWriter writer(path, infos, {{"format", "pt"}});
+  std::vector<float> values;
+  std::size_t last_source = SIZE_MAX;
+  std::map<std::string, std::vector<std::uint8_t>> pending;  // NVFP4 outputs of the current source
+  for (auto k : members) {
+    const auto& out = outputs[k];
+    const auto& src = m.tensors[out.source];
+    if (out.info.name == src.info.name) {
+      generate_values(src, o.seed, values);
+      writer.write(out.info.name, to_bf16_bytes(values));
+      continue;
+    }
+    if (out.source != last_source) {  // quantize the expert once; its outputs are written as they come up
+      last_source = out.source;
+      pending = quantized_expert(src, o.seed, group_amax);
+    }
+    writer.write(out.info.name, pending.at(out.info.name));
+  }
+  writer.commit();
+}
+
+// config.json, the index and the non-tensor files a real checkpoint carries
+// (so that copying them is exercised).
+void write_synth_side_files(const std::string& staging, const SynthModel& m, const SynthOptions& o,
+                            const std::map<std::string, std::string>& weight_map, std::uint64_t total) {
   nlohmann::json config = m.config;
   if (o.experts_nvfp4) config["quantization_config"] = nvfp4_quantization_config(m);
   io::write_file_atomic((fs::path(staging) / "config.json").string(), config.dump(2) + "\n");
   io::write_index((fs::path(staging) / io::kIndexName).string(), weight_map, total);
-  // Non-tensor files a real checkpoint carries, so that copying them is exercised.
   io::write_file_atomic((fs::path(staging) / "generation_config.json").string(),
                         nlohmann::json{{"do_sample", false}, {"max_new_tokens", 256}}.dump(2) + "\n");
   io::write_file_atomic((fs::path(staging) / "tokenizer_config.json").string(),
                         nlohmann::json{{"model_max_length", 8192}, {"tokenizer_class", "PreTrainedTokenizerFast"}}.dump(2) + "\n");
   for (const auto& [name, content] : o.extra_files) io::write_file_atomic((fs::path(staging) / name).string(), content);
+}
+
+}  // namespace
+
+std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& dst) {
+  if (fs::exists(dst)) throw_bad_input("destination exists", {dst});
+  if (o.experts_nvfp4 && o.arch != "kimi-k3" && o.arch != "deepseek-v3")
+    throw_bad_input("--experts-nvfp4 needs a MoE arch (kimi-k3 or deepseek-v3)");
+  const SynthModel m = describe_synth_model(o);
+  const std::string staging = dst + ".selq-partial";
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging);
+
+  const std::vector<OutputTensor> outputs = synth_outputs(m, o);
+  const auto shards = shard_outputs(outputs, o.max_shard_bytes);
+  const auto group_amax = expert_group_amax(m, o);
+  std::map<std::string, std::string> weight_map;
+  std::uint64_t total = 0;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::string shard_name = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    for (auto k : shards[s]) {
+      weight_map[outputs[k].info.name] = shard_name;
+      total += outputs[k].info.nbytes();
+    }
+    write_synth_shard((fs::path(staging) / shard_name).string(), m, o, outputs, shards[s], group_amax);
+  }
+  write_synth_side_files(staging, m, o, weight_map, total);
   fs::rename(staging, dst, ec);
   if (ec) throw_io(fmt::format("cannot rename the synthetic checkpoint into place: {}", ec.message()), {dst});
   return total;

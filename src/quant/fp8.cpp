@@ -97,86 +97,93 @@ void fp8_row(DType ct, const float* x, std::size_t n, float s, std::uint8_t* w, 
   fp8_run_scalar(ct, x, n, s, w, m);
 }
 
-void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
-  const SchemeSpec& spec = *job.spec;
-  const Geometry& g = job.g;
-  const std::int64_t in = g.in, out = g.out;
-  const DType t = job.src->info->dtype;
-  Fp8Params p = fp8_params(spec, t);
-  p.weights = channel_weights_of(job);
-  const std::uint8_t* src = job.src->bytes.data();
+namespace {
+
+// FP8 per tensor or per channel: row by row.
+void quantize_fp8_rows(const MatrixJob& job, const Fp8Params& p, ErrorMetrics& metrics) {
+  const std::int64_t in = job.g.in, out = job.g.out;
   const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
   std::uint8_t* wout = job.outs[0].data() + base0;
   std::uint8_t* sout = job.outs[1].data();
-
-  if (spec.kind == SchemeKind::FP8Tensor || spec.kind == SchemeKind::FP8Channel) {
-    const bool tensor = spec.kind == SchemeKind::FP8Tensor;
-    float ts = 0.0f;
-    if (tensor) {
-      const auto& given = job.options->global_amax;
-      ts = fp8_scale(p, given ? *given : span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(out * in)));
-      store_float(p.sd, sout, static_cast<std::uint64_t>(job.e), ts);
-    }
-    const std::size_t n = static_cast<std::size_t>(in);
-    for_each_loaded_row(job, kFp8ChunkRows, metrics, [&](std::int64_t r, const float* row, float amax, bool finite,
-                                                         ErrorMetrics& m) {
-      if (!tensor) {
-        const float s = fp8_channel_row(p, row, n, amax, finite, wout + r * in, m);
-        store_float(p.sd, sout, static_cast<std::uint64_t>(job.e * out + r), s);
-        return;
-      }
-      ErrorMetrics rm;
-      fp8_run(p, row, n, ts, wout + r * in, rm, finite);
-      rm.clipped_blocks = 0;  // counted once below
-      rm.blocks = 0;
-      m.merge(rm);
-    });
-    if (tensor && !job.pieces) {  // for a block, merge_pieces counts it
-      metrics.blocks += 1;
-      metrics.clipped_blocks += metrics.clipped_elements != 0;
-    }
-    return;
+  const bool tensor = job.spec->kind == SchemeKind::FP8Tensor;
+  float ts = 0.0f;
+  if (tensor) {
+    const auto& given = job.options->global_amax;
+    ts = fp8_scale(p, given ? *given : span_amax_fast(*job.src, base0, static_cast<std::uint64_t>(out * in)));
+    store_float(p.sd, sout, static_cast<std::uint64_t>(job.e), ts);
   }
+  const std::size_t n = static_cast<std::size_t>(in);
+  for_each_loaded_row(job, kFp8ChunkRows, metrics, [&](std::int64_t r, const float* row, float amax, bool finite,
+                                                       ErrorMetrics& m) {
+    if (!tensor) {
+      const float s = fp8_channel_row(p, row, n, amax, finite, wout + r * in, m);
+      store_float(p.sd, sout, static_cast<std::uint64_t>(job.e * out + r), s);
+      return;
+    }
+    ErrorMetrics rm;
+    fp8_run(p, row, n, ts, wout + r * in, rm, finite);
+    rm.clipped_blocks = 0;  // counted once below
+    rm.blocks = 0;
+    m.merge(rm);
+  });
+  if (tensor && !job.pieces) {  // for a block, merge_pieces counts it
+    metrics.blocks += 1;
+    metrics.clipped_blocks += metrics.clipped_elements != 0;
+  }
+}
 
-  // 2-D blocks: one task per stripe of block_rows rows, worked through one
-  // block at a time. Each row segment of a block is loaded to F32 once with
-  // its amax (the fused load), so the block's amax needs no second pass and
-  // its at most 128 x 128 floats stay in cache for the quantizing pass.
-  // Staging a whole stripe (128 rows x in, 3.7 MB for in = 7168) and reading
-  // it three times made fp8-block 1.8x the CPU time of fp8-channel.
-  const std::int64_t br = spec.block_rows, bc = spec.block_cols;
+// Rows [r0, r0 + nr) x columns [c0, c0 + nc) of the job's matrix into `block`
+// as F32, row segments back to back, each loaded once with its amax (the
+// fused load); returns the block's amax, and whether it is finite (a
+// non-finite segment is refused by check_finite unless allowed).
+float load_fp8_block(const MatrixJob& job, std::int64_t r0, std::int64_t nr, std::int64_t c0, std::size_t nc,
+                     float* block, bool& finite) {
+  const std::int64_t in = job.g.in;
+  const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * job.g.out * in);
+  float amax = 0.0f;
+  finite = true;
+  for (std::int64_t r = 0; r < nr; ++r) {
+    const std::uint64_t base = base0 + static_cast<std::uint64_t>((r0 + r) * in + c0);
+    float* seg = block + r * static_cast<std::int64_t>(nc);
+    float seg_amax = 0.0f;
+    const float* row = load_row_block_amax(job.src->info->dtype, job.src->bytes.data(), base, nc, nc, seg, &seg_amax);
+    if (row != seg) std::memcpy(seg, row, nc * sizeof(float));  // aligned F32, read in place
+    if (!all_finite(&seg_amax, 1)) {
+      finite = false;
+      check_finite(seg, nc, base, *job.src, *job.options);
+    }
+    amax = std::max(amax, seg_amax);
+  }
+  if (!finite) {  // NaN ignored, Inf kept (as the scalar definition)
+    amax = 0.0f;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(nr) * nc; ++i) amax = std::max(amax, std::fabs(block[i]));
+  }
+  return amax;
+}
+
+// 2-D blocks: one task per stripe of block_rows rows, worked through one
+// block at a time, so that a block's at most 128 x 128 floats are loaded once
+// and stay in cache for the quantizing pass.
+void quantize_fp8_blocks(const MatrixJob& job, const Fp8Params& p, ErrorMetrics& metrics) {
+  const std::int64_t in = job.g.in, out = job.g.out;
+  std::uint8_t* wout = job.outs[0].data() + static_cast<std::uint64_t>(job.e * out * in);
+  std::uint8_t* sout = job.outs[1].data();
+  const std::int64_t br = job.spec->block_rows, bc = job.spec->block_cols;
   const std::int64_t nbr = ceil_div(out, br), nbc = ceil_div(in, bc);
   ErrorMetrics unused;
   for_row_chunks(nbr, 1, unused, job.pieces, [&](std::int64_t s0, std::int64_t s1, ErrorMetrics& m) {
-    // One block as F32, its row segments back to back, and its codes.
     thread_local std::vector<float> block, block_weights;
     thread_local std::vector<std::uint8_t> codes;
     for (std::int64_t sr = s0; sr < s1; ++sr) {
-      const std::int64_t r0 = sr * br, r1 = std::min(out, r0 + br), nr = r1 - r0;
+      const std::int64_t r0 = sr * br, nr = std::min(out, r0 + br) - r0;
       for (std::int64_t bj = 0; bj < nbc; ++bj) {
-        const std::int64_t c0 = bj * bc, c1 = std::min(in, c0 + bc);
-        const auto nc = static_cast<std::size_t>(c1 - c0);
+        const std::int64_t c0 = bj * bc;
+        const auto nc = static_cast<std::size_t>(std::min(in, c0 + bc) - c0);
         const std::size_t n = static_cast<std::size_t>(nr) * nc;
         if (block.size() < n) block.resize(n);
         if (codes.size() < n) codes.resize(n);
-        float amax = 0.0f;
         bool finite = true;
-        for (std::int64_t r = 0; r < nr; ++r) {
-          const std::uint64_t base = base0 + static_cast<std::uint64_t>((r0 + r) * in + c0);
-          float* seg = block.data() + r * static_cast<std::int64_t>(nc);
-          float seg_amax = 0.0f;
-          const float* row = load_row_block_amax(t, src, base, nc, nc, seg, &seg_amax);
-          if (row != seg) std::memcpy(seg, row, nc * sizeof(float));  // aligned F32, read in place
-          if (!all_finite(&seg_amax, 1)) {
-            finite = false;
-            check_finite(seg, nc, base, *job.src, *job.options);
-          }
-          amax = std::max(amax, seg_amax);
-        }
-        if (!finite) {  // NaN ignored, Inf kept (as the scalar definition)
-          amax = 0.0f;
-          for (std::size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(block[i]));
-        }
+        const float amax = load_fp8_block(job, r0, nr, c0, nc, block.data(), finite);
         float s = fp8_scale(p, amax);
         if (searches_scales(p.rounding) && finite) {
           // Weighted: each row segment of the block takes its columns' weights.
@@ -190,8 +197,7 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
           s = mse_fp8_scale(p, block.data(), w, n, amax, s);
         }
         store_float(p.sd, sout, static_cast<std::uint64_t>((job.e * nbr + sr) * nbc + bj), s);
-        // One kernel call for the whole block (a call per 128-element row
-        // segment paid the dispatch and the metrics flush 128 times), then
+        // One kernel call for the whole block, not one per row segment; then
         // the codes go to their rows.
         ErrorMetrics bm;
         fp8_run(p, block.data(), n, s, codes.data(), bm, finite);
@@ -204,6 +210,17 @@ void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
     }
   });
   metrics.merge(unused);
+}
+
+}  // namespace
+
+void quantize_fp8(const MatrixJob& job, ErrorMetrics& metrics) {
+  Fp8Params p = fp8_params(*job.spec, job.src->info->dtype);
+  p.weights = channel_weights_of(job);
+  if (job.spec->kind == SchemeKind::FP8Block)
+    quantize_fp8_blocks(job, p, metrics);
+  else
+    quantize_fp8_rows(job, p, metrics);
 }
 
 void dequantize_fp8(const SchemeSpec& spec, const Geometry& g,
