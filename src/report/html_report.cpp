@@ -139,121 +139,175 @@ std::pair<std::vector<SizeBar>, std::vector<SizeBar>> size_rows(const ManifestDa
 
 }  // namespace
 
-Report build_report(const std::string& dir, const ReportOptions& opt) {
-  const ManifestData m = load_manifest(dir);
-  std::optional<EvalData> eval;
-  if (!opt.eval_path.empty()) eval = load_eval(opt.eval_path, dir);
-  std::optional<planner::SensitivityTable> table;
-  std::optional<planner::TargetResult> plan;
-  if (!opt.sensitivity_path.empty()) {
-    table = planner::load_sensitivity(opt.sensitivity_path);
-    plan = planner_front(opt.sensitivity_path, *table, m, opt.source);
+namespace {
+
+// The page, section by section, in the order it reads.
+class ReportBuilder {
+ public:
+  ReportBuilder(const std::string& dir, const ReportOptions& opt)
+      : dir_(dir), opt_(opt), m_(load_manifest(dir)), map_(build_layer_map(m_)), palette_(m_.formats) {
+    if (!opt.eval_path.empty()) eval_ = load_eval(opt.eval_path, dir);
+    if (!opt.sensitivity_path.empty()) {
+      table_ = planner::load_sensitivity(opt.sensitivity_path);
+      plan_ = planner_front(opt.sensitivity_path, *table_, m_, opt.source);
+    }
+    for (const auto& t : m_.tensors) {
+      before_ += t.source_bytes;
+      after_ += t.stored_bytes;
+      quantized_ += t.quantized;
+    }
   }
-  const LayerMap map = build_layer_map(m);
-  const FormatPalette palette(m.formats);
-  Report rep;
-  auto picture = [&](const std::string& name, std::string svg) -> const std::string& {
-    rep.pictures.emplace_back(name, std::move(svg));
-    return rep.pictures.back().second;
-  };
 
-  std::uint64_t before = 0, after = 0;
-  std::size_t quantized = 0;
-  for (const auto& t : m.tensors) {
-    before += t.source_bytes;
-    after += t.stored_bytes;
-    quantized += t.quantized;
+  Report build() {
+    std::string h = head();
+    h += cards();
+    h += layer_map_section();
+    h += sizes_section();
+    if (eval_) h += eval_section();
+    h += front_section();
+    h += footer();
+    rep_.html = std::move(h);
+    rep_.summary = summary();
+    return std::move(rep_);
   }
-  // Named by what it is (recipe and source), and by where it is only when it
-  // is not inside the checkpoint: the page quantize writes must not depend on
-  // the destination's name (outputs are compared byte for byte across runs).
-  const std::string source_name = fs::path(m.source).filename().empty() ? m.source : fs::path(m.source).filename().string();
-  const std::string title = fmt::format("{} on {}", m.recipe_name.empty() ? "(unnamed recipe)" : m.recipe_name, source_name);
-  const std::string where = opt.inside_checkpoint ? std::string(io::kManifestName) : m.path;
-  std::string h = fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-                              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-                              "<title>selq report: {}</title>\n<style>{}</style></head><body>\n",
-                              xml_escape(title), kStyle);
-  h += fmt::format("<h1>selq report: {}</h1>\n<p class=\"note\">{}recipe <b>{}</b> ({}), dialect {}, from {}</p>\n",
-                   xml_escape(title), opt.inside_checkpoint ? "" : fmt::format("checkpoint {}; ", xml_escape(dir)),
-                   xml_escape(m.recipe_name),
-                   m.planned() ? "planned mix" : m.quantized_formats().size() == 1 ? "uniform scheme" : "hand recipe",
-                   xml_escape(m.dialect), xml_escape(m.source));
-  h += "<div class=\"cards\">";
-  h += fmt::format("<div class=\"card\">tensors<b>{}</b>{} quantized</div>", m.tensors.size(), quantized);
-  h += fmt::format("<div class=\"card\">layers<b>{}</b>{} module kinds</div>", m.layers, map.kinds.size());
-  h += fmt::format("<div class=\"card\">size<b>{} &#8594; {}</b>{:.2f}x</div>", decimal_bytes(before),
-                   decimal_bytes(after), before ? static_cast<double>(after) / static_cast<double>(before) : 0.0);
-  if (eval) {
-    const auto& r = eval->rows[eval->self];
-    h += fmt::format("<div class=\"card\">bits per linear weight<b>{:.3f}</b>stored, scales included</div>",
-                     r.bits_per_weight);
-    h += fmt::format("<div class=\"card\">mean KL<b>{}</b>95% interval</div>", with_interval(r.kl_mean, 4));
+
+ private:
+  const std::string& picture(const std::string& name, std::string svg) {
+    rep_.pictures.emplace_back(name, std::move(svg));
+    return rep_.pictures.back().second;
   }
-  h += "</div>\n";
 
-  h += "<h2 id=\"layer-map\">Layer map</h2>\n<p class=\"note\">Layers down, module kinds across; hover a cell for "
-       "the tensor, shape, format, bytes and error. Routed experts: one cell per projection for all of a layer's "
-       "experts (formats side by side in proportion; error as min | median | max).</p>\n<div class=\"row\">\n";
-  h += picture("layer-map-format", render_layer_map(map, MapView::Format, palette));
-  h += picture("layer-map-error", render_layer_map(map, MapView::Error, palette));
-  h += "</div>\n";
-  // A vision tower has hundreds of weights: fold the table away beyond a screenful.
-  if (!map.outside.empty())
-    h += fmt::format("<details{}><summary>Weights outside the decoder layers ({})</summary>\n{}</details>\n",
-                     map.outside.size() <= 12 ? " open" : "", map.outside.size(), outside_table(map, palette));
+  std::string head() const {
+    // Named by what it is (recipe and source), and by where it is only when it
+    // is not inside the checkpoint: the page quantize writes must not depend on
+    // the destination's name (outputs are compared byte for byte across runs).
+    const std::string source_name =
+        fs::path(m_.source).filename().empty() ? m_.source : fs::path(m_.source).filename().string();
+    const std::string title =
+        fmt::format("{} on {}", m_.recipe_name.empty() ? "(unnamed recipe)" : m_.recipe_name, source_name);
+    std::string h = fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                                "<title>selq report: {}</title>\n<style>{}</style></head><body>\n",
+                                xml_escape(title), kStyle);
+    h += fmt::format("<h1>selq report: {}</h1>\n<p class=\"note\">{}recipe <b>{}</b> ({}), dialect {}, from {}</p>\n",
+                     xml_escape(title), opt_.inside_checkpoint ? "" : fmt::format("checkpoint {}; ", xml_escape(dir_)),
+                     xml_escape(m_.recipe_name),
+                     m_.planned() ? "planned mix" : m_.quantized_formats().size() == 1 ? "uniform scheme" : "hand recipe",
+                     xml_escape(m_.dialect), xml_escape(m_.source));
+    return h;
+  }
 
-  const auto [by_format, by_kind] = size_rows(m, map, palette);
-  h += "<h2 id=\"sizes\">Where the bytes went</h2>\n<div class=\"row\">\n";
-  h += picture("sizes-by-format", render_size_bars("bars-format", "Size by format", by_format));
-  h += picture("sizes-by-kind", render_size_bars("bars-kind", "Size by module kind", by_kind));
-  h += "</div>\n";
+  std::string cards() const {
+    std::string h = "<div class=\"cards\">";
+    h += fmt::format("<div class=\"card\">tensors<b>{}</b>{} quantized</div>", m_.tensors.size(), quantized_);
+    h += fmt::format("<div class=\"card\">layers<b>{}</b>{} module kinds</div>", m_.layers, map_.kinds.size());
+    h += fmt::format("<div class=\"card\">size<b>{} &#8594; {}</b>{:.2f}x</div>", decimal_bytes(before_),
+                     decimal_bytes(after_),
+                     before_ ? static_cast<double>(after_) / static_cast<double>(before_) : 0.0);
+    if (eval_) {
+      const auto& r = eval_->rows[eval_->self];
+      h += fmt::format("<div class=\"card\">bits per linear weight<b>{:.3f}</b>stored, scales included</div>",
+                       r.bits_per_weight);
+      h += fmt::format("<div class=\"card\">mean KL<b>{}</b>95% interval</div>", with_interval(r.kl_mean, 4));
+    }
+    return h + "</div>\n";
+  }
 
-  if (eval) {
-    h += fmt::format("<h2 id=\"eval\">Evaluation</h2>\n<p class=\"note\">{} ({} tokens, context {}), from {}. "
-                     "[lo, hi]: 95% bootstrap intervals over windows of text (acceptance: over prompts).</p>\n",
-                     xml_escape(eval->text_source), eval->text_tokens, eval->context, xml_escape(eval->path));
-    h += eval_table(*eval);
-    const auto& r = eval->rows[eval->self];
+  std::string layer_map_section() {
+    std::string h =
+        "<h2 id=\"layer-map\">Layer map</h2>\n<p class=\"note\">Layers down, module kinds across; hover a cell for "
+        "the tensor, shape, format, bytes and error. Routed experts: one cell per projection for all of a layer's "
+        "experts (formats side by side in proportion; error as min | median | max).</p>\n<div class=\"row\">\n";
+    h += picture("layer-map-format", render_layer_map(map_, MapView::Format, palette_));
+    h += picture("layer-map-error", render_layer_map(map_, MapView::Error, palette_));
+    h += "</div>\n";
+    // A vision tower has hundreds of weights: fold the table away beyond a screenful.
+    if (!map_.outside.empty())
+      h += fmt::format("<details{}><summary>Weights outside the decoder layers ({})</summary>\n{}</details>\n",
+                       map_.outside.size() <= 12 ? " open" : "", map_.outside.size(), outside_table(map_, palette_));
+    return h;
+  }
+
+  std::string sizes_section() {
+    const auto [by_format, by_kind] = size_rows(m_, map_, palette_);
+    std::string h = "<h2 id=\"sizes\">Where the bytes went</h2>\n<div class=\"row\">\n";
+    h += picture("sizes-by-format", render_size_bars("bars-format", "Size by format", by_format));
+    h += picture("sizes-by-kind", render_size_bars("bars-kind", "Size by module kind", by_kind));
+    return h + "</div>\n";
+  }
+
+  std::string eval_section() {
+    std::string h =
+        fmt::format("<h2 id=\"eval\">Evaluation</h2>\n<p class=\"note\">{} ({} tokens, context {}), from {}. "
+                    "[lo, hi]: 95% bootstrap intervals over windows of text (acceptance: over prompts).</p>\n",
+                    xml_escape(eval_->text_source), eval_->text_tokens, eval_->context, xml_escape(eval_->path));
+    h += eval_table(*eval_);
+    const auto& r = eval_->rows[eval_->self];
     if (!r.kl_counts.empty())
       h += picture("kl-histogram", render_histogram("kl-histogram", fmt::format("Per-position KL of {}", r.name),
                                                     "KL(base || quantized) per predicted token (log bins)",
                                                     r.kl_edges, r.kl_counts));
     else
       h += "<p class=\"note\">This eval file has no per-position KL histogram (written by an older selq).</p>\n";
+    return h;
   }
-  const auto quality = quality_chart(eval ? &*eval : nullptr, plan ? &*plan : nullptr);
-  if (quality || plan) {
-    h += "<h2 id=\"front\">Against the alternatives</h2>\n<div class=\"row\">\n";
+
+  std::string front_section() {
+    const auto quality = quality_chart(eval_ ? &*eval_ : nullptr, plan_ ? &*plan_ : nullptr);
+    if (!quality && !plan_) return {};
+    std::string h = "<h2 id=\"front\">Against the alternatives</h2>\n<div class=\"row\">\n";
     if (quality) h += picture("quality", render_svg(*quality));
-    if (plan && plan->tier != planner::Tier::Measured) h += picture("predicted-front", render_svg(predicted_front_chart(*plan)));
-    if (table) {
-      const Chart depth = depth_chart(*table);
+    if (plan_ && plan_->tier != planner::Tier::Measured)
+      h += picture("predicted-front", render_svg(predicted_front_chart(*plan_)));
+    if (table_) {
+      const Chart depth = depth_chart(*table_);
       if (!depth.series.empty()) h += picture("sensitivity-by-depth", render_svg(depth));
     }
-    h += "</div>\n";
+    return h + "</div>\n";
   }
-  h += fmt::format("<h2 id=\"recipe\">Recipe</h2>\n<details><summary>{}</summary><pre>{}</pre></details>\n",
-                   xml_escape(m.recipe_name), xml_escape(m.recipe_text));
-  h += fmt::format("<p class=\"note\">Written by selq {} from {}.</p>\n</body></html>\n", SELQ_VERSION,
-                   xml_escape(where));
-  rep.html = std::move(h);
 
-  rep.summary = {{"checkpoint", dir},
-                 {"tensors", m.tensors.size()},
-                 {"quantized", quantized},
-                 {"layers", m.layers},
-                 {"kinds", map.kinds},
-                 {"formats", palette.colors()},
-                 {"bytes_before", before},
-                 {"bytes_after", after},
-                 {"html_bytes", rep.html.size()},
-                 {"pictures", nlohmann::json::array()}};
-  for (const auto& [n, svg] : rep.pictures) rep.summary["pictures"].push_back(n);
-  if (eval) rep.summary["eval_row"] = eval->rows[eval->self].name;
-  if (plan) rep.summary["front_points"] = plan->front.size();
-  return rep;
-}
+  std::string footer() const {
+    const std::string where = opt_.inside_checkpoint ? std::string(io::kManifestName) : m_.path;
+    std::string h = fmt::format("<h2 id=\"recipe\">Recipe</h2>\n<details><summary>{}</summary><pre>{}</pre></details>\n",
+                                xml_escape(m_.recipe_name), xml_escape(m_.recipe_text));
+    h += fmt::format("<p class=\"note\">Written by selq {} from {}.</p>\n</body></html>\n", SELQ_VERSION,
+                     xml_escape(where));
+    return h;
+  }
+
+  nlohmann::json summary() const {
+    nlohmann::json s = {{"checkpoint", dir_},
+                        {"tensors", m_.tensors.size()},
+                        {"quantized", quantized_},
+                        {"layers", m_.layers},
+                        {"kinds", map_.kinds},
+                        {"formats", palette_.colors()},
+                        {"bytes_before", before_},
+                        {"bytes_after", after_},
+                        {"html_bytes", rep_.html.size()},
+                        {"pictures", nlohmann::json::array()}};
+    for (const auto& [n, svg] : rep_.pictures) s["pictures"].push_back(n);
+    if (eval_) s["eval_row"] = eval_->rows[eval_->self].name;
+    if (plan_) s["front_points"] = plan_->front.size();
+    return s;
+  }
+
+  const std::string& dir_;
+  const ReportOptions& opt_;
+  const ManifestData m_;
+  std::optional<EvalData> eval_;
+  std::optional<planner::SensitivityTable> table_;
+  std::optional<planner::TargetResult> plan_;
+  const LayerMap map_;
+  const FormatPalette palette_;
+  std::uint64_t before_{0}, after_{0};
+  std::size_t quantized_{0};
+  Report rep_;
+};
+
+}  // namespace
+
+Report build_report(const std::string& dir, const ReportOptions& opt) { return ReportBuilder(dir, opt).build(); }
 
 void write_checkpoint_report(const std::string& dir) {
   ReportOptions opt;
