@@ -69,6 +69,71 @@ planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t)
   return req;
 }
 
+void add_target_options(CLI::App* cmd, TargetArgs& t) {
+  cmd->add_option("--sensitivity", t.sensitivity, "Sensitivity table from `selq sensitivity`: plan the formats");
+  cmd->add_option("--target-bpw", t.target_bpw, "Budget: stored bits per linear weight (scales included)");
+  cmd->add_option("--emit-recipe", t.emit_recipe, "Write the chosen mix as a recipe YAML");
+  cmd->add_flag("--pareto", t.pareto, "Print the best mix at budgets from the smallest to the largest");
+  cmd->add_option("--pareto-points", t.pareto_points, "Budgets on the front")->capture_default_str();
+  cmd->add_option("--hardware", t.hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
+      ->capture_default_str();
+  cmd->add_option("--objective", t.objective,
+                  "kl (mean KL) or acceptance (mean total variation: needs a measured table or --refine)")->capture_default_str();
+  cmd->add_option("--tier", t.tier, "Score tier to plan with (default: the table's best)");
+  cmd->add_option("--candidates", t.candidates, "Candidate formats (default: the table's)")->delimiter(',');
+  add_deprecated_option(cmd, "--schemes", t.candidates, "--candidates")->delimiter(',');
+  cmd->add_option("--arch", t.arch, "Template family written into the planned recipe (kimi-k3, deepseek-v3, ...)");
+  cmd->add_option("--kv-cache", t.kv_cache, "Serving KV cache (bf16, fp8): with --prefill-query-quant, MLA "
+                                             "kv_b_proj/o_proj take no activation-quantizing format")
+      ->capture_default_str();
+  cmd->add_flag("--prefill-query-quant", t.prefill_query_quant, "Serving quantizes prefill queries to FP8");
+  cmd->add_option("--refine", t.refine,
+                  "After solving, improve the mix by local search: at most N end-to-end measurements on "
+                  "calibration text (Llama-family models; each costs one forward pass over the text)")
+      ->capture_default_str();
+  cmd->add_option("--calibration-text", t.refine_text,
+                  "Calibration text --refine measures on (default: Sense and Sensibility; never the evaluation "
+                  "text)");
+  cmd->add_option("--calibration-tokens", t.refine_tokens, "Tokens of it --refine measures on")->capture_default_str();
+  cmd->add_option("--calibration-context", t.refine_context, "Window length for --refine")->capture_default_str();
+  add_deprecated_option(cmd, "--refine-text", t.refine_text, "--calibration-text");
+  add_deprecated_option(cmd, "--refine-tokens", t.refine_tokens, "--calibration-tokens");
+  add_deprecated_option(cmd, "--refine-context", t.refine_context, "--calibration-context");
+  cmd->add_flag("--quiet,-q", t.quiet, "No progress bar");
+}
+
+// --sensitivity: choose each unit's format under the budget.
+void run_plan_target(const io::Checkpoint& ckpt, const PlanArgs& args, const TargetArgs& t, bool json) {
+  if (!args.recipe.empty()) throw_bad_input("give --recipe or --sensitivity, not both");
+  if (t.target_bpw <= 0 && !t.pareto) throw_bad_input("--sensitivity needs --target-bpw B or --pareto");
+  if (!t.emit_recipe.empty() && t.target_bpw <= 0) throw_bad_input("--emit-recipe needs --target-bpw");
+  auto req = target_request(args, t);
+  ProgressBar bar("refine", !t.quiet && stderr_is_tty(), ProgressBar::Unit::Count);
+  req.on_refine_progress = [&](int done, int total, double loss) {
+    bar.update(static_cast<std::uint64_t>(done), static_cast<std::uint64_t>(total), fmt::format("loss {:.5g}", loss));
+  };
+  auto result = planner::plan_target(ckpt, req);
+  bar.finish();
+  if (!t.emit_recipe.empty()) io::write_file_atomic(t.emit_recipe, result.recipe_yaml);
+  if (json)
+    fmt::print("{}\n", result.to_json().dump(2));
+  else
+    fmt::print("{}{}", result.format(), t.emit_recipe.empty() ? "" : fmt::format("recipe: {}\n", t.emit_recipe));
+}
+
+// --recipe: the dry run of what quantize would do.
+void run_plan_recipe(const io::Checkpoint& ckpt, const PlanArgs& args, bool json) {
+  if (args.recipe.empty()) throw_bad_input("plan needs --recipe R, or --sensitivity S with --target-bpw");
+  auto recipe = load_plan_recipe(args);
+  auto plan = pipeline::make_plan(ckpt, recipe, plan_options(args));
+  if (json) {
+    plan.write_json([](std::string_view part) { std::fwrite(part.data(), 1, part.size(), stdout); });
+    std::fputc('\n', stdout);
+  } else {
+    fmt::print("{}", pipeline::format_plan(plan));
+  }
+}
+
 const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
   auto args = std::make_shared<PlanArgs>();
   auto t = std::make_shared<TargetArgs>();
@@ -92,65 +157,13 @@ const CommandRegistration kPlan(20, [](CLI::App& root, int& status) {
   add_plan_args(*cmd, *args, /*recipe_required=*/false);
   auto json_flag = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json_flag, "Print the plan as JSON (what quantize executes)");
-  cmd->add_option("--sensitivity", t->sensitivity, "Sensitivity table from `selq sensitivity`: plan the formats");
-  cmd->add_option("--target-bpw", t->target_bpw, "Budget: stored bits per linear weight (scales included)");
-  cmd->add_option("--emit-recipe", t->emit_recipe, "Write the chosen mix as a recipe YAML");
-  cmd->add_flag("--pareto", t->pareto, "Print the best mix at budgets from the smallest to the largest");
-  cmd->add_option("--pareto-points", t->pareto_points, "Budgets on the front")->capture_default_str();
-  cmd->add_option("--hardware", t->hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
-      ->capture_default_str();
-  cmd->add_option("--objective", t->objective,
-                  "kl (mean KL) or acceptance (mean total variation: needs a measured table or --refine)")->capture_default_str();
-  cmd->add_option("--tier", t->tier, "Score tier to plan with (default: the table's best)");
-  cmd->add_option("--candidates", t->candidates, "Candidate formats (default: the table's)")->delimiter(',');
-  add_deprecated_option(cmd, "--schemes", t->candidates, "--candidates")->delimiter(',');
-  cmd->add_option("--arch", t->arch, "Template family written into the planned recipe (kimi-k3, deepseek-v3, ...)");
-  cmd->add_option("--kv-cache", t->kv_cache, "Serving KV cache (bf16, fp8): with --prefill-query-quant, MLA "
-                                             "kv_b_proj/o_proj take no activation-quantizing format")
-      ->capture_default_str();
-  cmd->add_flag("--prefill-query-quant", t->prefill_query_quant, "Serving quantizes prefill queries to FP8");
-  cmd->add_option("--refine", t->refine,
-                  "After solving, improve the mix by local search: at most N end-to-end measurements on "
-                  "calibration text (Llama-family models; each costs one forward pass over the text)")
-      ->capture_default_str();
-  cmd->add_option("--calibration-text", t->refine_text,
-                  "Calibration text --refine measures on (default: Sense and Sensibility; never the evaluation "
-                  "text)");
-  cmd->add_option("--calibration-tokens", t->refine_tokens, "Tokens of it --refine measures on")->capture_default_str();
-  cmd->add_option("--calibration-context", t->refine_context, "Window length for --refine")->capture_default_str();
-  add_deprecated_option(cmd, "--refine-text", t->refine_text, "--calibration-text");
-  add_deprecated_option(cmd, "--refine-tokens", t->refine_tokens, "--calibration-tokens");
-  add_deprecated_option(cmd, "--refine-context", t->refine_context, "--calibration-context");
-  cmd->add_flag("--quiet,-q", t->quiet, "No progress bar");
+  add_target_options(cmd, *t);
   cmd->callback([args, t, json_flag, &status] {
     auto ckpt = io::Checkpoint::open(args->source);
-    if (!t->sensitivity.empty()) {
-      if (!args->recipe.empty()) throw_bad_input("give --recipe or --sensitivity, not both");
-      if (t->target_bpw <= 0 && !t->pareto) throw_bad_input("--sensitivity needs --target-bpw B or --pareto");
-      if (!t->emit_recipe.empty() && t->target_bpw <= 0) throw_bad_input("--emit-recipe needs --target-bpw");
-      auto req = target_request(*args, *t);
-      ProgressBar bar("refine", !t->quiet && stderr_is_tty(), ProgressBar::Unit::Count);
-      req.on_refine_progress = [&](int done, int total, double loss) {
-        bar.update(static_cast<std::uint64_t>(done), static_cast<std::uint64_t>(total), fmt::format("loss {:.5g}", loss));
-      };
-      auto result = planner::plan_target(*ckpt, req);
-      bar.finish();
-      if (!t->emit_recipe.empty()) io::write_file_atomic(t->emit_recipe, result.recipe_yaml);
-      if (*json_flag)
-        fmt::print("{}\n", result.to_json().dump(2));
-      else
-        fmt::print("{}{}", result.format(), t->emit_recipe.empty() ? "" : fmt::format("recipe: {}\n", t->emit_recipe));
-      status = 0;
-      return;
-    }
-    if (args->recipe.empty()) throw_bad_input("plan needs --recipe R, or --sensitivity S with --target-bpw");
-    auto recipe = load_plan_recipe(*args);
-    auto plan = pipeline::make_plan(*ckpt, recipe, plan_options(*args));
-    if (*json_flag) {
-      plan.write_json([](std::string_view part) { std::fwrite(part.data(), 1, part.size(), stdout); });
-      std::fputc('\n', stdout);
-    } else
-      fmt::print("{}", pipeline::format_plan(plan));
+    if (!t->sensitivity.empty())
+      run_plan_target(*ckpt, *args, *t, *json_flag);
+    else
+      run_plan_recipe(*ckpt, *args, *json_flag);
     status = 0;
   });
 });

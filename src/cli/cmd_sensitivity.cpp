@@ -36,6 +36,74 @@ exporter::Dialect source_dialect(const io::Checkpoint& ckpt) {
   return exporter::dialect_of_config(qc).value_or(exporter::Dialect::CompressedTensors);
 }
 
+void add_sensitivity_options(CLI::App* cmd, SensitivityArgs& a) {
+  cmd->add_option("source", a.source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
+      ->required();
+  cmd->add_option("--out,-o", a.out, "Output JSON file")->required();
+  cmd->add_option("--candidates", a.candidates, "Candidate formats to score (default: all)")->delimiter(',');
+  add_deprecated_option(cmd, "--schemes", a.candidates, "--candidates")->delimiter(',');
+  cmd->add_option("--dialect", a.dialect,
+                  "Dialect whose scale conventions are scored (default: a quantized source's own, else "
+                  "compressed-tensors)");
+  cmd->add_option("--hardware", a.hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
+      ->capture_default_str();
+  cmd->add_option("--tier", a.tier, "data-free, activation-aware or measured")->capture_default_str();
+  cmd->add_option("--calibration-text", a.text,
+                  "Text for the runtime tiers (default: Jane Austen's Sense and Sensibility, never evaluated on)");
+  cmd->add_option("--calibration-tokens", a.tokens, "Tokens of the calibration text used (runtime tiers)")
+      ->capture_default_str();
+  cmd->add_option("--calibration-context", a.context, "Tokens per window (runtime tiers)")->capture_default_str();
+  cmd->add_option("--rows", a.rows, "Input rows kept per unit (activation-aware)")->capture_default_str();
+  cmd->add_option("--probes", a.probes,
+                  "Candidates measured on every unit (measured tier; default: each unit's most lossy)")
+      ->delimiter(',');
+  cmd->add_option("--probe-every", a.probe_every,
+                  "Measured tier: measure the units of every N-th layer and the last; interpolate the others")
+      ->capture_default_str();
+  add_deprecated_option(cmd, "--tokens", a.tokens, "--calibration-tokens");
+  add_deprecated_option(cmd, "--context", a.context, "--calibration-context");
+  cmd->add_flag("--quiet,-q", a.quiet, "No progress bar");
+}
+
+int run_sensitivity(const SensitivityArgs& a) {
+  const auto tier = planner::parse_tier(a.tier);
+  if (a.probe_every < 1) throw_bad_input("--probe-every must be at least 1");
+  auto ckpt = io::Checkpoint::open(a.source);
+  const auto dialect = a.dialect.empty() ? source_dialect(*ckpt) : exporter::parse_dialect(a.dialect);
+  auto layout = planner::decision_units(*ckpt, dialect);
+  auto candidates = planner::select_candidates(a.candidates, planner::parse_hardware(a.hardware), dialect);
+  ProgressBar bar("sensitivity", !a.quiet && stderr_is_tty() && dist::ranks().rank() == 0);
+  planner::SensitivityOptions opt;
+  opt.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+  // Under mpirun the units are shared among the ranks; rank 0 writes the table
+  // (and runs the runtime tiers, which need the whole model, alone).
+  auto table = planner::data_free_sensitivity_on_ranks(*ckpt, layout, candidates, opt, dist::ranks());
+  bar.finish();
+  if (dist::ranks().rank() != 0) return 0;
+  if (tier != planner::Tier::DataFree) {
+    const auto text = runtime::text_or_default(a.text, runtime::DefaultTextUse::Calibration);
+    planner::RuntimeTierOptions ropt;
+    ropt.context = a.context;
+    ropt.rows = a.rows;
+    ropt.probe_every = a.probe_every;
+    ropt.probes = a.probes;
+    ProgressBar units_bar("units", !a.quiet && stderr_is_tty(), ProgressBar::Unit::Count);
+    ropt.on_progress = [&](const std::string& stage, std::uint64_t done, std::uint64_t total) {
+      units_bar.update(done, total, stage);
+    };
+    planner::add_runtime_tiers(table, layout, candidates, a.source, {text.text, text.source, a.tokens}, tier,
+                               ropt);
+    units_bar.finish();
+  }
+  io::write_file_atomic(a.out, table.to_json().dump(1) + "\n");
+  fmt::print("{}: {} units x {} candidates, {} tier, {:.1f} s\n", a.out, table.units.size(),
+             table.candidates.size(), planner::tier_name(table.tier), table.seconds);
+  if (table.units.empty())
+    fmt::print(stderr, "note: {}: no unit to score: every linear module is already quantized in the source "
+                       "(plan with `requantize: true` to change their formats)\n", a.source);
+  return 0;
+}
+
 const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
   auto a = std::make_shared<SensitivityArgs>();
   auto* cmd = root.add_subcommand(
@@ -58,73 +126,8 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       "  selq sensitivity CKPT --tier measured --calibration-text train.txt -o sens.json\n"
       "  mpirun -np 16 selq sensitivity CKPT -o sens.json          # data-free units over 16 ranks\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml");
-  cmd->add_option("source", a->source, "Source checkpoint: a .safetensors file, a directory, or an index.json")
-      ->required();
-  cmd->add_option("--out,-o", a->out, "Output JSON file")->required();
-  cmd->add_option("--candidates", a->candidates, "Candidate formats to score (default: all)")->delimiter(',');
-  add_deprecated_option(cmd, "--schemes", a->candidates, "--candidates")->delimiter(',');
-  cmd->add_option("--dialect", a->dialect,
-                  "Dialect whose scale conventions are scored (default: a quantized source's own, else "
-                  "compressed-tensors)");
-  cmd->add_option("--hardware", a->hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
-      ->capture_default_str();
-  cmd->add_option("--tier", a->tier, "data-free, activation-aware or measured")->capture_default_str();
-  cmd->add_option("--calibration-text", a->text,
-                  "Text for the runtime tiers (default: Jane Austen's Sense and Sensibility, never evaluated on)");
-  cmd->add_option("--calibration-tokens", a->tokens, "Tokens of the calibration text used (runtime tiers)")
-      ->capture_default_str();
-  cmd->add_option("--calibration-context", a->context, "Tokens per window (runtime tiers)")->capture_default_str();
-  cmd->add_option("--rows", a->rows, "Input rows kept per unit (activation-aware)")->capture_default_str();
-  cmd->add_option("--probes", a->probes,
-                  "Candidates measured on every unit (measured tier; default: each unit's most lossy)")
-      ->delimiter(',');
-  cmd->add_option("--probe-every", a->probe_every,
-                  "Measured tier: measure the units of every N-th layer and the last; interpolate the others")
-      ->capture_default_str();
-  add_deprecated_option(cmd, "--tokens", a->tokens, "--calibration-tokens");
-  add_deprecated_option(cmd, "--context", a->context, "--calibration-context");
-  cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
-  cmd->callback([a, &status] {
-    const auto tier = planner::parse_tier(a->tier);
-    if (a->probe_every < 1) throw_bad_input("--probe-every must be at least 1");
-    auto ckpt = io::Checkpoint::open(a->source);
-    const auto dialect = a->dialect.empty() ? source_dialect(*ckpt) : exporter::parse_dialect(a->dialect);
-    auto layout = planner::decision_units(*ckpt, dialect);
-    auto candidates = planner::select_candidates(a->candidates, planner::parse_hardware(a->hardware), dialect);
-    ProgressBar bar("sensitivity", !a->quiet && stderr_is_tty() && dist::ranks().rank() == 0);
-    planner::SensitivityOptions opt;
-    opt.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-    // Under mpirun the units are shared among the ranks; rank 0 writes the table
-    // (and runs the runtime tiers, which need the whole model, alone).
-    auto table = planner::data_free_sensitivity_on_ranks(*ckpt, layout, candidates, opt, dist::ranks());
-    bar.finish();
-    if (dist::ranks().rank() != 0) {
-      status = 0;
-      return;
-    }
-    if (tier != planner::Tier::DataFree) {
-      const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Calibration);
-      planner::RuntimeTierOptions ropt;
-      ropt.context = a->context;
-      ropt.rows = a->rows;
-      ropt.probe_every = a->probe_every;
-      ropt.probes = a->probes;
-      ProgressBar units_bar("units", !a->quiet && stderr_is_tty(), ProgressBar::Unit::Count);
-      ropt.on_progress = [&](const std::string& stage, std::uint64_t done, std::uint64_t total) {
-        units_bar.update(done, total, stage);
-      };
-      planner::add_runtime_tiers(table, layout, candidates, a->source, {text.text, text.source, a->tokens}, tier,
-                                 ropt);
-      units_bar.finish();
-    }
-    io::write_file_atomic(a->out, table.to_json().dump(1) + "\n");
-    fmt::print("{}: {} units x {} candidates, {} tier, {:.1f} s\n", a->out, table.units.size(),
-               table.candidates.size(), planner::tier_name(table.tier), table.seconds);
-    if (table.units.empty())
-      fmt::print(stderr, "note: {}: no unit to score: every linear module is already quantized in the source "
-                         "(plan with `requantize: true` to change their formats)\n", a->source);
-    status = 0;
-  });
+  add_sensitivity_options(cmd, *a);
+  cmd->callback([a, &status] { status = run_sensitivity(*a); });
 });
 
 }  // namespace

@@ -111,54 +111,54 @@ json modelopt_scheme_json(const SchemeSpec& s) {
   return out;
 }
 
-ConfigOutput modelopt_build(const ConfigInput& in) {
-  auto groups = group_by_scheme(in, false);
-  if (groups.empty()) throw_bad_input("the modelopt dialect needs at least one quantized module");
-  std::vector<std::string> all = all_module_names(in);
-
+// Every module's algorithm, in the order they first appear; more than one is
+// MIXED_PRECISION, which only some algorithms may join.
+std::vector<const Algo*> distinct_algos(const std::vector<SchemeGroup>& groups) {
   std::vector<const Algo*> algos;
   for (const auto& g : groups) {
     const Algo* a = algo_of(g.spec);
     if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
   }
-  bool mixed = algos.size() > 1;
-  json quantized_layers = json::object();
-  json group_size = nullptr;
-  if (mixed) {
-    for (const Algo* a : algos) {
+  if (algos.size() > 1)
+    for (const Algo* a : algos)
       if (!a->mixable)
         throw_unsupported(fmt::format("the modelopt dialect cannot mix {} with other algorithms: MIXED_PRECISION "
                                       "entries may only be FP8, NVFP4, W4A16_NVFP4 or MXFP8", a->name));
-    }
-    for (const auto& g : groups) {
-      const Algo* a = algo_of(g.spec);
-      // vLLM takes the group_size of the first NVFP4 entry.
-      if (group_size.is_null() && a->kind == SchemeKind::NVFP4) group_size = a->group_size;
-      const json entry = modelopt_scheme_json(g.spec);
-      for (const auto& m : g.modules) {
-        auto p = experts_parent(m);
-        quantized_layers[p ? *p : m] = entry;
-      }
-    }
-  } else if (algos.front()->group_size) {
-    group_size = algos.front()->group_size;
-  }
+  return algos;
+}
 
-  // Names vLLM tests the exclusions against: engine modules that stay quantized.
-  std::vector<std::string> quantized_engine_names;
-  {
-    std::map<std::string, bool> is_float;
-    for (const auto& m : in.linear_modules) is_float[m.module] = !m.scheme;
-    for (const auto& em : engine_modules(EngineFamily::Vllm, all)) {
-      if (is_float[em.members.front()]) continue;
-      quantized_engine_names.push_back(em.name);
-      for (const auto& mem : em.members) quantized_engine_names.push_back(mem);
+// MIXED_PRECISION's quantized_layers (one entry per module, routed experts by
+// their parent) and the group_size vLLM takes: its first NVFP4 entry's.
+json mixed_quantized_layers(const std::vector<SchemeGroup>& groups, json& group_size) {
+  json layers = json::object();
+  for (const auto& g : groups) {
+    const Algo* a = algo_of(g.spec);
+    if (group_size.is_null() && a->kind == SchemeKind::NVFP4) group_size = a->group_size;
+    const json entry = modelopt_scheme_json(g.spec);
+    for (const auto& m : g.modules) {
+      auto p = experts_parent(m);
+      layers[p ? *p : m] = entry;
     }
+  }
+  return layers;
+}
+
+// exclude_modules: the float modules (and unstored tied heads: vLLM builds a
+// tied head as a quantized ParallelLMHead unless excluded, and then has no
+// scales to load for it; docs/ENGINE_RULES.md, "Tied heads"). vLLM matches
+// exclusions as substrings of the engine modules that stay quantized, so an
+// entry inside one of their names cannot be written.
+std::vector<std::string> modelopt_exclusions(const ConfigInput& in, const std::vector<std::string>& all) {
+  std::vector<std::string> quantized_engine_names;
+  std::map<std::string, bool> is_float;
+  for (const auto& m : in.linear_modules) is_float[m.module] = !m.scheme;
+  for (const auto& em : engine_modules(EngineFamily::Vllm, all)) {
+    if (is_float[em.members.front()]) continue;
+    quantized_engine_names.push_back(em.name);
+    for (const auto& mem : em.members) quantized_engine_names.push_back(mem);
   }
   std::vector<std::string> excl;
   std::set<std::string> seen;
-  // vLLM builds a tied head as a quantized ParallelLMHead unless excluded, and
-  // then has no scales to load for it (docs/ENGINE_RULES.md, "Tied heads").
   std::vector<std::string> float_names = float_modules(in);
   float_names.insert(float_names.end(), in.unstored_heads.begin(), in.unstored_heads.end());
   for (const auto& m : float_names) {
@@ -175,7 +175,21 @@ ConfigOutput modelopt_build(const ConfigInput& in) {
     }
     excl.push_back(entry);
   }
+  return excl;
+}
 
+ConfigOutput modelopt_build(const ConfigInput& in) {
+  auto groups = group_by_scheme(in, false);
+  if (groups.empty()) throw_bad_input("the modelopt dialect needs at least one quantized module");
+  const std::vector<const Algo*> algos = distinct_algos(groups);
+  const bool mixed = algos.size() > 1;
+  json group_size = nullptr;
+  json quantized_layers;
+  if (mixed)
+    quantized_layers = mixed_quantized_layers(groups, group_size);
+  else if (algos.front()->group_size)
+    group_size = algos.front()->group_size;
+  const std::vector<std::string> excl = modelopt_exclusions(in, all_module_names(in));
   const std::string algo = mixed ? "MIXED_PRECISION" : algos.front()->name;
   json quantization = {{"quant_algo", algo},
                        {"kv_cache_quant_algo", nullptr},

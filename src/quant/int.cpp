@@ -164,57 +164,107 @@ IntRowParams int_row_params(const SchemeSpec& spec, DType t, std::int64_t in) {
           spec.rounding.value};
 }
 
-void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
+namespace {
+
+// Where one expert matrix's int outputs go, and their layout.
+struct IntOutputs {
+  std::uint8_t* w;       // the matrix's codes (bytes, or packed I32 words)
+  std::uint8_t* s;       // every expert's scales
+  std::uint8_t* zp;      // every expert's zero points, null when symmetric
+  bool packed;
+  int bits;
+  std::int64_t out, in, ngroups, words_per_row, zp_words, e;
+};
+
+IntOutputs int_outputs(const MatrixJob& job, const IntRowParams& p) {
   const SchemeSpec& spec = *job.spec;
-  const Geometry& g = job.g;
-  const std::int64_t in = g.in, out = g.out;
-  const DType t = job.src->info->dtype;
-  const int b = spec.bits;
-  const bool packed = spec.int_pack_int32;
-  IntRowParams p = int_row_params(spec, t, in);
-  p.weights = channel_weights_of(job);
-  const std::int64_t gw = p.gw;
-  const std::int64_t ngroups = in / gw;
-  const std::int64_t words_per_row = ceil_div(in * b, 32);
-  const std::int64_t zp_words = ceil_div(out * b, 32);
-  const std::uint8_t* src = job.src->bytes.data();
-  const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * out * in);
+  IntOutputs o{};
+  o.packed = spec.int_pack_int32;
+  o.bits = spec.bits;
+  o.out = job.g.out;
+  o.in = job.g.in;
+  o.e = job.e;
+  o.ngroups = o.in / p.gw;
+  o.words_per_row = ceil_div(o.in * o.bits, 32);
+  o.zp_words = ceil_div(o.out * o.bits, 32);
+  o.w = job.outs[0].data() + static_cast<std::uint64_t>(o.packed ? job.e * o.out * o.words_per_row * 4
+                                                                 : job.e * o.out * o.in);
+  o.s = job.outs[1].data();
+  o.zp = spec.symmetric ? nullptr : job.outs[2].data();
+  return o;
+}
 
-  std::uint8_t* wout = job.outs[0].data() +
-                       (packed ? static_cast<std::uint64_t>(job.e * out * words_per_row * 4) : base0);
-  std::uint8_t* sout = job.outs[1].data();
-  std::uint8_t* zout = spec.symmetric ? nullptr : job.outs[2].data();
-  // GPTQ: the scales and zero points the outputs hold are kept (read before
-  // the packed outputs are cleared), [out, ngroups] each.
-  std::vector<float> kept_s, kept_zp;
-  if (keeps_given_scales(p.rounding)) {
-    kept_s.resize(static_cast<std::size_t>(out * ngroups));
-    kept_zp.resize(kept_s.size());
-    for (std::int64_t r = 0; r < out; ++r)
-      for (std::int64_t gi = 0; gi < ngroups; ++gi)
-        stored_group_qparams(spec, g.out, g.in, sout, zout, job.e, r, gi, kept_s[static_cast<std::size_t>(r * ngroups + gi)],
-                             kept_zp[static_cast<std::size_t>(r * ngroups + gi)]);
-  }
-  if (packed) {
-    // Zero fill once: row padding bits stay 0 and zero points are OR-ed in.
-    std::memset(wout, 0, static_cast<std::size_t>(out * words_per_row * 4));
-    if (zout) std::memset(zout + job.e * zp_words * ngroups * 4, 0,
-                          static_cast<std::size_t>(zp_words * ngroups * 4));
-    if (job.e == 0) {
-      std::int64_t shape[3] = {g.experts, out, in};
-      auto& ws = job.outs[static_cast<std::size_t>(out_index(OutRole::WeightShape, spec))];
-      if (g.three_d)
-        std::memcpy(ws.data(), shape, 24);
-      else
-        std::memcpy(ws.data(), shape + 1, 16);
+// GPTQ keeps the scales and zero points the outputs already hold: read them
+// ([out, ngroups] each) before packed outputs are cleared.
+void read_kept_qparams(const MatrixJob& job, const IntOutputs& o, std::vector<float>& s, std::vector<float>& zp) {
+  s.resize(static_cast<std::size_t>(o.out * o.ngroups));
+  zp.resize(s.size());
+  for (std::int64_t r = 0; r < o.out; ++r)
+    for (std::int64_t gi = 0; gi < o.ngroups; ++gi) {
+      const auto i = static_cast<std::size_t>(r * o.ngroups + gi);
+      stored_group_qparams(*job.spec, o.out, o.in, o.s, o.zp, job.e, r, gi, s[i], zp[i]);
     }
-  }
+}
 
+// Packed outputs are zero-filled once (row padding bits stay 0, zero points
+// are OR-ed in), and the first expert writes the weight_shape tensor.
+void prepare_packed(const MatrixJob& job, const IntOutputs& o) {
+  std::memset(o.w, 0, static_cast<std::size_t>(o.out * o.words_per_row * 4));
+  if (o.zp) std::memset(o.zp + o.e * o.zp_words * o.ngroups * 4, 0, static_cast<std::size_t>(o.zp_words * o.ngroups * 4));
+  if (job.e != 0) return;
+  std::int64_t shape[3] = {job.g.experts, o.out, o.in};
+  auto& ws = job.outs[static_cast<std::size_t>(out_index(OutRole::WeightShape, *job.spec))];
+  if (job.g.three_d)
+    std::memcpy(ws.data(), shape, 24);
+  else
+    std::memcpy(ws.data(), shape + 1, 16);
+}
+
+// Row r's group scales (in the stored dtype) and zero points.
+void store_row_qparams(const IntOutputs& o, DType sd, std::int64_t r, const float* scales, const float* zps) {
+  for (std::int64_t gi = 0; gi < o.ngroups; ++gi) {
+    const std::uint64_t sidx = static_cast<std::uint64_t>((o.e * o.out + r) * o.ngroups + gi);
+    store_float(sd, o.s, sidx, scales[gi]);
+    if (!o.zp) continue;
+    const auto zq = static_cast<std::int8_t>(zps[gi]);
+    if (o.packed)
+      put_bits(o.zp + (o.e * o.zp_words * o.ngroups + gi) * 4, static_cast<std::uint64_t>(o.ngroups) * 4,
+               static_cast<std::uint64_t>(r * o.bits), static_cast<std::uint32_t>(zq + (1 << (o.bits - 1))));
+    else
+      o.zp[sidx] = static_cast<std::uint8_t>(zq);
+  }
+}
+
+// Row r's code bytes. Little-endian I32 words with element i at bit i*b are
+// the code bytes themselves (b = 8) or nibble pairs, low nibble first (b = 4).
+void store_row_codes(const IntOutputs& o, std::int64_t r, const std::uint8_t* c) {
+  std::uint8_t* wr = o.packed ? o.w + r * o.words_per_row * 4 : o.w + r * o.in;
+  if (!o.packed || o.bits == 8) {
+    std::memcpy(wr, c, static_cast<std::size_t>(o.in));
+    return;
+  }
+  for (std::int64_t k = 0; k < o.in / 2; ++k) wr[k] = static_cast<std::uint8_t>(c[2 * k] | (c[2 * k + 1] << 4));
+  if (o.in % 2) wr[o.in / 2] = c[o.in - 1];
+}
+
+}  // namespace
+
+void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
+  const DType t = job.src->info->dtype;
+  const std::int64_t in = job.g.in;
+  IntRowParams p = int_row_params(*job.spec, t, in);
+  p.weights = channel_weights_of(job);
+  const IntOutputs o = int_outputs(job, p);
+  std::vector<float> kept_s, kept_zp;
+  if (keeps_given_scales(p.rounding)) read_kept_qparams(job, o, kept_s, kept_zp);
+  if (o.packed) prepare_packed(job, o);
+  const std::uint8_t* src = job.src->bytes.data();
+  const std::uint64_t base0 = static_cast<std::uint64_t>(job.e * o.out * in);
   // Chunks of 16 rows keep packed zero-point words (8 or 4 rows each) owned
   // by a single task.
-  for_row_chunks(out, kIntChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
+  for_row_chunks(o.out, kIntChunkRows, metrics, job.pieces, [&](std::int64_t r0, std::int64_t r1, ErrorMetrics& m) {
     std::vector<float> buf(static_cast<std::size_t>(in));
-    std::vector<float> scales(static_cast<std::size_t>(ngroups)), zps(scales.size());
+    std::vector<float> scales(static_cast<std::size_t>(o.ngroups)), zps(scales.size());
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(in));
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::uint64_t base = base0 + static_cast<std::uint64_t>(r * in);
@@ -223,33 +273,12 @@ void quantize_int(const MatrixJob& job, ErrorMetrics& metrics) {
       const bool finite = all_finite(&amax, 1);
       if (!finite) check_finite(row, buf.size(), base, *job.src, *job.options);
       if (!kept_s.empty()) {
-        std::copy_n(kept_s.begin() + r * ngroups, ngroups, scales.begin());
-        std::copy_n(kept_zp.begin() + r * ngroups, ngroups, zps.begin());
+        std::copy_n(kept_s.begin() + r * o.ngroups, o.ngroups, scales.begin());
+        std::copy_n(kept_zp.begin() + r * o.ngroups, o.ngroups, zps.begin());
       }
       int_row(p, row, in, codes.data(), scales.data(), zps.data(), m, finite);
-      for (std::int64_t gi = 0; gi < ngroups; ++gi) {
-        const std::uint64_t sidx = static_cast<std::uint64_t>((job.e * out + r) * ngroups + gi);
-        store_float(p.sd, sout, sidx, scales[static_cast<std::size_t>(gi)]);
-        if (!zout) continue;
-        const auto zq = static_cast<std::int8_t>(zps[static_cast<std::size_t>(gi)]);
-        if (packed)
-          put_bits(zout + (job.e * zp_words * ngroups + gi) * 4,
-                   static_cast<std::uint64_t>(ngroups) * 4, static_cast<std::uint64_t>(r * b),
-                   static_cast<std::uint32_t>(zq + (1 << (b - 1))));
-        else
-          zout[sidx] = static_cast<std::uint8_t>(zq);
-      }
-      // Little-endian I32 words with element i at bit i*b are the code
-      // bytes themselves (b = 8) or nibble pairs, low nibble first (b = 4).
-      std::uint8_t* wr = packed ? wout + r * words_per_row * 4 : wout + r * in;
-      if (!packed || b == 8) {
-        std::memcpy(wr, codes.data(), static_cast<std::size_t>(in));
-      } else {
-        const std::uint8_t* c = codes.data();
-        for (std::int64_t k = 0; k < in / 2; ++k)
-          wr[k] = static_cast<std::uint8_t>(c[2 * k] | (c[2 * k + 1] << 4));
-        if (in % 2) wr[in / 2] = c[in - 1];
-      }
+      store_row_qparams(o, p.sd, r, scales.data(), zps.data());
+      store_row_codes(o, r, codes.data());
     }
   });
 }

@@ -235,10 +235,49 @@ SchemeSpec parse_scheme_node(const Ctx& c, const YAML::Node& n, quant::Rounding 
   return parse_scheme(c, name, options, recipe_rounding);
 }
 
-}  // namespace
+// serving: the settings the checkpoint will be served with (constraints).
+void parse_serving(const Ctx& c, const YAML::Node& v, Recipe& r) {
+  if (v.IsNull()) return;
+  for_each_key(c, v, "serving", {"kv_cache", "prefill_query_quant"},
+               [&](const std::string& sk, const YAML::Node&, const YAML::Node& sv) {
+                 if (sk == "kv_cache") {
+                   r.fp8_kv_cache = lookup<bool>(c, sv, "kv_cache",
+                                                 {{"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true},
+                                                  {"bf16", false}, {"fp16", false}, {"auto", false}});
+                 } else {
+                   r.fp8_prefill_query = boolean(c, sv, "prefill_query_quant");
+                 }
+               });
+}
 
-Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_errors) {
-  Ctx c{path_for_errors};
+// One item of `rules:`: its patterns and its scheme (or keep).
+Rule parse_rule(const Ctx& c, const YAML::Node& item, const Recipe& r) {
+  Rule rule;
+  rule.where = loc(c, item);
+  // A default-constructed YAML::Node counts as defined, hence the flags.
+  YAML::Node match, scheme, options;
+  bool has_match = false, has_scheme = false;
+  for_each_key(c, item, "a rule", {"match", "scheme", "options", "description"},
+               [&](const std::string& rk, const YAML::Node&, const YAML::Node& rv) {
+                 if (rk == "match") match.reset(rv), has_match = true;
+                 else if (rk == "scheme") scheme.reset(rv), has_scheme = true;
+                 else if (rk == "options") options.reset(rv);
+                 else scalar(c, rv, "description");
+               });
+  if (!has_match) fail(c, item, "rule needs 'match'");
+  if (!has_scheme) fail(c, item, "rule needs 'scheme'");
+  rule.match = parse_patterns(c, match, r.arch, "match");
+  if (rule.match.empty()) fail(c, match, "match lists no pattern");
+  if (scheme.IsScalar() && scheme.Scalar() == "keep") {
+    if (options && !options.IsNull()) fail(c, options, "scheme 'keep' takes no options");
+    rule.keep = true;
+  } else {
+    rule.scheme = parse_scheme(c, scheme, options, r.rounding.value_or(quant::Rounding::Nearest));
+  }
+  return rule;
+}
+
+YAML::Node load_yaml(const std::string& yaml_text, const std::string& path_for_errors) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -247,11 +286,17 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
                     ErrorWhere(fmt::format("{}:{}:{}", path_for_errors, e.mark.line + 1, e.mark.column + 1)));
   }
   if (!root.IsMap()) throw_bad_input("a recipe must be a YAML mapping", ErrorWhere(path_for_errors));
+  return root;
+}
 
+}  // namespace
+
+Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_errors) {
+  Ctx c{path_for_errors};
+  const YAML::Node root = load_yaml(yaml_text, path_for_errors);
   Recipe r;
   r.path = path_for_errors;
   r.text = yaml_text;
-
   // arch first: template references are validated against it.
   if (const auto a = root["arch"]; a && !a.IsNull()) {
     r.arch = scalar(c, a, "arch");
@@ -265,7 +310,7 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
       c, root, "the recipe",
       {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default", "requantize", "rounding"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
-        if (key == "rounding") {
+        if (key == "rounding" || key == "arch") {
           return;  // read above
         } else if (key == "name") {
           r.name = scalar(c, v, "name");
@@ -278,47 +323,13 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
           r.dialect = scalar(c, v, "dialect");  // checked against export's list by the plan
           r.dialect_where = loc(c, v);
         } else if (key == "serving") {
-          if (v.IsNull()) return;
-          for_each_key(c, v, "serving", {"kv_cache", "prefill_query_quant"},
-                       [&](const std::string& sk, const YAML::Node&, const YAML::Node& sv) {
-                         if (sk == "kv_cache") {
-                           r.fp8_kv_cache = lookup<bool>(c, sv, "kv_cache",
-                                                         {{"fp8", true}, {"fp8_e4m3", true}, {"fp8_e5m2", true},
-                                                          {"bf16", false}, {"fp16", false}, {"auto", false}});
-                         } else {
-                           r.fp8_prefill_query = boolean(c, sv, "prefill_query_quant");
-                         }
-                       });
+          parse_serving(c, v, r);
         } else if (key == "exclude") {
           r.exclude = parse_patterns(c, v, r.arch, "exclude");
         } else if (key == "rules") {
           if (v.IsNull()) return;
           if (!v.IsSequence()) fail(c, v, "rules must be a list");
-          for (const auto& item : v) {
-            Rule rule;
-            rule.where = loc(c, item);
-            // A default-constructed YAML::Node counts as defined, hence the flags.
-            YAML::Node match, scheme, options;
-            bool has_match = false, has_scheme = false;
-            for_each_key(c, item, "a rule", {"match", "scheme", "options", "description"},
-                         [&](const std::string& rk, const YAML::Node&, const YAML::Node& rv) {
-                           if (rk == "match") match.reset(rv), has_match = true;
-                           else if (rk == "scheme") scheme.reset(rv), has_scheme = true;
-                           else if (rk == "options") options.reset(rv);
-                           else scalar(c, rv, "description");
-                         });
-            if (!has_match) fail(c, item, "rule needs 'match'");
-            if (!has_scheme) fail(c, item, "rule needs 'scheme'");
-            rule.match = parse_patterns(c, match, r.arch, "match");
-            if (rule.match.empty()) fail(c, match, "match lists no pattern");
-            if (scheme.IsScalar() && scheme.Scalar() == "keep") {
-              if (options && !options.IsNull()) fail(c, options, "scheme 'keep' takes no options");
-              rule.keep = true;
-            } else {
-              rule.scheme = parse_scheme(c, scheme, options, r.rounding.value_or(quant::Rounding::Nearest));
-            }
-            r.rules.push_back(std::move(rule));
-          }
+          for (const auto& item : v) r.rules.push_back(parse_rule(c, item, r));
         } else if (key == "default") {
           if (!v.IsNull()) r.default_scheme = parse_scheme_node(c, v, r.rounding.value_or(quant::Rounding::Nearest));
         }

@@ -24,7 +24,9 @@ namespace selq::runtime {
 using nlohmann::json;
 using ops::load_vector;
 using ops::per_token;
+using ops::causal_softmax;
 using ops::rms_norm;
+using ops::silu;
 
 namespace {
 
@@ -54,8 +56,6 @@ void require_value(const json& c, const char* key, const char* implemented, bool
     throw_unsupported(fmt::format("{}: {} {} is not implemented by the reference runtime (only '{}')", source, key,
                                   c[key].dump(), implemented));
 }
-
-inline float silu(float a) { return a / (1.0f + std::exp(-a)); }
 
 // Rows [r0, r0 + rows) of matrix `e` of a float 3-D stack [experts, R, C]
 // as a Matrix (BF16 bits read in place with a `mapping`, else copied as they are).
@@ -413,25 +413,6 @@ void DeepseekV3Model::ensure_cache(std::int64_t total) {
 
 namespace {
 
-// Causal softmax of each of the T rows of scores [T, total] in place (row t
-// sees positions < pos0 + t + 1).
-void causal_softmax(float* scores, std::int64_t T, std::int64_t total, std::int64_t pos0) {
-  for (std::int64_t t = 0; t < T; ++t) {
-    float* row = scores + t * total;
-    const std::int64_t visible = pos0 + t + 1;
-    float mx = row[0];
-    for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
-    float sum = 0;
-    for (std::int64_t j = 0; j < visible; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
-    std::fill(row + visible, row + total, 0.0f);
-  }
-}
-
 // C[M, N] = alpha * A[M, K] * op(B) + beta * C, row-major (op(B) = B[K, N] or B[N, K]^T).
 void gemm(bool b_trans, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A, std::int64_t lda,
           const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
@@ -556,67 +537,80 @@ void DeepseekV3Model::mlp(const DeepseekMlp& m, const float* h, std::int64_t row
   linear(m.down, g.data(), rows, y);
 }
 
+namespace {
+
+// Each group's score: the sum of its two best bias-corrected scores.
+std::vector<float> group_scores(const std::vector<float>& choice, std::int64_t groups, std::int64_t per_group) {
+  std::vector<float> gscore(static_cast<std::size_t>(groups));
+  for (std::int64_t g = 0; g < groups; ++g) {
+    float b1 = -std::numeric_limits<float>::infinity(), b2 = b1;
+    for (std::int64_t j = 0; j < per_group; ++j) {
+      const float v = choice[static_cast<std::size_t>(g * per_group + j)];
+      if (v > b1) {
+        b2 = b1;
+        b1 = v;
+      } else if (v > b2) {
+        b2 = v;
+      }
+    }
+    gscore[static_cast<std::size_t>(g)] = b1 + b2;
+  }
+  return gscore;
+}
+
+// One token's routing, in F32 as transformers': logits, sigmoid scores,
+// group-limited top-k on the bias-corrected scores, weights from the
+// uncorrected ones (normalised and scaled as the config says) into
+// chosen[0..K) and weight[0..K).
+void route_token(const DeepseekV3Config& c, const DeepseekV3Layer& L, const float* x, std::int32_t* chosen,
+                 float* weight) {
+  const std::int64_t H = c.hidden, E = c.routed_experts, K = c.experts_per_token;
+  const std::int64_t G = c.n_group, per_group = E / G;
+  std::vector<float> score(static_cast<std::size_t>(E)), choice(static_cast<std::size_t>(E));
+  for (std::int64_t e = 0; e < E; ++e) {
+    const float* w = L.router.data() + e * H;
+    float acc = 0;
+    for (std::int64_t i = 0; i < H; ++i) acc += x[i] * w[i];
+    score[static_cast<std::size_t>(e)] = 1.0f / (1.0f + std::exp(-acc));
+    choice[static_cast<std::size_t>(e)] = score[static_cast<std::size_t>(e)] + L.router_bias[static_cast<std::size_t>(e)];
+  }
+  const std::vector<float> gscore = group_scores(choice, G, per_group);
+  std::vector<std::int64_t> gorder(static_cast<std::size_t>(G));
+  std::iota(gorder.begin(), gorder.end(), 0);
+  std::stable_sort(gorder.begin(), gorder.end(), [&](std::int64_t a, std::int64_t b) {
+    return gscore[static_cast<std::size_t>(a)] > gscore[static_cast<std::size_t>(b)];
+  });
+  std::vector<char> allowed(static_cast<std::size_t>(G), 0);
+  for (std::int64_t i = 0; i < c.topk_group; ++i) allowed[static_cast<std::size_t>(gorder[static_cast<std::size_t>(i)])] = 1;
+  std::vector<std::int64_t> eorder;
+  for (std::int64_t e = 0; e < E; ++e)
+    if (allowed[static_cast<std::size_t>(e / per_group)]) eorder.push_back(e);
+  std::stable_sort(eorder.begin(), eorder.end(), [&](std::int64_t a, std::int64_t b) {
+    return choice[static_cast<std::size_t>(a)] > choice[static_cast<std::size_t>(b)];
+  });
+  float sum = 0;
+  for (std::int64_t k = 0; k < K; ++k) {
+    const std::int64_t e = eorder[static_cast<std::size_t>(k)];
+    chosen[k] = static_cast<std::int32_t>(e);
+    weight[k] = score[static_cast<std::size_t>(e)];
+    sum += score[static_cast<std::size_t>(e)];
+  }
+  const float denom = sum + 1e-20f;
+  for (std::int64_t k = 0; k < K; ++k) {
+    if (c.norm_topk_prob) weight[k] /= denom;
+    weight[k] *= c.routed_scaling;
+  }
+}
+
+}  // namespace
+
 void DeepseekV3Model::moe(std::size_t li, const float* h, std::int64_t T, float* y) {
   const DeepseekV3Config& c = cfg_;
   const DeepseekV3Layer& L = layers_[li];
   const std::int64_t H = c.hidden, E = c.routed_experts, K = c.experts_per_token;
-  const std::int64_t G = c.n_group, per_group = E / G;
-  // Router in F32: logits, sigmoid scores, group-limited top-k on the
-  // bias-corrected scores, weights from the uncorrected ones.
   std::vector<std::int32_t> chosen(static_cast<std::size_t>(T * K));
   std::vector<float> weight(static_cast<std::size_t>(T * K));
-  per_token(T, [&](std::int64_t t) {
-    std::vector<float> score(static_cast<std::size_t>(E)), choice(static_cast<std::size_t>(E));
-    const float* x = h + t * H;
-    for (std::int64_t e = 0; e < E; ++e) {
-      const float* w = L.router.data() + e * H;
-      float acc = 0;
-      for (std::int64_t i = 0; i < H; ++i) acc += x[i] * w[i];
-      score[static_cast<std::size_t>(e)] = 1.0f / (1.0f + std::exp(-acc));
-      choice[static_cast<std::size_t>(e)] = score[static_cast<std::size_t>(e)] + L.router_bias[static_cast<std::size_t>(e)];
-    }
-    // Each group's score: the sum of its two best corrected scores.
-    std::vector<float> gscore(static_cast<std::size_t>(G));
-    for (std::int64_t g = 0; g < G; ++g) {
-      float b1 = -std::numeric_limits<float>::infinity(), b2 = b1;
-      for (std::int64_t j = 0; j < per_group; ++j) {
-        const float v = choice[static_cast<std::size_t>(g * per_group + j)];
-        if (v > b1) {
-          b2 = b1;
-          b1 = v;
-        } else if (v > b2) {
-          b2 = v;
-        }
-      }
-      gscore[static_cast<std::size_t>(g)] = b1 + b2;
-    }
-    std::vector<std::int64_t> gorder(static_cast<std::size_t>(G));
-    std::iota(gorder.begin(), gorder.end(), 0);
-    std::stable_sort(gorder.begin(), gorder.end(), [&](std::int64_t a, std::int64_t b) {
-      return gscore[static_cast<std::size_t>(a)] > gscore[static_cast<std::size_t>(b)];
-    });
-    std::vector<char> allowed(static_cast<std::size_t>(G), 0);
-    for (std::int64_t i = 0; i < c.topk_group; ++i) allowed[static_cast<std::size_t>(gorder[static_cast<std::size_t>(i)])] = 1;
-    std::vector<std::int64_t> eorder;
-    for (std::int64_t e = 0; e < E; ++e)
-      if (allowed[static_cast<std::size_t>(e / per_group)]) eorder.push_back(e);
-    std::stable_sort(eorder.begin(), eorder.end(), [&](std::int64_t a, std::int64_t b) {
-      return choice[static_cast<std::size_t>(a)] > choice[static_cast<std::size_t>(b)];
-    });
-    float sum = 0;
-    for (std::int64_t k = 0; k < K; ++k) {
-      const std::int64_t e = eorder[static_cast<std::size_t>(k)];
-      chosen[static_cast<std::size_t>(t * K + k)] = static_cast<std::int32_t>(e);
-      weight[static_cast<std::size_t>(t * K + k)] = score[static_cast<std::size_t>(e)];
-      sum += score[static_cast<std::size_t>(e)];
-    }
-    const float denom = sum + 1e-20f;
-    for (std::int64_t k = 0; k < K; ++k) {
-      float& w = weight[static_cast<std::size_t>(t * K + k)];
-      if (c.norm_topk_prob) w /= denom;
-      w *= c.routed_scaling;
-    }
-  });
+  per_token(T, [&](std::int64_t t) { route_token(c, L, h + t * H, chosen.data() + t * K, weight.data() + t * K); });
   // Tokens per expert (in token order), then each expert over its rows; each
   // token's output sums its experts in expert order, as transformers' index_add_.
   std::vector<std::vector<std::pair<std::int64_t, float>>> rows_of(static_cast<std::size_t>(E));

@@ -145,7 +145,89 @@ SchemeSpec scheme_for_config(exporter::Dialect d, const nlohmann::json& scheme_j
 
 }  // namespace
 
+namespace {
+
+// A quantized module: its scheme (as the engine resolves it, with the scale
+// dtype the file holds) and where each of its tensors is.
+struct StoredModule {
+  std::string module;
+  SchemeSpec spec;
+  std::optional<exporter::Dialect> dialect;  // none: native block FP8
+
+  std::string tensor(quant::OutRole role) const {
+    return dialect ? exporter::output_tensor_name(*dialect, spec, role, module)
+                   : exporter::native_fp8_tensor(module, role);
+  }
+};
+
+void load_bias(const io::Checkpoint& ck, const std::string& module, Linear& l) {
+  if (const auto* b = ck.find(module + ".bias")) {
+    auto v = ck.view(module + ".bias");
+    l.bias.resize(shape_numel(b->info.shape));
+    load_floats(v.info->dtype, v.bytes.data(), 0, l.bias.size(), l.bias.data());
+  }
+}
+
+// The stored tensors of m for an unpacked weight of `shape`, checked against
+// what its scheme stores.
+std::vector<std::span<const std::uint8_t>> stored_tensors(const io::Checkpoint& ck, const StoredModule& m,
+                                                          const Shape& shape) {
+  std::vector<std::span<const std::uint8_t>> outs;
+  for (const auto& o : quant::scheme_outputs(m.spec, shape)) {
+    const std::string name = m.tensor(o.role);
+    const auto* t = ck.find(name);
+    if (!t) throw_bad_input(fmt::format("{}: tensor {} missing for scheme {}", ck.dir(), name, m.spec.name()));
+    if (t->info.dtype != o.dtype || shape_numel(t->info.shape) != shape_numel(o.shape))
+      throw_bad_input(fmt::format("{}: {} is {} {}, scheme {} expects {} {}", ck.dir(), name,
+                                  dtype_name(t->info.dtype), shape_to_string(t->info.shape), m.spec.name(),
+                                  dtype_name(o.dtype), shape_to_string(o.shape)));
+    outs.push_back(ck.view(name).bytes);
+  }
+  return outs;
+}
+
+// The unpacked 2-D weight shape m stores.
+Shape stored_weight_shape(const io::Checkpoint& ck, const StoredModule& m) {
+  const auto* wt = ck.find(m.tensor(quant::OutRole::Weight));
+  if (!wt)
+    throw_bad_input(fmt::format("{}: tensor {} missing for scheme {}", ck.dir(), m.tensor(quant::OutRole::Weight),
+                                m.spec.name()));
+  const auto unpacked = quant::unquantized_weight_shape(m.spec, wt->info.dtype, wt->info.shape);
+  if (!unpacked || unpacked->size() != 2)
+    throw_bad_input(fmt::format("{}: {} is {} {}, which scheme {} does not store for a 2-D weight", ck.dir(),
+                                wt->info.name, dtype_name(wt->info.dtype), shape_to_string(wt->info.shape),
+                                m.spec.name()));
+  return *unpacked;
+}
+
+}  // namespace
+
 struct LinearLoader::Impl {
+  // The module's stored scheme, or nullopt when its weight is float.
+  std::optional<StoredModule> stored_module(const std::string& module) {
+    std::optional<StoredModule> m;
+    if (native_fp8) {
+      const auto* w = ckpt->find(module + ".weight");
+      if (w && w->info.dtype == DType::F8_E4M3) m = StoredModule{module, native_fp8->scheme, std::nullopt};
+    } else if (resolver) {
+      if (auto resolved = resolver->resolve(module)) {
+        auto key = resolved->dump();
+        auto it = by_json.find(key);
+        const SchemeSpec spec = it != by_json.end() ? it->second : scheme_for_config(*dialect, *resolved, *ckpt);
+        by_json.emplace(key, spec);
+        m = StoredModule{module, spec, dialect};
+      }
+    }
+    // Scale dtype and rank are whatever the file holds (the config does not
+    // say), for the kinds whose scale dtype is an option.
+    if (m && (quant::scheme_traits(m->spec.kind).options & quant::kOptScaleDtype))
+      if (const auto* sc = ckpt->find(m->tensor(quant::OutRole::Scale))) {
+        m->spec.scale_dtype = sc->info.dtype;
+        m->spec.scale_keepdim = sc->info.shape.size() == 2;
+      }
+    return m;
+  }
+
   const io::Checkpoint* ckpt{nullptr};
   std::optional<exporter::Dialect> dialect;
   std::optional<exporter::NativeFp8> native_fp8;  // DeepSeek/Kimi block FP8 (not one of selq's dialects)
@@ -206,30 +288,9 @@ Linear LinearLoader::load(const std::string& module) const {
   const io::Checkpoint& ck = *impl_->ckpt;
   Linear l;
   l.module = module;
-  if (const auto* b = ck.find(module + ".bias")) {
-    auto v = ck.view(module + ".bias");
-    l.bias.resize(shape_numel(b->info.shape));
-    load_floats(v.info->dtype, v.bytes.data(), 0, l.bias.size(), l.bias.data());
-  }
-  // The module's scheme and where each of its tensors is, or float.
-  std::optional<SchemeSpec> stored;
-  std::function<std::string(quant::OutRole)> tensor_for;
-  if (impl_->native_fp8) {
-    const auto* w = ck.find(module + ".weight");
-    if (w && w->info.dtype == DType::F8_E4M3) {
-      stored = impl_->native_fp8->scheme;
-      tensor_for = [&](quant::OutRole role) { return exporter::native_fp8_tensor(module, role); };
-    }
-  } else if (impl_->resolver) {
-    if (auto resolved = impl_->resolver->resolve(module)) {
-      const exporter::Dialect d = *impl_->dialect;
-      auto key = resolved->dump();
-      auto it = impl_->by_json.find(key);
-      stored = it != impl_->by_json.end() ? it->second : scheme_for_config(d, *resolved, ck);
-      impl_->by_json.emplace(key, *stored);
-      tensor_for = [&, d](quant::OutRole role) { return exporter::output_tensor_name(d, *stored, role, module); };
-    }
-  }
+  l.stored_bits = stored_bits(module);
+  load_bias(ck, module, l);
+  const std::optional<StoredModule> stored = impl_->stored_module(module);
   if (!stored) {
     auto v = ck.view(module + ".weight");
     const Shape& s = v.info->shape;
@@ -240,40 +301,11 @@ Linear LinearLoader::load(const std::string& module) const {
     l.in = s[1];
     l.weight = load_matrix(v, l.out, l.in, impl_->mapping);
     l.scheme = dtype_name(v.info->dtype);
-    l.stored_bits = stored_bits(module);
     return l;
   }
-  SchemeSpec& spec = *stored;
-  // Scale dtype and rank are whatever the file holds (the config does not say),
-  // for the kinds whose scale dtype is an option.
-  if (const auto* sc = ck.find(tensor_for(quant::OutRole::Scale))) {
-    if (quant::scheme_traits(spec.kind).options & quant::kOptScaleDtype) {
-      spec.scale_dtype = sc->info.dtype;
-      spec.scale_keepdim = sc->info.shape.size() == 2;
-    }
-  }
-  const auto* wt = ck.find(tensor_for(quant::OutRole::Weight));
-  if (!wt) throw_bad_input(fmt::format("{}: tensor {} missing for scheme {}", ck.dir(), tensor_for(quant::OutRole::Weight), spec.name()));
-  const auto unpacked = quant::unquantized_weight_shape(spec, wt->info.dtype, wt->info.shape);
-  if (!unpacked || unpacked->size() != 2)
-    throw_bad_input(fmt::format("{}: {} is {} {}, which scheme {} does not store for a 2-D weight", ck.dir(),
-                                wt->info.name, dtype_name(wt->info.dtype), shape_to_string(wt->info.shape),
-                                spec.name()));
-  const Shape shape = *unpacked;
-  auto outs_spec = quant::scheme_outputs(spec, shape);
-  std::vector<TensorView> views;
-  std::vector<std::span<const std::uint8_t>> outs;
-  for (const auto& o : outs_spec) {
-    std::string name = tensor_for(o.role);
-    const auto* t = ck.find(name);
-    if (!t) throw_bad_input(fmt::format("{}: tensor {} missing for scheme {}", ck.dir(), name, spec.name()));
-    if (t->info.dtype != o.dtype || shape_numel(t->info.shape) != shape_numel(o.shape))
-      throw_bad_input(fmt::format("{}: {} is {} {}, scheme {} expects {} {}", ck.dir(), name,
-                                  dtype_name(t->info.dtype), shape_to_string(t->info.shape), spec.name(),
-                                  dtype_name(o.dtype), shape_to_string(o.shape)));
-    views.push_back(ck.view(name));
-    outs.push_back(views.back().bytes);
-  }
+  const SchemeSpec& spec = stored->spec;
+  const Shape shape = stored_weight_shape(ck, *stored);
+  const auto outs = stored_tensors(ck, *stored, shape);
   l.out = shape[0];
   l.in = shape[1];
   std::shared_ptr<const StoredWeight> kept;
@@ -286,9 +318,8 @@ Linear LinearLoader::load(const std::string& module) const {
   l.act = spec.act;
   l.act_rule = spec.scale_rule;
   l.scheme = spec.name();
-  l.stored_bits = stored_bits(module);
   if (quant::act_mode_traits(spec.act).is_static()) {
-    const std::string name = tensor_for(quant::OutRole::InputScale);
+    const std::string name = stored->tensor(quant::OutRole::InputScale);
     if (!ck.find(name))
       throw_bad_input(fmt::format("{}: static {} activations of {} need {}; quantize again with a calibration",
                                   ck.dir(), quant::act_mode_name(spec.act), module, name),

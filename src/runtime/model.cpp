@@ -186,77 +186,74 @@ void LlamaModel::position_tables(std::int64_t pos0, std::int64_t T) {
     }
 }
 
+namespace {
+
+// Query head hh over the cached keys and values of its KV head:
+// softmax(Q_h K_h^T * scale) V_h into head hh's columns of attn.
+void attend_head(const LlamaConfig& c, std::int64_t hh, const float* q, const float* kc, const float* vc,
+                 std::int64_t T, std::int64_t pos0, float* attn) {
+  const std::int64_t hd = c.head_dim, qd = c.heads * hd, kvd = c.kv_heads * hd, total = pos0 + T;
+  const std::int64_t kh = hh / (c.heads / c.kv_heads);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  thread_local std::vector<float> scores_buf;
+  if (scores_buf.size() < static_cast<std::size_t>(T * total)) scores_buf.resize(static_cast<std::size_t>(T * total));
+  float* scores = scores_buf.data();
+  // scores[T, total] = Q_h K_h^T * scale. One decode token: gemv, which
+  // OpenBLAS 0.3.21's sgemm with M=1 does not forward to (it packs K).
+  if (T == 1)
+    blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(hd), scale, kc + kh * hd,
+                static_cast<int>(kvd), q + hh * hd, 1, 0.0f, scores, 1);
+  else
+    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
+                static_cast<int>(hd), scale, q + hh * hd, static_cast<int>(qd), kc + kh * hd, static_cast<int>(kvd),
+                0.0f, scores, static_cast<int>(total));
+  ops::causal_softmax(scores, T, total, pos0);
+  if (T == 1)
+    blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(hd), 1.0f, vc + kh * hd,
+                static_cast<int>(kvd), scores, 1, 0.0f, attn + hh * hd, 1);
+  else
+    blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
+                static_cast<int>(total), 1.0f, scores, static_cast<int>(total), vc + kh * hd, static_cast<int>(kvd),
+                0.0f, attn + hh * hd, static_cast<int>(qd));
+}
+
+// Rotates the two halves of a head_dim-wide vector by one position's angles.
+void apply_rope(float* v, std::int64_t half, const float* cosv, const float* sinv) {
+  for (std::int64_t i = 0; i < half; ++i) {
+    const float cs = cosv[i], sn = sinv[i];
+    const float a = v[i], b = v[i + half];
+    v[i] = a * cs - b * sn;
+    v[i + half] = b * cs + a * sn;
+  }
+}
+
+}  // namespace
+
 void LlamaModel::run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) {
   const LlamaConfig& c = cfg_;
-  const std::int64_t total = pos0 + T;
-  const std::int64_t H = c.hidden, hd = c.head_dim, qd = c.heads * hd, kvd = c.kv_heads * hd;
-  const std::int64_t group = c.heads / c.kv_heads;
+  const std::int64_t H = c.hidden, hd = c.head_dim, qd = c.heads * hd, kvd = c.kv_heads * hd, half = hd / 2;
   for (auto* buf : {&h_, &tmp_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * H)));
   for (auto* buf : {&q_, &attn_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * qd)));
   for (auto* buf : {&gate_, &up_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * c.intermediate)));
   float *h = h_.data(), *q = q_.data(), *attn = attn_.data(), *g = gate_.data(), *u = up_.data(), *tmp = tmp_.data();
-  const std::int64_t half = hd / 2;
-  const float* cosv = rope_cos_.data();
-  const float* sinv = rope_sin_.data();
-  auto rope = [&](float* v, std::int64_t t) {
-    for (std::int64_t i = 0; i < half; ++i) {
-      const float cs = cosv[t * half + i], sn = sinv[t * half + i];
-      const float a = v[i], b = v[i + half];
-      v[i] = a * cs - b * sn;
-      v[i + half] = b * cs + a * sn;
-    }
-  };
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
   const LlamaLayer& L = layers_[li];
   float* kc = k_cache_[li].data();
   float* vc = v_cache_[li].data();
+  // Attention, its keys and values appended to the cache.
   per_token(T, [&](std::int64_t t) { rms_norm(x + t * H, L.attn_norm.data(), H, c.rms_eps, h + t * H); });
   linear(L.q, h, T, q);
   linear(L.k, h, T, kc + pos0 * kvd);
   linear(L.v, h, T, vc + pos0 * kvd);
   per_token(T, [&](std::int64_t t) {
-    for (std::int64_t hh = 0; hh < c.heads; ++hh) rope(q + t * qd + hh * hd, t);
-    for (std::int64_t hh = 0; hh < c.kv_heads; ++hh) rope(kc + (pos0 + t) * kvd + hh * hd, t);
+    const float* cosv = rope_cos_.data() + t * half;
+    const float* sinv = rope_sin_.data() + t * half;
+    for (std::int64_t hh = 0; hh < c.heads; ++hh) apply_rope(q + t * qd + hh * hd, half, cosv, sinv);
+    for (std::int64_t hh = 0; hh < c.kv_heads; ++hh) apply_rope(kc + (pos0 + t) * kvd + hh * hd, half, cosv, sinv);
   });
   // One task per query head; each writes only its own columns of `attn`.
-  tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
-    thread_local std::vector<float> scores_buf;
-    if (scores_buf.size() < static_cast<std::size_t>(T * total)) scores_buf.resize(static_cast<std::size_t>(T * total));
-    float* scores = scores_buf.data();
-    const std::int64_t kh = hh / group;
-    // scores[T, total] = Q_h K_h^T * scale. One decode token: gemv, which
-    // OpenBLAS 0.3.21's sgemm with M=1 does not forward to (it packs K).
-    if (T == 1)
-      blas::sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(total), static_cast<int>(hd), scale, kc + kh * hd,
-                  static_cast<int>(kvd), q + hh * hd, 1, 0.0f, scores, 1);
-    else
-      blas::sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(total),
-                  static_cast<int>(hd), scale, q + hh * hd, static_cast<int>(qd), kc + kh * hd,
-                  static_cast<int>(kvd), 0.0f, scores, static_cast<int>(total));
-    for (std::int64_t t = 0; t < T; ++t) {
-      float* row = scores + t * total;
-      const std::int64_t visible = pos0 + t + 1;  // causal
-      float mx = row[0];
-      for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
-      float sum = 0;
-      for (std::int64_t j = 0; j < visible; ++j) {
-        row[j] = std::exp(row[j] - mx);
-        sum += row[j];
-      }
-      const float inv = 1.0f / sum;
-      for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
-      std::fill(row + visible, row + total, 0.0f);
-    }
-    if (T == 1)
-      blas::sgemv(CblasRowMajor, CblasTrans, static_cast<int>(total), static_cast<int>(hd), 1.0f, vc + kh * hd,
-                  static_cast<int>(kvd), scores, 1, 0.0f, attn + hh * hd, 1);
-    else
-      blas::sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hd),
-                  static_cast<int>(total), 1.0f, scores, static_cast<int>(total), vc + kh * hd,
-                  static_cast<int>(kvd), 0.0f, attn + hh * hd, static_cast<int>(qd));
-  });
+  tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) { attend_head(c, hh, q, kc, vc, T, pos0, attn); });
   linear(L.o, attn, T, tmp);
+  // The MLP (SwiGLU) on the residual.
   per_token(T, [&](std::int64_t t) {
     float* xt = x + t * H;
     const float* dt = tmp + t * H;
@@ -268,10 +265,7 @@ void LlamaModel::run_layer(std::size_t li, float* x, std::int64_t T, std::int64_
   per_token(T, [&](std::int64_t t) {
     float* gt = g + t * c.intermediate;
     const float* ut = u + t * c.intermediate;
-    for (std::int64_t i = 0; i < c.intermediate; ++i) {
-      const float a = gt[i];
-      gt[i] = a / (1.0f + std::exp(-a)) * ut[i];
-    }
+    for (std::int64_t i = 0; i < c.intermediate; ++i) gt[i] = ops::silu(gt[i]) * ut[i];
   });
   linear(L.down, g, T, tmp);
   for (std::int64_t i = 0; i < T * H; ++i) x[i] += tmp[i];

@@ -1,5 +1,6 @@
 #pragma once
 // Small steps shared by the runtime's architectures (internal to src/runtime).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -19,6 +20,27 @@ inline void rms_norm(const float* x, const float* w, std::int64_t n, float eps, 
   for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float r = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
   for (std::int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * r);
+}
+
+inline float silu(float a) { return a / (1.0f + std::exp(-a)); }
+
+// Each of the T rows of scores ([T, total], query t at position pos0 + t)
+// softmaxed over the positions it may see, the rest zeroed.
+inline void causal_softmax(float* scores, std::int64_t T, std::int64_t total, std::int64_t pos0) {
+  for (std::int64_t t = 0; t < T; ++t) {
+    float* row = scores + t * total;
+    const std::int64_t visible = pos0 + t + 1;
+    float mx = row[0];
+    for (std::int64_t j = 1; j < visible; ++j) mx = std::max(mx, row[j]);
+    float sum = 0;
+    for (std::int64_t j = 0; j < visible; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
+    std::fill(row + visible, row + total, 0.0f);
+  }
 }
 
 inline std::vector<float> load_vector(const io::Checkpoint& ck, const std::string& name, std::int64_t expect) {
