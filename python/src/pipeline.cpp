@@ -278,9 +278,9 @@ std::tuple<std::string, std::string> evaluate(const std::string& base, const std
   });
 }
 
-}  // namespace
 
-void bind_pipeline(nb::module_& m) {
+// Recipes: loaded, parsed, listed, given a rounding.
+void bind_recipes(nb::module_& m) {
   nb::class_<recipe::Recipe>(m, "Recipe")
       .def_ro("name", &recipe::Recipe::name)
       .def_ro("path", &recipe::Recipe::path)
@@ -303,7 +303,10 @@ void bind_pipeline(nb::module_& m) {
         return out;
       },
       "(name, path, description) of every shipped recipe.");
+}
 
+// The commands: inspect, plan, quantize, verify, sensitivity, calibrate, eval.
+void bind_commands(nb::module_& m) {
   m.def(
       "inspect",
       [](const std::string& path, bool tensors) {
@@ -360,6 +363,13 @@ void bind_pipeline(nb::module_& m) {
   m.def("evaluate", &evaluate, "base"_a, "quantized"_a, "text"_a.none(), "text_source"_a, "prompts"_a.none(),
         "prompts_source"_a, "context"_a, "max_tokens"_a, "draft_k"_a, "max_prompts"_a, "gen_tokens"_a,
         "chat_template"_a, "base_cache"_a.none(), "progress"_a.none());
+}
+
+}  // namespace
+
+void bind_pipeline(nb::module_& m) {
+  bind_recipes(m);
+  bind_commands(m);
 }
 
 }  // namespace selq::python

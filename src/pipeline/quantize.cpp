@@ -48,163 +48,223 @@ std::unique_ptr<RemoteReader> start_remote_reader(const io::Checkpoint& src, con
   const std::uint64_t window = (budget > kBudgetReserve ? budget - kBudgetReserve : budget) / 2;
   return std::make_unique<RemoteReader>(src, order, connections, window);
 }
-}  // namespace
 
-QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const recipe::Recipe& recipe,
-                            const std::string& dst, const QuantizeOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  dist::Ranks& ranks = dist::ranks();
-  const bool lead = ranks.rank() == 0;  // checks, and writes everything but the shards
-  const std::string staging = staging_dir(dst);
-  require_memory_budget(options);
-  if (options.on_plan) options.on_plan(plan);
-  std::error_code ec;
-  if (lead) {
-    if (fs::exists(dst) && !options.overwrite)
-      throw_bad_input("destination exists", {dst}, ErrorHint::ReplaceOutput);
-    // A staging directory from a run with another plan is stale: start over.
-    if (fs::exists(staging) && !fs::exists(journal_file(staging, kJournalBase, 0))) remove_all_quietly(staging);
-    fs::create_directories(staging, ec);
-    if (ec) throw_io(fmt::format("cannot create staging directory: {}", ec.message()), {staging});
-  }
-  Journal journal = open_rank_journal(ranks, staging, kJournalBase, plan_fingerprint(plan, recipe), [&](Journal& j) {
-    if (j.has_existing_with_other_fingerprint()) {
-      // Different plan: discard the old staging content (only ours lives there).
-      const std::string own = journal_file(staging, kJournalBase, 0);
-      for (const auto& e : fs::directory_iterator(staging))
-        if (e.path() != fs::path(own)) fs::remove_all(e.path(), ec);
+// One file-to-file run on this rank: staging, the journal, this rank's share
+// of the shards, and (rank 0) the commit into `dst`.
+class FileToFileRun {
+ public:
+  FileToFileRun(const io::Checkpoint& src, const Plan& plan, const recipe::Recipe& recipe, const std::string& dst,
+                const QuantizeOptions& options)
+      : src_(src), plan_(plan), recipe_(recipe), dst_(dst), options_(options), ranks_(dist::ranks()),
+        lead_(ranks_.rank() == 0), rank_(ranks_.rank()), staging_(staging_dir(dst)), limit_(options.threads) {}
+
+  QuantizeResult run() {
+    const auto start = std::chrono::steady_clock::now();
+    require_memory_budget(options_);
+    if (options_.on_plan) options_.on_plan(plan_);
+    if (lead_) prepare_staging();
+    Journal journal = open_journal();
+    // config.json, the index and the source's other files depend on the plan
+    // alone: written on another thread while the shards are (the config's
+    // engine self-check takes seconds at 70,000 modules). On an error in the
+    // shards the future's destructor waits for it.
+    std::future<void> checkpoint_files;
+    if (lead_)
+      checkpoint_files = std::async(std::launch::async, [&] {
+        write_checkpoint_files(src_, plan_, staging_, RunMode::FileToFile);
+      });
+    // This rank's work (by shard, or by tensor when whole shards would leave
+    // it unbalanced).
+    work_ = assign_work(plan_, ranks_.size(), options_.split_by);
+    find_adopted(journal);
+    choose_tensors();
+    open_source();
+    write_shards(journal);
+    QuantizeResult result;
+    if (lead_) {
+      checkpoint_files.get();
+      result.manifest = write_manifest_and_report(plan_, recipe_, records_, staging_, RunMode::FileToFile);
+      if (options_.before_commit) options_.before_commit(staging_);
+      remove_journals(staging_, kJournalBase);
+      publish();
+      result.bytes_read = plan_.source_bytes();
+      result.bytes_written = plan_.output_bytes();
+      if (ranks_.size() > 1) result.split_by = work_.by_tensor ? "tensor" : "shard";
     }
-    // A killed run's unfinished shards are rewritten whole; split over
-    // ranks, nobody truncates their shared temporary files, so they go now.
-    remove_parts(staging);
-  });
+    ranks_.barrier();  // rank 0 has published `dst`
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
 
-  ThreadLimit limit(options.threads);
-  QuantizeResult result;
-  // config.json, the index and the source's other files depend on the plan
-  // alone: written on another thread while the shards are (the config's
-  // engine self-check takes 1-3 s at 70,000 modules: docs/BENCHMARKS.md).
-  // On an error in the shards the future's destructor waits for it.
-  std::future<void> checkpoint_files;
-  if (lead)
-    checkpoint_files = std::async(std::launch::async, [&] {
-      write_checkpoint_files(src, plan, staging, RunMode::FileToFile);
+ private:
+  // The destination is new (or --force); a staging directory from a run with
+  // another plan is stale: start over.
+  void prepare_staging() const {
+    if (fs::exists(dst_) && !options_.overwrite) throw_bad_input("destination exists", {dst_}, ErrorHint::ReplaceOutput);
+    if (fs::exists(staging_) && !fs::exists(journal_file(staging_, kJournalBase, 0))) remove_all_quietly(staging_);
+    std::error_code ec;
+    fs::create_directories(staging_, ec);
+    if (ec) throw_io(fmt::format("cannot create staging directory: {}", ec.message()), {staging_});
+  }
+
+  Journal open_journal() const {
+    return open_rank_journal(ranks_, staging_, kJournalBase, plan_fingerprint(plan_, recipe_), [&](Journal& j) {
+      std::error_code ec;
+      if (j.has_existing_with_other_fingerprint()) {
+        // Different plan: discard the old staging content (only ours lives there).
+        const std::string own = journal_file(staging_, kJournalBase, 0);
+        for (const auto& e : fs::directory_iterator(staging_))
+          if (e.path() != fs::path(own)) fs::remove_all(e.path(), ec);
+      }
+      // A killed run's unfinished shards are rewritten whole; split over
+      // ranks, nobody truncates their shared temporary files, so they go now.
+      remove_parts(staging_);
     });
-  // This rank's work (by shard, or by tensor when whole shards would leave
-  // it unbalanced), and the amax of the fused groups that span ranks: a max
-  // over each rank's own members, exchanged before any member is written.
-  const Assignment work = assign_work(plan, ranks.size(), options.split_by);
-  const int rank = ranks.rank();
+  }
+
   // Shards an earlier run committed are adopted, not written (nor
   // downloaded): by the shard's rank, or, split by tensor, by rank 0 alone,
   // which tells the others (every rank hashing every committed shard would
   // read them all N times).
-  std::vector<bool> adopted(plan.shards.size(), false);
-  if (journal.resumed() && (!work.by_tensor || lead))
-    for (std::size_t s = 0; s < plan.shards.size(); ++s)
-      if (work.shard_rank[s] == rank)
-        in_shard(plan.shards[s].name, [&] {
-          adopted[s] = journal.is_committed(plan.shards[s].name, (fs::path(staging) / plan.shards[s].name).string());
-        });
-  if (work.by_tensor) {
-    std::string flags;
-    for (const bool a : adopted) flags += a ? '1' : '0';
-    flags = ranks.broadcast_text(flags);
-    for (std::size_t s = 0; s < plan.shards.size(); ++s) adopted[s] = flags.at(s) == '1';
-  }
-  // `writes`: the tensors this rank quantizes; `reports`: those whose records
-  // it holds for rank 0 (also those of the shards it adopted).
-  std::vector<bool> writes(plan.tensors.size(), false), reports(plan.tensors.size(), false);
-  Progress progress;
-  for (std::size_t s = 0; s < plan.shards.size(); ++s)
-    for (const auto i : plan.shards[s].tensors) {
-      writes[i] = !adopted[s] && work.tensor_rank[i] == rank;
-      reports[i] = adopted[s] ? work.shard_rank[s] == rank : writes[i];
-      if (reports[i]) {
-        progress.bytes_total += plan.tensors[i].in_bytes();
-        ++progress.tensors_total;
-      }
-    }
-  std::unique_ptr<RemoteReader> reader;
-  if (src.is_remote()) reader = start_remote_reader(src, plan, writes, limit, options);
-  TensorSource source{[&](const std::string&, const std::string& tensor) {
-                        return reader ? reader->fetch(tensor) : src.fetch(tensor);
-                      },
-                      !src.is_remote(), {}};
-  if (reader) source.done = [&](const std::string& tensor) { reader->done(tensor); };
-  std::map<std::string, float> exchanged;
-  if (const auto groups = groups_across_ranks(plan, work.tensor_rank); !groups.empty()) {
-    // Every member this rank is assigned, adopted or not: the amax is the whole group's.
-    std::vector<bool> assigned(plan.tensors.size());
-    for (std::size_t i = 0; i < plan.tensors.size(); ++i) assigned[i] = work.tensor_rank[i] == rank;
-    exchanged = exchange_group_amax(ranks, limit, source, plan, groups, assigned);
-  }
-  BufferPool pool;  // output buffers, reused across shards
-  GroupAmax group_amax(source, plan, std::move(exchanged));
-  std::vector<TensorRecord> records(plan.tensors.size());
-  std::vector<bool> open(plan.shards.size());
-  for (std::size_t s = 0; s < plan.shards.size(); ++s) open[s] = !adopted[s];
-  std::optional<SharedShardCommits> commits;
-  if (work.by_tensor && lead) commits.emplace(plan, work.tensor_rank, staging, journal, open, records);
-  limit.run([&] {
-    for (std::size_t s = 0; s < plan.shards.size(); ++s) {
-      const auto& shard = plan.shards[s];
-      const std::string path = (fs::path(staging) / shard.name).string();
-      if (adopted[s]) {
-        if (work.shard_rank[s] == rank)
-          in_shard(shard.name, [&] { adopt_committed_shard(plan, shard, path, journal, records, progress, options); });
-        continue;
-      }
-      if (!work.by_tensor) {
-        if (work.shard_rank[s] == rank)
-          in_shard(shard.name, [&] {
-            write_shard(source, plan, shard, path, options, group_amax, journal, records, progress, pool);
+  void find_adopted(Journal& journal) {
+    adopted_.assign(plan_.shards.size(), false);
+    if (journal.resumed() && (!work_.by_tensor || lead_))
+      for (std::size_t s = 0; s < plan_.shards.size(); ++s)
+        if (work_.shard_rank[s] == rank_)
+          in_shard(plan_.shards[s].name, [&] {
+            adopted_[s] =
+                journal.is_committed(plan_.shards[s].name, (fs::path(staging_) / plan_.shards[s].name).string());
           });
-        continue;
+    if (!work_.by_tensor) return;
+    std::string flags;
+    for (const bool a : adopted_) flags += a ? '1' : '0';
+    flags = ranks_.broadcast_text(flags);
+    for (std::size_t s = 0; s < plan_.shards.size(); ++s) adopted_[s] = flags.at(s) == '1';
+  }
+
+  // `writes_`: the tensors this rank quantizes; `reports_`: those whose
+  // records it holds for rank 0 (also those of the shards it adopted).
+  void choose_tensors() {
+    writes_.assign(plan_.tensors.size(), false);
+    reports_.assign(plan_.tensors.size(), false);
+    for (std::size_t s = 0; s < plan_.shards.size(); ++s)
+      for (const auto i : plan_.shards[s].tensors) {
+        writes_[i] = !adopted_[s] && work_.tensor_rank[i] == rank_;
+        reports_[i] = adopted_[s] ? work_.shard_rank[s] == rank_ : writes_[i];
+        if (reports_[i]) {
+          progress_.bytes_total += plan_.tensors[i].in_bytes();
+          ++progress_.tensors_total;
+        }
       }
-      const PlannedShard part = part_of(shard, work.tensor_rank, rank);
-      if (!part.tensors.empty())
-        in_shard(shard.name, [&] {
-          const ShardRecords mine =
-              write_shard_part(source, plan, shard, part, path, options, group_amax, records, progress, pool);
-          if (!lead) write_part_records(staging, shard.name, rank, mine);
-        });
-      if (commits) commits->own_part_done(s);
+  }
+
+  // Where tensors come from (a remote source downloads ahead), and the amax of
+  // the fused groups that span ranks: a max over each rank's own members,
+  // exchanged before any member is written.
+  void open_source() {
+    if (src_.is_remote()) reader_ = start_remote_reader(src_, plan_, writes_, limit_, options_);
+    source_ = TensorSource{[this](const std::string&, const std::string& tensor) {
+                             return reader_ ? reader_->fetch(tensor) : src_.fetch(tensor);
+                           },
+                           !src_.is_remote(), {}};
+    if (reader_) source_.done = [this](const std::string& tensor) { reader_->done(tensor); };
+    std::map<std::string, float> exchanged;
+    if (const auto groups = groups_across_ranks(plan_, work_.tensor_rank); !groups.empty()) {
+      // Every member this rank is assigned, adopted or not: the amax is the whole group's.
+      std::vector<bool> assigned(plan_.tensors.size());
+      for (std::size_t i = 0; i < plan_.tensors.size(); ++i) assigned[i] = work_.tensor_rank[i] == rank_;
+      exchanged = exchange_group_amax(ranks_, limit_, source_, plan_, groups, assigned);
     }
-  });
-  const std::jthread unmapping = pool.unmap_in_background();
-  if (commits) commits->stop();  // the gather writes the records it fills
-  gather_records(ranks, records, reports);
-  if (!lead) {
-    ranks.barrier();  // rank 0 has published `dst`
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return result;
+    group_amax_.emplace(source_, plan_, std::move(exchanged));
   }
-  if (commits) commits->commit_rest();
-  checkpoint_files.get();
-  result.manifest = write_manifest_and_report(plan, recipe, records, staging, RunMode::FileToFile);
-  if (options.before_commit) options.before_commit(staging);
-  remove_journals(staging, kJournalBase);
 
-  // Publish: the staged directory becomes `dst` in one rename. An existing
-  // destination (only with --force) is moved aside first and removed after.
-  const std::string old = dst + ".selq-old";
-  if (fs::exists(dst)) {
+  // This rank's shards (or parts of shards), then every record gathered on
+  // rank 0 and the shards split by tensor committed.
+  void write_shards(Journal& journal) {
+    records_.assign(plan_.tensors.size(), TensorRecord{});
+    std::vector<bool> open(plan_.shards.size());
+    for (std::size_t s = 0; s < plan_.shards.size(); ++s) open[s] = !adopted_[s];
+    std::optional<SharedShardCommits> commits;
+    if (work_.by_tensor && lead_) commits.emplace(plan_, work_.tensor_rank, staging_, journal, open, records_);
+    limit_.run([&] {
+      for (std::size_t s = 0; s < plan_.shards.size(); ++s) {
+        write_shard_share(s, journal);
+        if (commits && !adopted_[s] && work_.by_tensor) commits->own_part_done(s);
+      }
+    });
+    unmapping_ = pool_.unmap_in_background();  // joined when the run ends
+    if (commits) commits->stop();  // the gather writes the records it fills
+    gather_records(ranks_, records_, reports_);
+    if (commits) commits->commit_rest();
+  }
+
+  // Shard s: adopted as committed, written whole, or this rank's part of it.
+  void write_shard_share(std::size_t s, Journal& journal) {
+    const auto& shard = plan_.shards[s];
+    const std::string path = (fs::path(staging_) / shard.name).string();
+    if (adopted_[s]) {
+      if (work_.shard_rank[s] == rank_)
+        in_shard(shard.name, [&] { adopt_committed_shard(plan_, shard, path, journal, records_, progress_, options_); });
+      return;
+    }
+    if (!work_.by_tensor) {
+      if (work_.shard_rank[s] == rank_)
+        in_shard(shard.name, [&] {
+          write_shard(source_, plan_, shard, path, options_, *group_amax_, journal, records_, progress_, pool_);
+        });
+      return;
+    }
+    const PlannedShard part = part_of(shard, work_.tensor_rank, rank_);
+    if (part.tensors.empty()) return;
+    in_shard(shard.name, [&] {
+      const ShardRecords mine =
+          write_shard_part(source_, plan_, shard, part, path, options_, *group_amax_, records_, progress_, pool_);
+      if (!lead_) write_part_records(staging_, shard.name, rank_, mine);
+    });
+  }
+
+  // The staged directory becomes `dst` in one rename. An existing destination
+  // (only with --force) is moved aside first and removed after.
+  void publish() const {
+    std::error_code ec;
+    const std::string old = dst_ + ".selq-old";
+    if (fs::exists(dst_)) {
+      remove_all_quietly(old);
+      fs::rename(dst_, old, ec);
+      if (ec) throw_io(fmt::format("cannot move the old destination aside: {}", ec.message()), {dst_});
+    }
+    fs::rename(staging_, dst_, ec);
+    if (ec) throw_io(fmt::format("cannot rename the staged output into place: {}", ec.message()), {dst_});
+    io::fsync_dir(fs::absolute(dst_).parent_path().string());
     remove_all_quietly(old);
-    fs::rename(dst, old, ec);
-    if (ec) throw_io(fmt::format("cannot move the old destination aside: {}", ec.message()), {dst});
   }
-  fs::rename(staging, dst, ec);
-  if (ec) throw_io(fmt::format("cannot rename the staged output into place: {}", ec.message()), {dst});
-  io::fsync_dir(fs::absolute(dst).parent_path().string());
-  remove_all_quietly(old);
-  ranks.barrier();
 
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.bytes_read = plan.source_bytes();
-  result.bytes_written = plan.output_bytes();
-  if (ranks.size() > 1) result.split_by = work.by_tensor ? "tensor" : "shard";
-  return result;
+  const io::Checkpoint& src_;
+  const Plan& plan_;
+  const recipe::Recipe& recipe_;
+  const std::string& dst_;
+  const QuantizeOptions& options_;
+  dist::Ranks& ranks_;
+  const bool lead_;  // checks, and writes everything but the shards
+  const int rank_;
+  const std::string staging_;
+  ThreadLimit limit_;
+  Assignment work_;
+  std::vector<bool> adopted_, writes_, reports_;
+  Progress progress_;
+  std::unique_ptr<RemoteReader> reader_;
+  TensorSource source_;
+  std::optional<GroupAmax> group_amax_;
+  std::vector<TensorRecord> records_;
+  BufferPool pool_;           // output buffers, reused across shards
+  std::jthread unmapping_;    // declared after pool_: joined before it goes
+};
+
+}  // namespace
+
+QuantizeResult run_quantize(const io::Checkpoint& src, const Plan& plan, const recipe::Recipe& recipe,
+                            const std::string& dst, const QuantizeOptions& options) {
+  return FileToFileRun(src, plan, recipe, dst, options).run();
 }
 
 QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options, Plan* plan_out) {

@@ -130,6 +130,138 @@ std::map<std::string, float> amax_from_text(const std::string& text) {
   return out;
 }
 
+
+// The run's working files under the checkpoint.
+struct InPlacePaths {
+  fs::path work;            // DIR/.selq-in-place: journal, original headers, final files
+  std::string done_marker;  // `work` renamed: the run is finished
+  std::string orig_dir;     // the original headers
+};
+
+InPlacePaths in_place_paths(const std::string& dir) {
+  const fs::path work = fs::path(dir) / kInPlaceDir;
+  return {work, work.string() + ".done", (work / "orig").string()};
+}
+
+// Rank 0: a finished run's manifest (nothing to do), or the original headers
+// saved by the first run (`first_run`: nothing else is journaled yet).
+std::string set_up_in_place(const std::string& dir, const recipe::Recipe& recipe, const InPlacePaths& p,
+                            bool& first_run) {
+  remove_all_quietly(p.done_marker);  // a finished run killed while cleaning up
+  if (fs::exists(p.orig_dir)) return {};
+  if (auto done = finished_run_manifest(dir, recipe)) return std::move(*done);
+  const auto live = io::Checkpoint::open(dir);  // not a checkpoint: nothing created
+  fs::create_directories(p.work);
+  first_run = true;
+  try {
+    save_original_headers(*live, p.orig_dir);
+  } catch (...) {
+    remove_all_quietly(p.work.string());
+    throw;
+  }
+  return {};
+}
+
+// Every check that can refuse the recipe runs here, before the first write;
+// a refused first run leaves the directory exactly as it found it.
+Plan plan_in_place(const io::Checkpoint& original, const recipe::Recipe& recipe, const PlanOptions& plan_options,
+                   const std::string& dir, const InPlacePaths& p, bool first_run) {
+  try {
+    Plan plan = make_plan(original, recipe, plan_options);
+    refuse_in_place_requantize(plan, dir);
+    if (plan.rounds_gptq())
+      throw_unsupported("rounding 'gptq' in place is not implemented; quantize to a new directory");
+    plan.source = dir;
+    return plan;
+  } catch (const Error& e) {
+    if (first_run) remove_all_quietly(p.work.string());
+    // Planned on the saved headers: name the checkpoint the user gave.
+    ErrorWhere where = e.where();
+    if (where.file.starts_with(p.orig_dir)) where.file = dir + where.file.substr(p.orig_dir.size());
+    throw Error(e.kind(), e.message(), where, e.hint());
+  }
+}
+
+// Which of this rank's shards are left: the originals are opened (into
+// `live`), the committed rewrites found.
+std::vector<LiveShard> live_shards(const Plan& plan, const std::vector<int>& shard_rank, int rank,
+                                   const std::string& dir, Journal& journal, const io::Checkpoint& original,
+                                   const InPlacePaths& p,
+                                   std::map<std::string, std::unique_ptr<io::SafetensorsFile>>& live) {
+  std::vector<LiveShard> found(plan.shards.size(), LiveShard::OtherRank);
+  for (std::size_t s = 0; s < plan.shards.size(); ++s)
+    if (shard_rank[s] == rank)
+      found[s] = find_live_shard(plan.shards[s], (fs::path(dir) / plan.shards[s].name).string(), journal, original,
+                                 p.orig_dir, live);
+  return found;
+}
+
+// This rank's shards: their tensors counted as its own (`mine`, progress),
+// the committed ones adopted (records read back); returns those to rewrite.
+std::vector<const PlannedShard*> claim_shards(const Plan& plan, const std::vector<ShardAction>& actions,
+                                              const std::string& dir, Journal& journal, const QuantizeOptions& options,
+                                              std::vector<TensorRecord>& records, Progress& progress,
+                                              std::vector<bool>& mine) {
+  std::vector<const PlannedShard*> todo;
+  for (std::size_t s = 0; s < plan.shards.size(); ++s) {
+    if (actions[s] == ShardAction::None) continue;
+    const auto& shard = plan.shards[s];
+    for (const auto i : shard.tensors) {
+      mine[i] = true;
+      progress.bytes_total += plan.tensors[i].in_bytes();
+      ++progress.tensors_total;
+    }
+    if (actions[s] == ShardAction::Adopt)
+      adopt_committed_shard(plan, shard, (fs::path(dir) / shard.name).string(), journal, records, progress, options);
+    else
+      todo.push_back(&shard);
+  }
+  return todo;
+}
+
+// Fused-group amax is fixed by the first run, while every shard is original:
+// distributed, each rank's members' max, reduced, journaled by rank 0 before
+// any rank rewrites a shard.
+std::map<std::string, float> in_place_group_amax(dist::Ranks& ranks, Journal& journal, ThreadLimit& limit,
+                                                 const TensorSource& source, const Plan& plan,
+                                                 const std::vector<bool>& mine) {
+  std::map<std::string, float> known;
+  if (!dist::distributed()) {
+    limit.run([&] { known = journaled_group_amax(journal, source, plan); });
+    return known;
+  }
+  const bool lead = ranks.rank() == 0;
+  const std::string text =
+      ranks.broadcast_text(lead && journal.has_group_amax() ? amax_text(journal.group_amax()) : std::string());
+  if (!text.empty()) return amax_from_text(text);
+  std::set<std::string> groups;
+  for (const auto& t : plan.tensors)
+    if (!t.fused_group.empty()) groups.insert(t.fused_group);
+  known = exchange_group_amax(ranks, limit, source, plan, {groups.begin(), groups.end()}, mine);
+  if (lead) journal.set_group_amax(known);
+  ranks.barrier();  // journaled before any shard is rewritten
+  return known;
+}
+
+// Rank 0, after every shard: index and config.json last, the manifest and
+// report with them, then one atomic rename marks the run finished (the
+// cleanup after it may be interrupted).
+std::string commit_in_place(const io::Checkpoint& original, const Plan& plan, const recipe::Recipe& recipe,
+                            const std::vector<TensorRecord>& records, const std::string& dir, const InPlacePaths& p,
+                            const QuantizeOptions& options) {
+  const std::string final_dir = (p.work / "final").string();
+  remove_all_quietly(final_dir);
+  fs::create_directories(final_dir);
+  std::string manifest = finalize_checkpoint(original, plan, recipe, records, final_dir, RunMode::InPlace);
+  if (options.before_commit) options.before_commit(final_dir);
+  for (const auto& e : fs::directory_iterator(final_dir)) fs::rename(e.path(), fs::path(dir) / e.path().filename());
+  io::fsync_dir(dir);
+  fs::rename(p.work, p.done_marker);
+  io::fsync_dir(dir);
+  remove_all_quietly(p.done_marker);
+  return manifest;
+}
+
 }  // namespace
 
 QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recipe& recipe,
@@ -143,62 +275,27 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   // alone sets up, journals the fused-group amax and writes the files last.
   dist::Ranks& ranks = dist::ranks();
   const bool lead = ranks.rank() == 0;
-  const fs::path work = fs::path(dir) / kInPlaceDir;
-  const std::string done_marker = work.string() + ".done";
-  const std::string orig_dir = (work / "orig").string();
-  std::string done_manifest;
-  bool first_run = false;  // this run saved the original headers: nothing else is journaled yet
-  if (lead) {
-    remove_all_quietly(done_marker);  // a finished run killed while cleaning up
-    if (!fs::exists(orig_dir)) {
-      if (auto done = finished_run_manifest(dir, recipe)) {
-        done_manifest = std::move(*done);
-      } else {
-        const auto live = io::Checkpoint::open(dir);  // not a checkpoint: nothing created
-        fs::create_directories(work);
-        first_run = true;
-        try {
-          save_original_headers(*live, orig_dir);
-        } catch (...) {
-          remove_all_quietly(work.string());
-          throw;
-        }
-      }
-    }
-  }
+  const InPlacePaths paths = in_place_paths(dir);
+  bool first_run = false;
+  std::string done_manifest = lead ? set_up_in_place(dir, recipe, paths, first_run) : std::string();
   done_manifest = ranks.broadcast_text(done_manifest);  // also: the headers are saved
+  QuantizeResult result;
   if (!done_manifest.empty()) {
-    QuantizeResult result;
     result.manifest = std::move(done_manifest);
     result.already_done = true;
     return result;
   }
-  const auto original = io::Checkpoint::open(orig_dir);
-  // Every check that can refuse the recipe runs here, before the first write;
-  // a refused first run leaves the directory exactly as it found it.
-  Plan plan;
-  try {
-    plan = make_plan(*original, recipe, plan_options);
-    refuse_in_place_requantize(plan, dir);
-    if (plan.rounds_gptq())
-      throw_unsupported("rounding 'gptq' in place is not implemented; quantize to a new directory");
-  } catch (const Error& e) {
-    if (first_run) remove_all_quietly(work.string());
-    // Planned on the saved headers: name the checkpoint the user gave.
-    ErrorWhere where = e.where();
-    if (where.file.starts_with(orig_dir)) where.file = dir + where.file.substr(orig_dir.size());
-    throw Error(e.kind(), e.message(), where, e.hint());
-  }
-  plan.source = dir;
+  const auto original = io::Checkpoint::open(paths.orig_dir);
+  const Plan plan = plan_in_place(*original, recipe, plan_options, dir, paths, first_run);
   if (plan_out) *plan_out = plan;
   if (options.on_plan) options.on_plan(plan);
 
-  Journal journal =
-      open_rank_journal(ranks, work.string(), kInPlaceJournalBase, plan_fingerprint(plan, recipe), [&](Journal& j) {
+  Journal journal = open_rank_journal(
+      ranks, paths.work.string(), kInPlaceJournalBase, plan_fingerprint(plan, recipe), [&](Journal& j) {
         // Before anything is written: no other recipe's run in progress, room for the rewrites.
         check_in_place_start(plan,
                              {j.resumed(), j.has_existing_with_other_fingerprint(),
-                              journal_file(work.string(), kInPlaceJournalBase, 0), free_bytes(dir), ranks.size()},
+                              journal_file(paths.work.string(), kInPlaceJournalBase, 0), free_bytes(dir), ranks.size()},
                              dir);
       });
   const std::vector<int> shard_rank = assign_shards(plan, ranks.size());
@@ -218,51 +315,11 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   BufferPool pool;  // output buffers, reused across shards
   std::vector<TensorRecord> records(plan.tensors.size());
   std::vector<bool> mine(plan.tensors.size(), false);
-
-  // Which of this rank's shards are left: the originals are opened, the
-  // committed rewrites adopted.
-  std::vector<LiveShard> found(plan.shards.size(), LiveShard::OtherRank);
-  for (std::size_t s = 0; s < plan.shards.size(); ++s)
-    if (shard_rank[s] == ranks.rank())
-      found[s] = find_live_shard(plan.shards[s], (fs::path(dir) / plan.shards[s].name).string(), journal,
-                                 *original, orig_dir, live);
-  const std::vector<ShardAction> actions = in_place_shard_actions(plan, found, dir);
-  std::vector<const PlannedShard*> todo;
-  for (std::size_t s = 0; s < plan.shards.size(); ++s) {
-    if (actions[s] == ShardAction::None) continue;
-    const auto& shard = plan.shards[s];
-    for (const auto i : shard.tensors) {
-      mine[i] = true;
-      progress.bytes_total += plan.tensors[i].in_bytes();
-      ++progress.tensors_total;
-    }
-    if (actions[s] == ShardAction::Adopt)
-      adopt_committed_shard(plan, shard, (fs::path(dir) / shard.name).string(), journal, records, progress, options);
-    else
-      todo.push_back(&shard);
-  }
-  // Fused-group amax is fixed by the first run, while every shard is original:
-  // distributed, each rank's members' max, reduced, journaled by rank 0
-  // before any rank rewrites a shard.
-  std::map<std::string, float> known_amax;
-  if (!dist::distributed()) {
-    limit.run([&] { known_amax = journaled_group_amax(journal, source, plan); });
-  } else {
-    std::string text = lead && journal.has_group_amax() ? amax_text(journal.group_amax()) : std::string();
-    text = ranks.broadcast_text(text);
-    if (!text.empty()) {
-      known_amax = amax_from_text(text);
-    } else {
-      std::set<std::string> groups;
-      for (const auto& t : plan.tensors)
-        if (!t.fused_group.empty()) groups.insert(t.fused_group);
-      known_amax = exchange_group_amax(ranks, limit, source, plan, {groups.begin(), groups.end()}, mine);
-      if (lead) journal.set_group_amax(known_amax);
-      ranks.barrier();  // journaled before any shard is rewritten
-    }
-  }
-  GroupAmax group_amax(std::move(known_amax));
-
+  const std::vector<ShardAction> actions = in_place_shard_actions(
+      plan, live_shards(plan, shard_rank, ranks.rank(), dir, journal, *original, paths, live), dir);
+  const std::vector<const PlannedShard*> todo =
+      claim_shards(plan, actions, dir, journal, options, records, progress, mine);
+  GroupAmax group_amax(in_place_group_amax(ranks, journal, limit, source, plan, mine));
   limit.run([&] {
     for (const PlannedShard* shard : todo) {
       const std::string path = (fs::path(dir) / shard->name).string();
@@ -274,32 +331,13 @@ QuantizeResult run_quantize_in_place(const std::string& dir, const recipe::Recip
   });
   const std::jthread unmapping = pool.unmap_in_background();
   gather_records(ranks, records, mine);
-  QuantizeResult result;
-  if (!lead) {
-    ranks.barrier();  // rank 0 has written the files last
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return result;
+  if (lead) {
+    result.manifest = commit_in_place(*original, plan, recipe, records, dir, paths, options);
+    result.bytes_read = plan.source_bytes();
+    result.bytes_written = plan.output_bytes();
   }
-
-  // Index and config.json last; the manifest and report with them.
-  const std::string final_dir = (work / "final").string();
-  remove_all_quietly(final_dir);
-  fs::create_directories(final_dir);
-  result.manifest = finalize_checkpoint(*original, plan, recipe, records, final_dir, RunMode::InPlace);
-  if (options.before_commit) options.before_commit(final_dir);
-  for (const auto& e : fs::directory_iterator(final_dir)) {
-    fs::rename(e.path(), fs::path(dir) / e.path().filename());
-  }
-  io::fsync_dir(dir);
-  // One atomic rename marks the run finished; the cleanup after it may be interrupted.
-  fs::rename(work, done_marker);
-  io::fsync_dir(dir);
-  remove_all_quietly(done_marker);
-  ranks.barrier();
-
+  ranks.barrier();  // rank 0 has written the files last
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.bytes_read = plan.source_bytes();
-  result.bytes_written = plan.output_bytes();
   return result;
 }
 

@@ -457,96 +457,128 @@ std::vector<TensorInfo> shard_infos(const Plan& plan, const PlannedShard& shard)
 }
 
 // Quantizes (or passes through) the tensors of `work` into `writer`, whose
-// layout is their shard's: all of it, or one rank's part of it. Memory: the
+// layout is their shard's: all of it, or one rank's part of it, as a TBB
+// pipeline of four stages (read, quantize, write, record). Memory: the
 // pipeline's tokens bound the tensors in flight.
-ShardRecords write_tensors(const TensorSource& source, const Plan& plan, const PlannedShard& work,
-                           io::SafetensorsWriter& writer, const QuantizeOptions& options, GroupAmax& group_amax,
-                           std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool) {
-  const PlannedShard& shard = work;
-  const auto workers = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
-  const ShardSchedule schedule = schedule_shard(plan, shard, source.views_of_files, options.memory_budget, workers);
-  std::vector<std::size_t> first_buffers;
-  for (std::size_t k = 0; k < std::min(schedule.tokens, schedule.items.size()); ++k) {
-    const auto sizes = item_buffer_sizes(plan.tensors[schedule.items[k].tensor], schedule.items[k]);
-    first_buffers.insert(first_buffers.end(), sizes.begin(), sizes.end());
+class ShardPipeline {
+ public:
+  ShardPipeline(const TensorSource& source, const Plan& plan, const PlannedShard& work, io::SafetensorsWriter& writer,
+                const QuantizeOptions& options, GroupAmax& group_amax, std::vector<TensorRecord>& records,
+                Progress& progress, BufferPool& pool)
+      : source_(source), plan_(plan), writer_(writer), options_(options), group_amax_(group_amax), records_(records),
+        progress_(progress), pool_(pool),
+        schedule_(schedule_shard(plan, work, source.views_of_files, options.memory_budget,
+                                 static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()))),
+        read_ahead_(source, plan, work) {}
+
+  ShardRecords run() {
+    std::vector<std::size_t> first_buffers;
+    for (std::size_t k = 0; k < std::min(schedule_.tokens, schedule_.items.size()); ++k) {
+      const auto sizes = item_buffer_sizes(plan_.tensors[schedule_.items[k].tensor], schedule_.items[k]);
+      first_buffers.insert(first_buffers.end(), sizes.begin(), sizes.end());
+    }
+    pool_.prepare(std::move(first_buffers));
+    tbb::parallel_pipeline(
+        schedule_.tokens,
+        tbb::make_filter<void, InFlight*>(tbb::filter_mode::serial_in_order,
+                                          [this](tbb::flow_control& fc) { return read_next(fc); }) &
+            tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel,
+                                                   [this](InFlight* f) { return quantize(f); }) &
+            tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::serial_out_of_order,
+                                                   [this](InFlight* f) { return write(f); }) &
+            tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, [this](InFlight* f) { record(f); }));
+    return std::move(shard_records_);
   }
-  pool.prepare(std::move(first_buffers));
-  std::size_t next = 0, tensors_taken = 0;
-  std::shared_ptr<SplitTensor> split;  // of the tensor whose blocks are being taken
-  ReadAhead read_ahead(source, plan, shard);
-  std::vector<std::pair<std::size_t, TensorRecord>> shard_records;
-  const auto read_next = [&](tbb::flow_control& fc) -> InFlight* {
-    if (next == schedule.items.size()) {
+
+ private:
+  InFlight* read_next(tbb::flow_control& fc) {
+    if (next_ == schedule_.items.size()) {
       fc.stop();
       return nullptr;
     }
-    const WorkItem& item = schedule.items[next++];
-    if (item.first()) read_ahead.taken(tensors_taken++);
+    const WorkItem& item = schedule_.items[next_++];
+    if (item.first()) read_ahead_.taken(tensors_taken_++);
     auto f = std::make_unique<InFlight>();
     f->index = item.tensor;
     f->item = item;
     if (item.block) {
-      if (item.first()) split = start_split(source, plan.tensors[item.tensor], group_amax);
-      f->split = split;
+      if (item.first()) split_ = start_split(source_, plan_.tensors[item.tensor], group_amax_);
+      f->split = split_;
     }
     return f.release();
-  };
-  const auto quantize = [&](InFlight* f) {
+  }
+
+  InFlight* quantize(InFlight* f) {
     std::unique_ptr<InFlight> guard(f);
     if (f->split)
-      produce_block(plan.tensors[f->index], options, pool, *f);
+      produce_block(plan_.tensors[f->index], options_, pool_, *f);
     else
-      produce(source, plan.tensors[f->index], options, group_amax, pool, *f);
+      produce(source_, plan_.tensors[f->index], options_, group_amax_, pool_, *f);
     return guard.release();
-  };
+  }
+
   // One writer at a time, in whatever order tensors finish (every tensor has
   // a fixed offset, so the bytes do not depend on it). The kernel serializes
   // writes to one file on its inode lock anyway, and writers waiting there
-  // spin: with several pwrites at once, a seventh of the run was spent
-  // spinning. Here a waiting tensor is queued and its thread quantizes the
-  // next one instead.
-  const auto write = [&](InFlight* f) {
+  // spin; here a waiting tensor is queued and its thread quantizes the next
+  // one instead.
+  InFlight* write(InFlight* f) {
     std::unique_ptr<InFlight> guard(f);
-    const auto& t = plan.tensors[f->index];
+    const auto& t = plan_.tensors[f->index];
     if (f->split) {  // a block: its buffers wait for the hashes, in order
-      for (const auto& p : f->parts) writer.write_part(t.outputs[p.output].info.name, p.offset, p.bytes);
+      for (const auto& p : f->parts) writer_.write_part(t.outputs[p.output].info.name, p.offset, p.bytes);
       return guard.release();
     }
     for (std::size_t k = 0; k < t.outputs.size(); ++k)
-      writer.write(t.outputs[k].info.name, f->views[k], f->record.output_hashes[k]);
+      writer_.write(t.outputs[k].info.name, f->views[k], f->record.output_hashes[k]);
     // Written: only the record waits for its turn.
     f->views.clear();
-    release(source, f->source);  // a passed-through tensor's source
-    for (auto& b : f->buffers) pool.release(std::move(b));
+    release(source_, f->source);  // a passed-through tensor's source
+    for (auto& b : f->buffers) pool_.release(std::move(b));
     f->buffers.clear();
     f->source = {};
     return guard.release();
-  };
-  const auto record = [&](InFlight* f) {
+  }
+
+  void record(InFlight* f) {
     std::unique_ptr<InFlight> owned(f);
-    const auto& t = plan.tensors[f->index];
+    const auto& t = plan_.tensors[f->index];
     bool done = true;
     if (f->split) {
-      done = record_block(t, writer, *f);
-      for (auto& b : f->buffers) pool.release(std::move(b));
+      done = record_block(t, writer_, *f);
+      for (auto& b : f->buffers) pool_.release(std::move(b));
       f->buffers.clear();
-      progress.bytes_done += f->block_source.size();  // the blocks cover the tensor
+      progress_.bytes_done += f->block_source.size();  // the blocks cover the tensor
     } else {
-      progress.bytes_done += t.in_bytes();
+      progress_.bytes_done += t.in_bytes();
     }
     if (done) {
-      shard_records.emplace_back(f->index, f->record);
-      records[f->index] = std::move(f->record);
-      ++progress.tensors_done;
+      shard_records_.emplace_back(f->index, f->record);
+      records_[f->index] = std::move(f->record);
+      ++progress_.tensors_done;
     }
-    if (options.on_progress) options.on_progress(progress);
-  };
-  tbb::parallel_pipeline(schedule.tokens,
-                         tbb::make_filter<void, InFlight*>(tbb::filter_mode::serial_in_order, read_next) &
-                             tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::parallel, quantize) &
-                             tbb::make_filter<InFlight*, InFlight*>(tbb::filter_mode::serial_out_of_order, write) &
-                             tbb::make_filter<InFlight*, void>(tbb::filter_mode::serial_in_order, record));
-  return shard_records;
+    if (options_.on_progress) options_.on_progress(progress_);
+  }
+
+  const TensorSource& source_;
+  const Plan& plan_;
+  io::SafetensorsWriter& writer_;
+  const QuantizeOptions& options_;
+  GroupAmax& group_amax_;
+  std::vector<TensorRecord>& records_;
+  Progress& progress_;
+  BufferPool& pool_;
+  const ShardSchedule schedule_;
+  ReadAhead read_ahead_;
+  std::size_t next_{0}, tensors_taken_{0};
+  std::shared_ptr<SplitTensor> split_;  // of the tensor whose blocks are being taken
+  ShardRecords shard_records_;
+};
+
+ShardRecords write_tensors(const TensorSource& source, const Plan& plan, const PlannedShard& work,
+                           io::SafetensorsWriter& writer, const QuantizeOptions& options, GroupAmax& group_amax,
+                           std::vector<TensorRecord>& records, Progress& progress, BufferPool& pool) {
+  return ShardPipeline(source, plan, work, writer, options, group_amax, records, progress, pool).run();
 }
 
 }  // namespace

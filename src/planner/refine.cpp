@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <map>
-#include <cstdlib>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -110,99 +111,135 @@ std::string change_text(const MixPlanner& planner, const std::vector<std::size_t
                      planner.candidate_of(c.unit, c.option).id);
 }
 
-}  // namespace
 
-RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64_t unit_budget,
-                        runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
-                        const RefineOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (options.evaluations < 0) throw_bad_input("refinement needs a number of evaluations >= 0");
-  if (tokens.empty()) throw_bad_input("refinement needs calibration tokens");
-  RefineResult r;
-  r.start = start;
-  auto pick = planner.pick_of(start);
-  std::uint64_t used = start.linear_bytes - planner.layout().fixed_bytes;
-  if (used > unit_budget) throw_unsupported("planner bug: the mix to refine is over its budget");
+// The local search: moves of one unit up and (to stay in budget) one down,
+// most promising first, each measured end to end and kept when it lowers the
+// loss.
+class LocalSearch {
+ public:
+  LocalSearch(const MixPlanner& planner, const Mix& start, std::uint64_t unit_budget, runtime::CausalLM& model,
+              const std::vector<std::int32_t>& tokens, const RefineOptions& options)
+      : t0_(std::chrono::steady_clock::now()), planner_(planner), unit_budget_(unit_budget), model_(model),
+        tokens_(tokens), options_(options) {
+    r_.start = start;
+    pick_ = planner.pick_of(start);
+    used_ = start.linear_bytes - planner.layout().fixed_bytes;
+    if (used_ > unit_budget) throw_unsupported("planner bug: the mix to refine is over its budget");
+    base_ = calibration_logprobs(model, tokens, options.context);  // before any unit is swapped
+    r_.positions = static_cast<std::int64_t>(base_.size()) / model.vocab();
+    applied_.emplace(planner, model, options.input_amax);
+  }
 
-  const std::int64_t vocab = model.vocab();
-  const auto base = calibration_logprobs(model, tokens, options.context);
-  r.positions = static_cast<std::int64_t>(base.size()) / vocab;
-  AppliedMix applied(planner, model, options.input_amax);
-  auto measure = [&] {
-    const Divergence d = mean_divergence(base, calibration_logprobs(model, tokens, options.context), vocab);
-    return options.acceptance ? d.tv : d.kl;
-  };
-  for (std::size_t u = 0; u < pick.size(); ++u) applied.set(u, pick[u]);
-  r.start_loss = r.loss = measure();
+  RefineResult run() {
+    for (std::size_t u = 0; u < pick_.size(); ++u) applied_->set(u, pick_[u]);
+    r_.start_loss = r_.loss = measure();
+    tried_ = {pick_};
+    if (options_.on_progress) options_.on_progress(done_, options_.evaluations, r_.loss);
+    while (done_ < options_.evaluations)
+      if (round()) {  // every move of the neighbourhood was measured
+        r_.converged = true;
+        break;
+      }
+    r_.mix = planner_.make_mix(pick_);
+    r_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    return std::move(r_);
+  }
 
-  std::set<std::vector<std::size_t>> tried = {pick};
+ private:
+  double measure() {
+    const Divergence d = mean_divergence(base_, calibration_logprobs(model_, tokens_, options_.context), model_.vocab());
+    return options_.acceptance ? d.tv : d.kl;
+  }
+
   // How often each change (unit, option) was part of a move that did not help:
   // moves made of changes that failed less often go first, so that a few
   // promising-looking units do not take every evaluation.
-  std::map<std::pair<std::size_t, std::size_t>, int> failures;
-  auto failed = [&](const Change& c) {
+  int failed(const Change& c) const {
     if (c.unit == kNone) return 0;
-    const auto it = failures.find({c.unit, c.option});
-    return it == failures.end() ? 0 : it->second;
-  };
-  int done = 0;
-  if (options.on_progress) options.on_progress(done, options.evaluations, r.loss);
-  while (done < options.evaluations) {
-    bool kept = false, exhausted = true, skipped = false;
-    auto moves = ranked_moves(planner, pick, used, unit_budget, options.width);
+    const auto it = failures_.find({c.unit, c.option});
+    return it == failures_.end() ? 0 : it->second;
+  }
+
+  // One pass over the ranked moves, until one is kept or the evaluations run
+  // out; true when every move was measured. Within a round each change is
+  // tried once: a move that failed says little for the same raise with
+  // another lower, and trying other units first spreads the evaluations.
+  bool round() {
+    auto moves = ranked_moves(planner_, pick_, used_, unit_budget_, options_.width);
     std::stable_sort(moves.begin(), moves.end(), [&](const Move& a, const Move& b) {
       return failed(a.up) + failed(a.down) < failed(b.up) + failed(b.down);
     });
-    // Within a round each change is tried once: a move that failed says little
-    // for the same raise with another lower, and trying other units first
-    // spreads the evaluations.
     std::set<std::pair<std::size_t, std::size_t>> used_changes;
+    bool skipped = false;
     for (const Move& m : moves) {
-      auto next = pick;
+      auto next = pick_;
       next[m.up.unit] = m.up.option;
       if (m.down.unit != kNone) next[m.down.unit] = m.down.option;
-      if (tried.count(next)) continue;
+      if (tried_.count(next)) continue;
       if (used_changes.count({m.up.unit, m.up.option}) ||
           (m.down.unit != kNone && used_changes.count({m.down.unit, m.down.option}))) {
         skipped = true;
         continue;
       }
-      tried.insert(next);
+      tried_.insert(next);
       used_changes.insert({m.up.unit, m.up.option});
       if (m.down.unit != kNone) used_changes.insert({m.down.unit, m.down.option});
-      RefineStep step{change_text(planner, pick, m.up), m.down.unit != kNone ? change_text(planner, pick, m.down) : "",
-                      0, false};
-      applied.set(m.up.unit, m.up.option);
-      if (m.down.unit != kNone) applied.set(m.down.unit, m.down.option);
-      step.loss = measure();
-      ++done;
-      if (step.loss < r.loss) {
-        step.kept = kept = true;
-        r.loss = step.loss;
-        used = static_cast<std::uint64_t>(static_cast<std::int64_t>(used) + m.up.byte_delta +
-                                          (m.down.unit != kNone ? m.down.byte_delta : 0));
-        pick = std::move(next);
-      } else {
-        applied.set(m.up.unit, pick[m.up.unit]);
-        if (m.down.unit != kNone) applied.set(m.down.unit, pick[m.down.unit]);
-        ++failures[{m.up.unit, m.up.option}];
-        if (m.down.unit != kNone) ++failures[{m.down.unit, m.down.option}];
-      }
-      r.steps.push_back(std::move(step));
-      if (options.on_progress) options.on_progress(done, options.evaluations, r.loss);
-      if (kept || done >= options.evaluations) {
-        exhausted = false;
-        break;
-      }
+      if (try_move(m, std::move(next)) || done_ >= options_.evaluations) return false;
     }
-    if (exhausted && !skipped) {  // every move of the neighbourhood was measured
-      r.converged = true;
-      break;
-    }
+    return !skipped;
   }
-  r.mix = planner.make_mix(pick);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+
+  // Measures the mix with move m applied; keeps it (true) when the loss is
+  // lower, else puts the units back and counts the failure.
+  bool try_move(const Move& m, std::vector<std::size_t> next) {
+    const bool down = m.down.unit != kNone;
+    RefineStep step{change_text(planner_, pick_, m.up), down ? change_text(planner_, pick_, m.down) : "", 0, false};
+    applied_->set(m.up.unit, m.up.option);
+    if (down) applied_->set(m.down.unit, m.down.option);
+    step.loss = measure();
+    ++done_;
+    if (step.loss < r_.loss) {
+      step.kept = true;
+      r_.loss = step.loss;
+      used_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(used_) + m.up.byte_delta +
+                                         (down ? m.down.byte_delta : 0));
+      pick_ = std::move(next);
+    } else {
+      applied_->set(m.up.unit, pick_[m.up.unit]);
+      if (down) applied_->set(m.down.unit, pick_[m.down.unit]);
+      ++failures_[{m.up.unit, m.up.option}];
+      if (down) ++failures_[{m.down.unit, m.down.option}];
+    }
+    const bool kept = step.kept;
+    r_.steps.push_back(std::move(step));
+    if (options_.on_progress) options_.on_progress(done_, options_.evaluations, r_.loss);
+    return kept;
+  }
+
+  const std::chrono::steady_clock::time_point t0_;
+  const MixPlanner& planner_;
+  const std::uint64_t unit_budget_;
+  runtime::CausalLM& model_;
+  const std::vector<std::int32_t>& tokens_;
+  const RefineOptions& options_;
+  std::optional<AppliedMix> applied_;
+  RefineResult r_;
+  std::vector<std::size_t> pick_;
+  std::uint64_t used_{0};
+  std::vector<float> base_;
+  std::set<std::vector<std::size_t>> tried_;
+  std::map<std::pair<std::size_t, std::size_t>, int> failures_;
+  int done_{0};
+};
+
+}  // namespace
+
+RefineResult refine_mix(const MixPlanner& planner, const Mix& start, std::uint64_t unit_budget,
+                        runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
+                        const RefineOptions& options) {
+  if (options.evaluations < 0) throw_bad_input("refinement needs a number of evaluations >= 0");
+  if (tokens.empty()) throw_bad_input("refinement needs calibration tokens");
+  return LocalSearch(planner, start, unit_budget, model, tokens, options).run();
 }
 
 nlohmann::json RefineResult::to_json(const UnitLayout& layout) const {

@@ -157,35 +157,39 @@ CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const Ca
   return out;
 }
 
-InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
-                               const std::vector<Candidate>& candidates, runtime::CausalLM& model,
-                               const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options) {
-  // Capture the first `rows` input rows each member sees (fused members share
-  // their input, so a dense unit captures once; each routed expert sees its
-  // own tokens), and every linear's input amax over all tokens (as `selq
-  // calibrate` measures it).
-  struct Capture {
-    std::map<std::string, std::vector<float>> rows;
-    std::int64_t limit{0};
-    InputAmax amax;
-  } cap;
+namespace {
+
+// The first `limit` input rows each unit member sees (fused members share
+// their input, so a dense unit captures once; each routed expert sees its
+// own tokens), and every linear's input amax over all tokens (as `selq
+// calibrate` measures it).
+struct Capture {
+  std::map<std::string, std::vector<float>> rows;
+  std::int64_t limit{0};
+  InputAmax amax;
+};
+
+const std::string& capture_key(const DecisionUnit& u, const std::string& member) {
+  return exporter::experts_parent(member) ? member : u.members.front().module;
+}
+
+void capture_input(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
+  auto& c = *static_cast<Capture*>(ctx);
+  runtime::record_input_amax(c.amax, l, x, rows);
+  auto it = c.rows.find(l.module);
+  if (it == c.rows.end()) return;
+  const std::int64_t have = static_cast<std::int64_t>(it->second.size()) / l.in;
+  const std::int64_t take = std::min(rows, c.limit - have);
+  if (take > 0) it->second.insert(it->second.end(), x, x + take * l.in);
+}
+
+Capture capture_inputs(const UnitLayout& layout, runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
+                       const RuntimeTierOptions& options) {
+  Capture cap;
   cap.limit = options.rows;
-  const auto rows_key = [](const DecisionUnit& u, const std::string& member) -> const std::string& {
-    return exporter::experts_parent(member) ? member : u.members.front().module;
-  };
   for (const auto& u : layout.units)
-    for (const auto& m : u.members) cap.rows[rows_key(u, m.module)];
-  model.set_activation_hook(
-      [](void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
-        auto& c = *static_cast<Capture*>(ctx);
-        runtime::record_input_amax(c.amax, l, x, rows);
-        auto it = c.rows.find(l.module);
-        if (it == c.rows.end()) return;
-        const std::int64_t have = static_cast<std::int64_t>(it->second.size()) / l.in;
-        const std::int64_t take = std::min(rows, c.limit - have);
-        if (take > 0) it->second.insert(it->second.end(), x, x + take * l.in);
-      },
-      &cap);
+    for (const auto& m : u.members) cap.rows[capture_key(u, m.module)];
+  model.set_activation_hook(capture_input, &cap);
   const auto n = static_cast<std::int64_t>(tokens.size());
   for (std::int64_t b = 0; b < n; b += options.context) {
     model.reset();
@@ -195,53 +199,66 @@ InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout
   }
   model.set_activation_hook(nullptr, nullptr);
   model.reset();
+  return cap;
+}
 
+// One unit's captured inputs and its members' reference outputs, once; then
+// each candidate's output error through a Linear with its weights and
+// activation mode, as the runtime would run it.
+void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, const std::vector<Candidate>& candidates,
+                        runtime::CausalLM& model, const Capture& cap, UnitSensitivity& us) {
+  // Members no calibration token reached (an idle expert) are left out.
+  std::vector<const std::vector<float>*> xs;
+  std::vector<std::int64_t> rows;
+  for (const auto& m : unit.members) {
+    xs.push_back(&cap.rows.at(capture_key(unit, m.module)));
+    rows.push_back(static_cast<std::int64_t>(xs.back()->size()) / linear_of(model, m.module).in);
+  }
+  if (std::all_of(rows.begin(), rows.end(), [](std::int64_t r) { return r == 0; }))
+    throw_bad_input(fmt::format("no calibration rows reached {}", unit.name));
+  std::vector<std::vector<float>> ref;
+  double ref_sq = 0;
+  for (std::size_t i = 0; i < unit.members.size(); ++i) {
+    const auto& l = linear_of(model, unit.members[i].module);
+    std::vector<float> y(static_cast<std::size_t>(rows[i] * l.out));
+    if (rows[i] > 0) l.forward(xs[i]->data(), rows[i], y.data());
+    for (float v : y) ref_sq += static_cast<double>(v) * v;
+    ref.push_back(std::move(y));
+  }
+  for (const auto& cand : candidates) {
+    auto it = us.scores.find(cand.id);
+    if (it == us.scores.end()) continue;
+    if (!cand.spec) {
+      it->second.output_nmse = 0.0;
+      continue;
+    }
+    auto qw = quantized_unit_weights(layout, unit, cand, model);
+    double err = 0;
+    for (std::size_t i = 0; i < unit.members.size(); ++i) {
+      if (rows[i] == 0) continue;
+      runtime::Linear q = with_candidate(linear_of(model, unit.members[i].module), std::move(qw[i]), cand, cap.amax);
+      std::vector<float> y(static_cast<std::size_t>(rows[i] * q.out));
+      q.forward(xs[i]->data(), rows[i], y.data());
+      for (std::size_t k = 0; k < y.size(); ++k) {
+        const double d = static_cast<double>(y[k]) - ref[i][k];
+        err += d * d;
+      }
+    }
+    it->second.output_nmse = ref_sq > 0 ? err / ref_sq : 0.0;
+  }
+}
+
+}  // namespace
+
+InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
+                               const std::vector<Candidate>& candidates, runtime::CausalLM& model,
+                               const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options) {
+  Capture cap = capture_inputs(layout, model, tokens, options);
   std::uint64_t done = 0;
   for (const auto& unit : layout.units) {
     auto& us = table.units.at(static_cast<std::size_t>(&unit - layout.units.data()));
     if (us.name != unit.name) throw_bad_input(fmt::format("sensitivity table and layout disagree at {}", unit.name));
-    // Members no calibration token reached (an idle expert) are left out.
-    std::vector<const std::vector<float>*> xs;
-    std::vector<std::int64_t> rows;
-    for (const auto& m : unit.members) {
-      xs.push_back(&cap.rows.at(rows_key(unit, m.module)));
-      rows.push_back(static_cast<std::int64_t>(xs.back()->size()) / linear_of(model, m.module).in);
-    }
-    if (std::all_of(rows.begin(), rows.end(), [](std::int64_t r) { return r == 0; }))
-      throw_bad_input(fmt::format("no calibration rows reached {}", unit.name));
-    // Reference outputs once per member; the candidate's through a Linear
-    // with its weights and activation mode, as the runtime would run it.
-    std::vector<std::vector<float>> ref;
-    double ref_sq = 0;
-    for (std::size_t i = 0; i < unit.members.size(); ++i) {
-      const auto& l = linear_of(model, unit.members[i].module);
-      std::vector<float> y(static_cast<std::size_t>(rows[i] * l.out));
-      if (rows[i] > 0) l.forward(xs[i]->data(), rows[i], y.data());
-      for (float v : y) ref_sq += static_cast<double>(v) * v;
-      ref.push_back(std::move(y));
-    }
-    for (const auto& cand : candidates) {
-      auto it = us.scores.find(cand.id);
-      if (it == us.scores.end()) continue;
-      if (!cand.spec) {
-        it->second.output_nmse = 0.0;
-        continue;
-      }
-      auto qw = quantized_unit_weights(layout, unit, cand, model);
-      double err = 0;
-      for (std::size_t i = 0; i < unit.members.size(); ++i) {
-        if (rows[i] == 0) continue;
-        runtime::Linear q =
-            with_candidate(linear_of(model, unit.members[i].module), std::move(qw[i]), cand, cap.amax);
-        std::vector<float> y(static_cast<std::size_t>(rows[i] * q.out));
-        q.forward(xs[i]->data(), rows[i], y.data());
-        for (std::size_t k = 0; k < y.size(); ++k) {
-          const double d = static_cast<double>(y[k]) - ref[i][k];
-          err += d * d;
-        }
-      }
-      it->second.output_nmse = ref_sq > 0 ? err / ref_sq : 0.0;
-    }
+    score_unit_outputs(layout, unit, candidates, model, cap, us);
     if (options.on_progress) options.on_progress("activation-aware", ++done, layout.units.size());
   }
   if (table.tier == Tier::DataFree) table.tier = Tier::ActivationAware;

@@ -91,72 +91,66 @@ std::optional<ExpertName> routed_expert(const std::string& module) {
 // The routed experts of one layer and projection: "model.layers.3.mlp.experts.*.down_proj".
 std::string layer_projection(const ExpertName& e) { return e.layer_prefix + "*." + e.projection; }
 
-}  // namespace
 
-CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
-                            std::int64_t max_tokens, std::int64_t context,
-                            const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
-  if (context < 1) throw_bad_input("calibration context must be at least 1 token");
-  const Tokenizer tok = tokenizer_of(checkpoint);
-  auto toks = tok.encode(text);
-  if (max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > max_tokens)
-    toks.resize(static_cast<std::size_t>(max_tokens));
-  if (toks.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text_source));
-  auto model = load_model(checkpoint);
-  CalibrationResult r;
-  r.model = checkpoint;
-  r.text_source = text_source;
-  r.tokens = static_cast<std::int64_t>(toks.size());
-  r.context = context;
-  r.text_provenance =
-      text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
-  // Σ x² per input channel and the rows seen, per linear, in double.
-  struct SquareSums {
-    std::vector<double> sum;
-    std::int64_t rows{0};
-  };
-  struct HookState {
-    CalibrationResult* r;
-    std::map<std::string, SquareSums> sq;
-  } state{&r, {}};
-  model->set_activation_hook(
-      [](void* ctx, const Linear& l, const float* x, std::int64_t rows) {
-        auto& st = *static_cast<HookState*>(ctx);
-        auto& res = *st.r;
-        record_input_amax(res.amax, l, x, rows);
-        SquareSums& s = st.sq[l.module];
-        s.sum.resize(static_cast<std::size_t>(l.in), 0.0);
-        for (std::int64_t i = 0; i < rows; ++i)
-          for (std::int64_t c = 0; c < l.in; ++c) {
-            const double v = x[i * l.in + c];
-            s.sum[static_cast<std::size_t>(c)] += v * v;
-          }
-        s.rows += rows;
-        // An expert's gate_proj sees each routed token once.
-        if (auto e = routed_expert(l.module); e && e->projection == "gate_proj")
-          res.expert_tokens[e->layer_prefix + e->expert] += rows;
-      },
-      &state);
+// Σ x² per input channel and the rows seen, per linear, in double.
+struct SquareSums {
+  std::vector<double> sum;
+  std::int64_t rows{0};
+};
+
+struct HookState {
+  CalibrationResult* r;
+  std::map<std::string, SquareSums> sq;
+};
+
+// Every linear's input: its amax, its Σ x², and (a routed expert's gate_proj
+// sees each routed token once) the tokens routed to each expert.
+void record_input(void* ctx, const Linear& l, const float* x, std::int64_t rows) {
+  auto& st = *static_cast<HookState*>(ctx);
+  auto& res = *st.r;
+  record_input_amax(res.amax, l, x, rows);
+  SquareSums& s = st.sq[l.module];
+  s.sum.resize(static_cast<std::size_t>(l.in), 0.0);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t c = 0; c < l.in; ++c) {
+      const double v = x[i * l.in + c];
+      s.sum[static_cast<std::size_t>(c)] += v * v;
+    }
+  s.rows += rows;
+  if (auto e = routed_expert(l.module); e && e->projection == "gate_proj")
+    res.expert_tokens[e->layer_prefix + e->expert] += rows;
+}
+
+// The model over the tokens in windows of `context`, every linear's input
+// recorded; then each linear's mean x² per channel.
+void run_hooked(CausalLM& model, const std::vector<std::int32_t>& toks, std::int64_t context, CalibrationResult& r,
+                const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
+  HookState state{&r, {}};
+  model.set_activation_hook(record_input, &state);
   const auto n = static_cast<std::int64_t>(toks.size());
   const std::uint64_t windows = static_cast<std::uint64_t>((n + context - 1) / context);
   for (std::int64_t b = 0, w = 0; b < n; b += context, ++w) {
-    model->reset();
-    model->forward(std::span(toks).subspan(static_cast<std::size_t>(b),
-                                           static_cast<std::size_t>(std::min(context, n - b))),
-                   false);
+    model.reset();
+    model.forward(std::span(toks).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(std::min(context, n - b))),
+                  false);
     if (on_progress) on_progress(static_cast<std::uint64_t>(w + 1), windows);
   }
-  model->set_activation_hook(nullptr, nullptr);
+  model.set_activation_hook(nullptr, nullptr);
   for (const auto& [module, s] : state.sq) {
     if (s.rows == 0) continue;
     std::vector<float>& m = r.input_moments[module];
     m.resize(s.sum.size());
     for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(s.sum[c] / static_cast<double>(s.rows));
   }
-  // Routed experts no token reached: the rules above, each listed.
+}
+
+// Routed experts no token reached (listed in `unreached`): the largest amax of
+// the layer's reached experts of the same projection, and their mean
+// moments. Refused when no expert of a layer was reached.
+void fill_unreached_experts(CausalLM& model, const std::string& checkpoint, CalibrationResult& r) {
   std::map<std::string, std::pair<float, std::string>> layer_max;  // layer prefix + projection -> (amax, module)
   std::vector<std::pair<std::string, ExpertName>> missing;
-  for (const Linear* l : model->linears()) {
+  for (const Linear* l : model.linears()) {
     const auto e = routed_expert(l->module);
     if (!e) continue;
     const std::string key = layer_projection(*e);
@@ -177,7 +171,6 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
     r.amax[module] = it->second.first;
     r.unreached[module] = it->second.second;
   }
-  // Their moments: the mean over the layer's reached experts of the projection.
   std::map<std::string, std::pair<std::vector<double>, int>> layer_moments;
   for (const auto& [module, e] : missing) layer_moments.emplace(layer_projection(e), std::pair{std::vector<double>{}, 0});
   for (const auto& [module, m] : r.input_moments) {
@@ -196,6 +189,29 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
     m.resize(sum.size());
     for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(sum[c] / n);
   }
+}
+
+}  // namespace
+
+CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
+                            std::int64_t max_tokens, std::int64_t context,
+                            const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
+  if (context < 1) throw_bad_input("calibration context must be at least 1 token");
+  const Tokenizer tok = tokenizer_of(checkpoint);
+  auto toks = tok.encode(text);
+  if (max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > max_tokens)
+    toks.resize(static_cast<std::size_t>(max_tokens));
+  if (toks.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text_source));
+  auto model = load_model(checkpoint);
+  CalibrationResult r;
+  r.model = checkpoint;
+  r.text_source = text_source;
+  r.tokens = static_cast<std::int64_t>(toks.size());
+  r.context = context;
+  r.text_provenance =
+      text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
+  run_hooked(*model, toks, context, r, on_progress);
+  fill_unreached_experts(*model, checkpoint, r);
   return r;
 }
 

@@ -421,92 +421,79 @@ void gemm(bool b_trans, std::int64_t M, std::int64_t N, std::int64_t K, float al
               C, static_cast<int>(ldc));
 }
 
+// RoPE of one rope_dim vector v into r: interleaved pairs (x0, x1), ... come
+// out as [rotated evens | rotated odds] (transformers' interleave form), else
+// rotate-half.
+void rope_mla(const float* v, std::int64_t half, const float* cs, const float* sn, bool interleave, float* r) {
+  for (std::int64_t i = 0; i < half; ++i) {
+    const float a = interleave ? v[2 * i] : v[i], b = interleave ? v[2 * i + 1] : v[i + half];
+    r[i] = a * cs[i] - b * sn[i];
+    r[i + half] = b * cs[i] + a * sn[i];
+  }
+}
+
 }  // namespace
 
-void DeepseekV3Model::attention(std::size_t li, const float* h, std::int64_t T, std::int64_t pos0, const float* cosv,
-                                const float* sinv, float* out) {
+std::vector<float> DeepseekV3Model::queries(const DeepseekV3Layer& L, const float* h, std::int64_t T) {
+  const DeepseekV3Config& c = cfg_;
+  std::vector<float> q(static_cast<std::size_t>(T * c.heads * c.qk_dim()));
+  if (c.q_lora_rank <= 0) {
+    linear(L.q, h, T, q.data());
+    return q;
+  }
+  const std::int64_t r = c.q_lora_rank;
+  std::vector<float> qa(static_cast<std::size_t>(T * r)), qn(qa.size());
+  linear(L.q_a, h, T, qa.data());
+  per_token(T, [&](std::int64_t t) { rms_norm(qa.data() + t * r, L.q_a_norm.data(), r, kLatentNormEps, qn.data() + t * r); });
+  linear(L.q_b, qn.data(), T, q.data());
+  return q;
+}
+
+void DeepseekV3Model::absorbed_attention(std::size_t li, const float* q, std::int64_t T, std::int64_t pos0,
+                                         float* out) {
   const DeepseekV3Config& c = cfg_;
   const DeepseekV3Layer& L = layers_[li];
-  const std::int64_t nope = c.qk_nope_dim, rd = c.qk_rope_dim, half = rd / 2, qk = c.qk_dim(), vdim = c.v_dim;
-  const std::int64_t qd = c.heads * qk, vd = c.heads * vdim, kvl = c.kv_lora_rank, kvb_d = c.heads * (nope + vdim);
-  const std::int64_t total = pos0 + T;
-  std::vector<float> q(static_cast<std::size_t>(T * qd));
-  if (c.q_lora_rank > 0) {
-    const std::int64_t r = c.q_lora_rank;
-    std::vector<float> qa(static_cast<std::size_t>(T * r)), qn(qa.size());
-    linear(L.q_a, h, T, qa.data());
-    per_token(T, [&](std::int64_t t) { rms_norm(qa.data() + t * r, L.q_a_norm.data(), r, kLatentNormEps, qn.data() + t * r); });
-    linear(L.q_b, qn.data(), T, q.data());
-  } else {
-    linear(L.q, h, T, q.data());
-  }
-  const std::int64_t kva_d = kvl + rd;
-  std::vector<float> kva(static_cast<std::size_t>(T * kva_d));
-  linear(L.kv_a, h, T, kva.data());
-  // The cache: each position's normalised latent and its rotated shared key.
-  float* lat = lat_cache_[li].data();
-  float* rot = rot_cache_[li].data();
-
-  // RoPE of one rope_dim vector in place: interleaved pairs (x0, x1), ... come
-  // out as [rotated evens | rotated odds] (transformers' interleave form), else
-  // rotate-half.
-  const bool inter = c.rope_interleave;
-  auto rope = [&](const float* v, std::int64_t t, float* r) {
-    const float* cs = cosv + t * half;
-    const float* sn = sinv + t * half;
-    for (std::int64_t i = 0; i < half; ++i) {
-      const float a = inter ? v[2 * i] : v[i], b = inter ? v[2 * i + 1] : v[i + half];
-      r[i] = a * cs[i] - b * sn[i];
-      r[i + half] = b * cs[i] + a * sn[i];
-    }
-  };
-  per_token(T, [&](std::int64_t t) {
-    std::vector<float> tmp(static_cast<std::size_t>(rd));
-    for (std::int64_t hh = 0; hh < c.heads; ++hh) {
-      float* qr = q.data() + t * qd + hh * qk + nope;
-      rope(qr, t, tmp.data());
-      std::copy(tmp.begin(), tmp.end(), qr);
-    }
-    rms_norm(kva.data() + t * kva_d, L.kv_a_norm.data(), kvl, kLatentNormEps, lat + (pos0 + t) * kvl);
-    rope(kva.data() + t * kva_d + kvl, t, rot + (pos0 + t) * rd);
-  });
+  const std::int64_t nope = c.qk_nope_dim, rd = c.qk_rope_dim, qk = c.qk_dim(), vdim = c.v_dim;
+  const std::int64_t qd = c.heads * qk, vd = c.heads * vdim, kvl = c.kv_lora_rank, total = pos0 + T;
+  const float* lat = lat_cache_[li].data();
+  const float* rot = rot_cache_[li].data();
   const float scale = attn_scale_;
-  const float* qp = q.data();
+  // kv_b_proj reads the new latents (the hook sees them as its input).
+  observe(L.kv_b, lat + pos0 * kvl, T);
+  const std::vector<float> w = L.kv_b.weight.to_f32();  // [heads * (nope + v), kv_lora]
+  tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
+    thread_local std::vector<float> qabs_buf, scores_buf, ctx_buf;
+    qabs_buf.resize(static_cast<std::size_t>(T * kvl));
+    scores_buf.resize(static_cast<std::size_t>(T * total));
+    ctx_buf.resize(static_cast<std::size_t>(T * kvl));
+    float* qabs = qabs_buf.data();
+    float* scores = scores_buf.data();
+    float* ctx = ctx_buf.data();
+    const float* wk = w.data() + hh * (nope + vdim) * kvl;  // [nope, kv_lora]
+    const float* wv = wk + nope * kvl;                      // [v, kv_lora]
+    float beta = 0.0f;
+    if (nope > 0) {
+      gemm(false, T, kvl, nope, 1.0f, q + hh * qk, qd, wk, kvl, 0.0f, qabs, kvl);
+      gemm(true, T, total, kvl, scale, qabs, kvl, lat, kvl, 0.0f, scores, total);
+      beta = 1.0f;
+    }
+    gemm(true, T, total, rd, scale, q + hh * qk + nope, qd, rot, rd, beta, scores, total);
+    causal_softmax(scores, T, total, pos0);
+    gemm(false, T, kvl, total, 1.0f, scores, total, lat, kvl, 0.0f, ctx, kvl);
+    gemm(true, T, vdim, kvl, 1.0f, ctx, kvl, wv, kvl, 0.0f, out + hh * vdim, vd);
+  });
+}
 
-  if (L.kv_b.act == quant::ActMode::None && L.kv_b.bias.empty()) {
-    // kv_b_proj absorbed (as engines decode MLA): per head, q_nope W_uk scores
-    // the cached latents directly and W_uv maps the attention-weighted latent
-    // to the head's values, so nothing per head is cached. kv_b_proj reads
-    // the new latents (the hook sees them as its input).
-    observe(L.kv_b, lat + pos0 * kvl, T);
-    const std::vector<float> w = L.kv_b.weight.to_f32();  // [heads * (nope + v), kv_lora]
-    tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
-      thread_local std::vector<float> qabs_buf, scores_buf, ctx_buf;
-      qabs_buf.resize(static_cast<std::size_t>(T * kvl));
-      scores_buf.resize(static_cast<std::size_t>(T * total));
-      ctx_buf.resize(static_cast<std::size_t>(T * kvl));
-      float* qabs = qabs_buf.data();
-      float* scores = scores_buf.data();
-      float* ctx = ctx_buf.data();
-      const float* wk = w.data() + hh * (nope + vdim) * kvl;  // [nope, kv_lora]
-      const float* wv = wk + nope * kvl;                      // [v, kv_lora]
-      float beta = 0.0f;
-      if (nope > 0) {
-        gemm(false, T, kvl, nope, 1.0f, qp + hh * qk, qd, wk, kvl, 0.0f, qabs, kvl);
-        gemm(true, T, total, kvl, scale, qabs, kvl, lat, kvl, 0.0f, scores, total);
-        beta = 1.0f;
-      }
-      gemm(true, T, total, rd, scale, qp + hh * qk + nope, qd, rot, rd, beta, scores, total);
-      causal_softmax(scores, T, total, pos0);
-      gemm(false, T, kvl, total, 1.0f, scores, total, lat, kvl, 0.0f, ctx, kvl);
-      gemm(true, T, vdim, kvl, 1.0f, ctx, kvl, wv, kvl, 0.0f, out + hh * vdim, vd);
-    });
-    return;
-  }
-  // kv_b_proj with quantized activations or a bias: applied as a linear to
-  // every cached latent (the engine's prefill form), keys and values per head.
+void DeepseekV3Model::expanded_attention(std::size_t li, const float* q, std::int64_t T, std::int64_t pos0,
+                                         float* out) {
+  const DeepseekV3Config& c = cfg_;
+  const DeepseekV3Layer& L = layers_[li];
+  const std::int64_t nope = c.qk_nope_dim, rd = c.qk_rope_dim, qk = c.qk_dim(), vdim = c.v_dim;
+  const std::int64_t qd = c.heads * qk, vd = c.heads * vdim, kvb_d = c.heads * (nope + vdim), total = pos0 + T;
+  const float* rot = rot_cache_[li].data();
+  const float scale = attn_scale_;
   std::vector<float> kvb(static_cast<std::size_t>(total * kvb_d));
-  linear(L.kv_b, lat, total, kvb.data());
+  linear(L.kv_b, lat_cache_[li].data(), total, kvb.data());
   tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) {
     thread_local std::vector<float> k_buf, scores_buf;
     k_buf.resize(static_cast<std::size_t>(total * qk));
@@ -518,11 +505,46 @@ void DeepseekV3Model::attention(std::size_t li, const float* h, std::int64_t T, 
       std::copy(s, s + nope, k + j * qk);
       std::copy(rot + j * rd, rot + (j + 1) * rd, k + j * qk + nope);
     }
-    gemm(true, T, total, qk, scale, qp + hh * qk, qd, k, qk, 0.0f, scores, total);
+    gemm(true, T, total, qk, scale, q + hh * qk, qd, k, qk, 0.0f, scores, total);
     causal_softmax(scores, T, total, pos0);
     gemm(false, T, vdim, total, 1.0f, scores, total, kvb.data() + hh * (nope + vdim) + nope, kvb_d, 0.0f,
          out + hh * vdim, vd);
   });
+}
+
+void DeepseekV3Model::attention(std::size_t li, const float* h, std::int64_t T, std::int64_t pos0, const float* cosv,
+                                const float* sinv, float* out) {
+  const DeepseekV3Config& c = cfg_;
+  const DeepseekV3Layer& L = layers_[li];
+  const std::int64_t nope = c.qk_nope_dim, rd = c.qk_rope_dim, half = rd / 2, qk = c.qk_dim();
+  const std::int64_t qd = c.heads * qk, kvl = c.kv_lora_rank, kva_d = kvl + rd;
+  std::vector<float> q = queries(L, h, T);
+  std::vector<float> kva(static_cast<std::size_t>(T * kva_d));
+  linear(L.kv_a, h, T, kva.data());
+  // The cache: each position's normalised latent and its rotated shared key.
+  float* lat = lat_cache_[li].data();
+  float* rot = rot_cache_[li].data();
+  per_token(T, [&](std::int64_t t) {
+    const float* cs = cosv + t * half;
+    const float* sn = sinv + t * half;
+    std::vector<float> tmp(static_cast<std::size_t>(rd));
+    for (std::int64_t hh = 0; hh < c.heads; ++hh) {
+      float* qr = q.data() + t * qd + hh * qk + nope;
+      rope_mla(qr, half, cs, sn, c.rope_interleave, tmp.data());
+      std::copy(tmp.begin(), tmp.end(), qr);
+    }
+    rms_norm(kva.data() + t * kva_d, L.kv_a_norm.data(), kvl, kLatentNormEps, lat + (pos0 + t) * kvl);
+    rope_mla(kva.data() + t * kva_d + kvl, half, cs, sn, c.rope_interleave, rot + (pos0 + t) * rd);
+  });
+  // kv_b_proj absorbed (as engines decode MLA): per head, q_nope W_uk scores
+  // the cached latents directly and W_uv maps the attention-weighted latent
+  // to the head's values, so nothing per head is cached. With quantized
+  // activations or a bias it is applied as a linear to every cached latent
+  // (the engine's prefill form), keys and values per head.
+  if (L.kv_b.act == quant::ActMode::None && L.kv_b.bias.empty())
+    absorbed_attention(li, q.data(), T, pos0, out);
+  else
+    expanded_attention(li, q.data(), T, pos0, out);
 }
 
 void DeepseekV3Model::mlp(const DeepseekMlp& m, const float* h, std::int64_t rows, std::int64_t inter, float* y) {

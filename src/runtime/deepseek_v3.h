@@ -116,6 +116,11 @@ class DeepseekV3Model : public DecoderLM {
   // Layer li over x [T, hidden] at positions pos0.., through its cache.
   void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) override;
   float final_norm_eps() const override { return cfg_.rms_eps; }
+  // MLA: the queries, then the attention with kv_b_proj absorbed into the
+  // per-head products, or applied to every cached latent.
+  std::vector<float> queries(const DeepseekV3Layer& L, const float* h, std::int64_t T);
+  void absorbed_attention(std::size_t li, const float* q, std::int64_t T, std::int64_t pos0, float* out);
+  void expanded_attention(std::size_t li, const float* q, std::int64_t T, std::int64_t pos0, float* out);
   void attention(std::size_t li, const float* h, std::int64_t T, std::int64_t pos0, const float* cosv,
                  const float* sinv, float* out);
   void mlp(const DeepseekMlp& m, const float* h, std::int64_t rows, std::int64_t inter, float* y);

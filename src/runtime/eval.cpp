@@ -368,135 +368,191 @@ std::vector<float> text_logprobs(CausalLM& m, const std::vector<std::int32_t>& t
   return out;
 }
 
-EvalReport evaluate(const std::string& base_path, const std::vector<std::string>& quantized,
-                    const std::string& text, const std::string& text_source,
-                    const std::vector<std::string>& prompts, const std::string& prompts_source,
-                    const EvalOptions& o) {
-  if (o.context < 2) throw_bad_input("--context must be at least 2 tokens");
-  if (o.draft_k < 1) throw_bad_input("--draft-k must be at least 1");
-  EvalReport rep;
-  rep.text_source = text_source;
-  rep.prompts_source = prompts_source;
-  rep.options = o;
-  const Tokenizer tok = tokenizer_of(base_path);
-  auto toks = tok.encode(text);
-  if (o.max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > o.max_tokens)
-    toks.resize(static_cast<std::size_t>(o.max_tokens));
-  rep.text_tokens = static_cast<std::int64_t>(toks.size());
-  rep.text_bytes = covered_bytes(tok, toks, text.size());
-  const std::string_view evaluated = std::string_view(text).substr(0, rep.text_bytes);
-  // A quantized model whose static scales were calibrated on the text it is
-  // evaluated on would look better than it is.
-  for (const auto& q : quantized)
-    if (auto cal = manifest_calibration(q)) require_disjoint(evaluated, text_source, *cal, q);
-  if (toks.size() < 2) throw_bad_input(fmt::format("{}: fewer than 2 tokens to evaluate", text_source));
-  const Windows w = windows(rep.text_tokens, o.context);
-  // The token each scored row predicts, in text_logprobs' row order, and the rows per window.
-  std::vector<std::int32_t> targets;
-  std::vector<std::int64_t> window_sizes;
-  for (auto [b, e] : w.spans) {
-    window_sizes.push_back(e - b - 1);
-    for (std::int64_t t = b + 1; t < e; ++t) targets.push_back(toks[static_cast<std::size_t>(t)]);
+namespace {
+
+// One evaluation: the text's windows, the base's log-probabilities, then each
+// quantized model scored against them (and drafting for the base on the
+// prompts), with the progress counted in windows and prompts.
+class Evaluation {
+ public:
+  Evaluation(const std::string& base_path, const std::vector<std::string>& quantized, const EvalOptions& o)
+      : base_path_(base_path), quantized_(quantized), o_(o), tok_(checked_tokenizer(base_path, o)) {
+    rep_.options = o;
   }
-  std::set<std::int32_t> stop;
-  auto ptoks = prompt_tokens(tok, prompts, o.chat_template, stop);
 
-  const std::uint64_t total_units = (1 + quantized.size()) * w.spans.size() + quantized.size() * ptoks.size();
-  std::uint64_t done_units = 0;
-  auto progress = [&](const std::string& stage) {
-    if (o.on_progress) o.on_progress(stage, done_units, total_units);
-  };
-
-  auto t0 = std::chrono::steady_clock::now();
-  auto base = load_model(base_path);
-  const std::int64_t V = base->vocab();
-  rep.base.path = base_path;
-  rep.base.dialect = base->dialect();
-  rep.base.stored_bytes = stored_bytes(base_path);
-  rep.base.linear_bits_per_weight = base->linear_bits_per_weight();
-  const BaseLogProbs base_lp = base_logprobs(*base, base_path, toks, targets, w, o, rep, [&] {
-    ++done_units;
-    progress("base");
-  });
-  double nll = 0;
-  for (std::int64_t r = 0; r < w.predicted; ++r) nll -= base_lp.target_logp(r);
-  if (rep.base_cache_hit) {
-    done_units += w.spans.size();
-    progress("base (cached)");
+  EvalReport run(const std::string& text, const std::string& text_source, const std::vector<std::string>& prompts,
+                 const std::string& prompts_source) {
+    rep_.text_source = text_source;
+    rep_.prompts_source = prompts_source;
+    tokenize_text(text, text_source);
+    ptoks_ = prompt_tokens(tok_, prompts, o_.chat_template, stop_);
+    total_units_ = (1 + quantized_.size()) * w_.spans.size() + quantized_.size() * ptoks_.size();
+    score_base();
+    for (const auto& qpath : quantized_) rep_.quantized.push_back(score_model(qpath));
+    for (std::size_t a = 0; a < rep_.quantized.size(); ++a)
+      for (std::size_t b = a + 1; b < rep_.quantized.size(); ++b) {
+        const auto& qa = rep_.quantized[a];
+        const auto& qb = rep_.quantized[b];
+        rep_.paired.push_back(
+            {a, b, paired_difference(qa.window_sums, qb.window_sums, qa.prompt_sums, qb.prompt_sums, rep_.bootstrap)});
+      }
+    return std::move(rep_);
   }
-  rep.base.tokens = w.predicted;
-  rep.base.nll = nll / static_cast<double>(w.predicted);
-  rep.base.perplexity = std::exp(rep.base.nll);
-  rep.base.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  for (const auto& qpath : quantized) {
-    auto t1 = std::chrono::steady_clock::now();
+ private:
+  // The options are checked before the tokenizer is read.
+  static Tokenizer checked_tokenizer(const std::string& base_path, const EvalOptions& o) {
+    if (o.context < 2) throw_bad_input("--context must be at least 2 tokens");
+    if (o.draft_k < 1) throw_bad_input("--draft-k must be at least 1");
+    return tokenizer_of(base_path);
+  }
+
+  void progress(const std::string& stage) const {
+    if (o_.on_progress) o_.on_progress(stage, done_units_, total_units_);
+  }
+
+  // The text's tokens (at most max_tokens), its windows and the token each
+  // scored row predicts, in text_logprobs' row order.
+  void tokenize_text(const std::string& text, const std::string& text_source) {
+    toks_ = tok_.encode(text);
+    if (o_.max_tokens > 0 && static_cast<std::int64_t>(toks_.size()) > o_.max_tokens)
+      toks_.resize(static_cast<std::size_t>(o_.max_tokens));
+    rep_.text_tokens = static_cast<std::int64_t>(toks_.size());
+    rep_.text_bytes = covered_bytes(tok_, toks_, text.size());
+    const std::string_view evaluated = std::string_view(text).substr(0, rep_.text_bytes);
+    // A quantized model whose static scales were calibrated on the text it is
+    // evaluated on would look better than it is.
+    for (const auto& q : quantized_)
+      if (auto cal = manifest_calibration(q)) require_disjoint(evaluated, text_source, *cal, q);
+    if (toks_.size() < 2) throw_bad_input(fmt::format("{}: fewer than 2 tokens to evaluate", text_source));
+    w_ = windows(rep_.text_tokens, o_.context);
+    for (auto [b, e] : w_.spans) {
+      window_sizes_.push_back(e - b - 1);
+      for (std::int64_t t = b + 1; t < e; ++t) targets_.push_back(toks_[static_cast<std::size_t>(t)]);
+    }
+  }
+
+  void score_base() {
+    const auto t0 = std::chrono::steady_clock::now();
+    base_ = load_model(base_path_);
+    V_ = base_->vocab();
+    rep_.base.path = base_path_;
+    rep_.base.dialect = base_->dialect();
+    rep_.base.stored_bytes = stored_bytes(base_path_);
+    rep_.base.linear_bits_per_weight = base_->linear_bits_per_weight();
+    base_lp_ = base_logprobs(*base_, base_path_, toks_, targets_, w_, o_, rep_, [&] {
+      ++done_units_;
+      progress("base");
+    });
+    double nll = 0;
+    for (std::int64_t r = 0; r < w_.predicted; ++r) nll -= base_lp_.target_logp(r);
+    if (rep_.base_cache_hit) {
+      done_units_ += w_.spans.size();
+      progress("base (cached)");
+    }
+    rep_.base.tokens = w_.predicted;
+    rep_.base.nll = nll / static_cast<double>(w_.predicted);
+    rep_.base.perplexity = std::exp(rep_.base.nll);
+    rep_.base.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // Every scored position of m against the base, window by window: memory
+  // holds the base's rows and one window of this model's.
+  std::vector<PositionScore> score_positions(CausalLM& m, const std::string& label, double& qnll) {
+    std::vector<PositionScore> scores(static_cast<std::size_t>(w_.predicted));
+    std::vector<float> p(static_cast<std::size_t>(V_));
+    qnll = 0;
+    for_each_window_logprobs(m, toks_, w_, [&](std::size_t, std::int64_t row0, const float* lp, std::int64_t rows) {
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const std::int64_t r = row0 + i;
+        const float* q = lp + i * V_;
+        const std::int32_t t = targets_[static_cast<std::size_t>(r)];
+        base_lp_.decode_row(r, p.data());
+        qnll -= q[t];
+        scores[static_cast<std::size_t>(r)] = {kl_divergence(p.data(), q, V_), -static_cast<double>(q[t]),
+                                               -static_cast<double>(base_lp_.target_logp(r)),
+                                               base_lp_.top(r) == argmax(q, V_)};
+      }
+      ++done_units_;
+      progress(label);
+    });
+    return scores;
+  }
+
+  // m drafting for the base on every prompt.
+  void score_acceptance(CausalLM& m, const std::string& label, ModelQuality& mq) {
+    SpecStats st;
+    for (const auto& p : ptoks_) {
+      SpecStats one;
+      speculate(*base_, m, p, stop_, o_, one);
+      mq.prompt_sums.push_back({one.steps, one.greedy, one.expected});
+      st.steps += one.steps;
+      st.greedy += one.greedy;
+      st.expected += one.expected;
+      ++done_units_;
+      progress(label + " draft");
+    }
+    mq.acceptance_ci = acceptance_intervals(mq.prompt_sums, rep_.bootstrap);
+    mq.steps = st.steps;
+    if (st.steps) {
+      mq.accepted_greedy = st.greedy / static_cast<double>(st.steps);
+      mq.accepted_expected = st.expected / static_cast<double>(st.steps);
+    }
+  }
+
+  ModelQuality score_model(const std::string& qpath) {
+    const auto t1 = std::chrono::steady_clock::now();
     ModelQuality mq;
     mq.path = qpath;
     auto m = load_model(qpath);
-    if (m->vocab() != V)
-      throw_bad_input(fmt::format("{} has vocabulary {}, base {} has {}", qpath, m->vocab(), base_path, V));
+    if (m->vocab() != V_)
+      throw_bad_input(fmt::format("{} has vocabulary {}, base {} has {}", qpath, m->vocab(), base_path_, V_));
     mq.dialect = m->dialect();
     mq.stored_bytes = stored_bytes(qpath);
     mq.linear_bits_per_weight = m->linear_bits_per_weight();
     const std::string label = fs::path(qpath).filename().string();
-    // Scored window by window: memory holds the base's rows and one window of this model's.
     double qnll = 0;
-    std::vector<PositionScore> scores(static_cast<std::size_t>(w.predicted));
-    std::vector<float> p(static_cast<std::size_t>(V));
-    for_each_window_logprobs(*m, toks, w, [&](std::size_t, std::int64_t row0, const float* lp, std::int64_t rows) {
-      for (std::int64_t i = 0; i < rows; ++i) {
-        const std::int64_t r = row0 + i;
-        const float* q = lp + i * V;
-        const std::int32_t t = targets[static_cast<std::size_t>(r)];
-        base_lp.decode_row(r, p.data());
-        qnll -= q[t];
-        scores[static_cast<std::size_t>(r)] = {kl_divergence(p.data(), q, V), -static_cast<double>(q[t]),
-                                               -static_cast<double>(base_lp.target_logp(r)),
-                                               base_lp.top(r) == argmax(q, V)};
-      }
-      ++done_units;
-      progress(label);
-    });
-    mq.tokens = w.predicted;
-    mq.nll = qnll / static_cast<double>(w.predicted);
+    const std::vector<PositionScore> scores = score_positions(*m, label, qnll);
+    mq.tokens = w_.predicted;
+    mq.nll = qnll / static_cast<double>(w_.predicted);
     mq.perplexity = std::exp(mq.nll);
     mq.stats = kl_statistics(scores);
     mq.kl_histogram = kl_histogram(scores);
     mq.kl_mean = mq.stats.kld.mean;
     mq.kl_p99 = mq.stats.kld.percentile(0.99);
     mq.top1 = mq.stats.same_top;
-    mq.window_sums = window_sums(scores, window_sizes);
-    mq.text_ci = text_intervals(mq.window_sums, rep.bootstrap);
-    mq.text_ci.kl_p99 = kl_percentile_interval(scores, window_sizes, 0.99, rep.bootstrap);
-    SpecStats st;
-    for (const auto& p : ptoks) {
-      SpecStats one;
-      speculate(*base, *m, p, stop, o, one);
-      mq.prompt_sums.push_back({one.steps, one.greedy, one.expected});
-      st.steps += one.steps;
-      st.greedy += one.greedy;
-      st.expected += one.expected;
-      ++done_units;
-      progress(label + " draft");
-    }
-    mq.acceptance_ci = acceptance_intervals(mq.prompt_sums, rep.bootstrap);
-    mq.steps = st.steps;
-    if (st.steps) {
-      mq.accepted_greedy = st.greedy / static_cast<double>(st.steps);
-      mq.accepted_expected = st.expected / static_cast<double>(st.steps);
-    }
+    mq.window_sums = window_sums(scores, window_sizes_);
+    mq.text_ci = text_intervals(mq.window_sums, rep_.bootstrap);
+    mq.text_ci.kl_p99 = kl_percentile_interval(scores, window_sizes_, 0.99, rep_.bootstrap);
+    score_acceptance(*m, label, mq);
     mq.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    rep.quantized.push_back(std::move(mq));
+    return mq;
   }
-  for (std::size_t a = 0; a < rep.quantized.size(); ++a)
-    for (std::size_t b = a + 1; b < rep.quantized.size(); ++b) {
-      const auto& qa = rep.quantized[a];
-      const auto& qb = rep.quantized[b];
-      rep.paired.push_back(
-          {a, b, paired_difference(qa.window_sums, qb.window_sums, qa.prompt_sums, qb.prompt_sums, rep.bootstrap)});
-    }
-  return rep;
+
+  const std::string& base_path_;
+  const std::vector<std::string>& quantized_;
+  const EvalOptions& o_;
+  const Tokenizer tok_;
+  EvalReport rep_;
+  std::vector<std::int32_t> toks_;
+  Windows w_;
+  std::vector<std::int32_t> targets_;
+  std::vector<std::int64_t> window_sizes_;
+  std::set<std::int32_t> stop_;
+  std::vector<std::vector<std::int32_t>> ptoks_;
+  std::uint64_t total_units_{0}, done_units_{0};
+  std::unique_ptr<CausalLM> base_;
+  std::int64_t V_{0};
+  BaseLogProbs base_lp_;
+};
+
+}  // namespace
+
+EvalReport evaluate(const std::string& base_path, const std::vector<std::string>& quantized,
+                    const std::string& text, const std::string& text_source,
+                    const std::vector<std::string>& prompts, const std::string& prompts_source,
+                    const EvalOptions& o) {
+  return Evaluation(base_path, quantized, o).run(text, text_source, prompts, prompts_source);
 }
 
 }  // namespace selq::runtime
