@@ -56,7 +56,8 @@ std::string scheme_label(const SchemeSpec& s) { return s.name() + ", " + quant::
 
 Dialect parse_dialect(const std::string& name) {
   auto d = dialect_from_name(name);
-  if (!d) throw_bad_input(fmt::format("unknown dialect '{}' ({})", name, fmt::join(kDialectNames, ", ")));
+  if (!d)
+    throw_bad_input(fmt::format("unknown dialect '{}' (expected one of: {})", name, fmt::join(kDialectNames, ", ")));
   return *d;
 }
 

@@ -197,15 +197,17 @@ void check_gptq_tensor(const quant::SchemeSpec& spec, const PlannedTensor& pt, c
                       {recipe_path, pt.source});
 }
 
+// The recipe's dialect: checked even when --dialect overrides it (a typo in
+// a recipe is refused whatever the command line says).
 exporter::Dialect plan_dialect(const recipe::Recipe& recipe, const PlanOptions& options) {
-  if (options.dialect) return *options.dialect;
-  if (recipe.dialect.empty()) return exporter::Dialect::CompressedTensors;
+  exporter::Dialect d = exporter::Dialect::CompressedTensors;
   try {
-    return exporter::parse_dialect(recipe.dialect);
+    if (!recipe.dialect.empty()) d = exporter::parse_dialect(recipe.dialect);
   } catch (const Error& e) {  // the same message, at the recipe's line
     const auto& at = recipe.dialect_where.file.empty() ? recipe::SourceLocation{recipe.path} : recipe.dialect_where;
     throw_bad_input(e.message(), ErrorWhere(recipe::where_text(at)));
   }
+  return options.dialect ? *options.dialect : d;
 }
 
 // The source's quantization_config; refuses one whose quantized tensors selq cannot read.

@@ -31,7 +31,7 @@ TEST(Dialect, NamesAreTheRecipeList) {
     ADD_FAILURE() << "gguf parsed";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-    EXPECT_NE(e.message().find("unknown dialect 'gguf' (compressed-tensors, quark, modelopt)"), std::string::npos)
+    EXPECT_NE(e.message().find("unknown dialect 'gguf' (expected one of: compressed-tensors, quark, modelopt)"), std::string::npos)
         << e.message();
   }
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "export/dialect.h"
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "pipeline/synth.h"
@@ -55,15 +56,20 @@ fs::path* PlanLayout::dir_ = nullptr;
 TEST_F(PlanLayout, UnknownDialectIsRefusedAtItsLine) {
   const auto ckpt = io::Checkpoint::open(dir_->string());
   const auto r = recipe::parse_recipe("name: t\narch: llama\ndialect: gguf\ndefault: {scheme: nvfp4}\n", "t.yaml");
-  try {
-    pipeline::make_plan(*ckpt, r, pipeline::PlanOptions{});
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-    EXPECT_NE(std::string(e.what()).find("t.yaml:3:10"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("unknown dialect 'gguf' (compressed-tensors, quark, modelopt)"),
-              std::string::npos)
-        << e.what();
+  pipeline::PlanOptions overridden;  // --dialect does not hide the recipe's typo
+  overridden.dialect = exporter::Dialect::Quark;
+  for (const pipeline::PlanOptions& po : {pipeline::PlanOptions{}, overridden}) {
+    try {
+      pipeline::make_plan(*ckpt, r, po);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      EXPECT_NE(std::string(e.what()).find("t.yaml:3:10"), std::string::npos) << e.what();
+      EXPECT_NE(
+          std::string(e.what()).find("unknown dialect 'gguf' (expected one of: compressed-tensors, quark, modelopt)"),
+          std::string::npos)
+          << e.what();
+    }
   }
 }
 
