@@ -154,6 +154,7 @@ SchemeSpec modelopt_nvfp4(SchemeSpec s) {
   return s;
 }
 
+// A field a row leaves out takes its default in scheme_traits.h (none, false).
 constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
     {.kind = SchemeKind::MXFP4,
      .recipe_names = {{"mxfp4", 8}, {}},
@@ -161,10 +162,7 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .acts = kAllActsButNvfp4,
      .label = [](const SchemeSpec& s) { return std::string("mxfp4") + rule_suffix(s.scale_rule); },
      .group_width = [](const SchemeSpec&, std::int64_t) { return 32; },
-     .param_problem = nullptr,
      .in_multiple_why = kMxInMultipleWhy,
-     .whole_tensor_amax = false,
-     .fused_group_amax = false,
      .outputs =
          [](const SchemeSpec&, const Geometry& g, V& v) {
            v.push_back({OutRole::Weight, DType::U8, {g.out, g.in / 2}});
@@ -173,10 +171,8 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .quantize = detail::quantize_mx,
      .dequantize = detail::dequantize_mx,
      .chunk_rows = detail::kMxChunkRows,
-     .prepare_rows = nullptr,
      .row_kernel = detail::mx_row_kernel,
      .gptq_keeps_scales = true,
-     .f32_scale_form = nullptr,
      .writable_variants = variants_by_scale_rule<SchemeKind::MXFP4>,
      .error_budget = [](const SchemeSpec&) { return 0.25; }},
     {.kind = SchemeKind::MXFP8,
@@ -185,10 +181,7 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .acts = kAllActsButNvfp4,
      .label = [](const SchemeSpec& s) { return std::string("mxfp8") + rule_suffix(s.scale_rule); },
      .group_width = [](const SchemeSpec&, std::int64_t) { return 32; },
-     .param_problem = nullptr,
      .in_multiple_why = kMxInMultipleWhy,
-     .whole_tensor_amax = false,
-     .fused_group_amax = false,
      .outputs =
          [](const SchemeSpec&, const Geometry& g, V& v) {
            v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
@@ -197,10 +190,8 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .quantize = detail::quantize_mx,
      .dequantize = detail::dequantize_mx,
      .chunk_rows = detail::kMxChunkRows,
-     .prepare_rows = nullptr,
      .row_kernel = detail::mx_row_kernel,
      .gptq_keeps_scales = true,
-     .f32_scale_form = nullptr,
      .writable_variants = variants_by_scale_rule<SchemeKind::MXFP8>,
      .error_budget = budget_fp8},
     {.kind = SchemeKind::NVFP4,
@@ -212,7 +203,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
            return std::string(s.nvfp == NvfpConvention::ModelOpt ? "nvfp4-modelopt" : "nvfp4");
          },
      .group_width = [](const SchemeSpec&, std::int64_t) { return 16; },
-     .param_problem = nullptr,
      .in_multiple_why = "NVFP4 blocks are 16 input channels; compressed-tensors nvfp4-pack-quantized "
                         "requires in_features % 16 == 0 (ModelOpt pads, but vLLM/TRT-LLM kernels expect "
                         "unpadded multiples of 16)",
@@ -239,10 +229,7 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .acts = kAllActsButNvfp4,
      .label = [](const SchemeSpec&) { return std::string("fp8-tensor"); },
      .group_width = whole_row,
-     .param_problem = nullptr,
-     .in_multiple_why = nullptr,
      .whole_tensor_amax = true,
-     .fused_group_amax = false,
      .outputs =
          [](const SchemeSpec& s, const Geometry& g, V& v) {
            v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
@@ -251,9 +238,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .quantize = detail::quantize_fp8,
      .dequantize = detail::dequantize_fp8,
      .chunk_rows = detail::kFp8ChunkRows,
-     .prepare_rows = nullptr,
-     .row_kernel = nullptr,
-     .gptq_keeps_scales = false,
      .f32_scale_form = f32_fp8_tensor,
      .writable_variants = default_variant<SchemeKind::FP8Tensor>,
      .error_budget = budget_fp8},
@@ -263,10 +247,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .acts = kAllActsButNvfp4,
      .label = [](const SchemeSpec&) { return std::string("fp8-channel"); },
      .group_width = whole_row,
-     .param_problem = nullptr,
-     .in_multiple_why = nullptr,
-     .whole_tensor_amax = false,
-     .fused_group_amax = false,
      .outputs =
          [](const SchemeSpec& s, const Geometry& g, V& v) {
            v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
@@ -277,7 +257,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .chunk_rows = detail::kFp8ChunkRows,
      .prepare_rows = detail::fp8_prepare_rows,
      .row_kernel = detail::fp8_channel_row_kernel,
-     .gptq_keeps_scales = false,
      .f32_scale_form = f32_fp8_channel,
      .writable_variants = default_variant<SchemeKind::FP8Channel>,
      .error_budget = budget_fp8},
@@ -292,9 +271,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
          },
      .group_width = [](const SchemeSpec& s, std::int64_t) { return s.block_cols; },
      .param_problem = fp8_block_problem,
-     .in_multiple_why = nullptr,
-     .whole_tensor_amax = false,
-     .fused_group_amax = false,
      .outputs =
          [](const SchemeSpec& s, const Geometry& g, V& v) {
            v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
@@ -304,10 +280,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .quantize = detail::quantize_fp8,
      .dequantize = detail::dequantize_fp8,
      .chunk_rows = detail::kFp8ChunkRows,
-     .prepare_rows = nullptr,
-     .row_kernel = nullptr,
-     .gptq_keeps_scales = false,
-     .f32_scale_form = nullptr,
      .writable_variants = default_variant<SchemeKind::FP8Block>,
      .error_budget = budget_fp8},
     {.kind = SchemeKind::IntChannel,
@@ -317,9 +289,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .label = [](const SchemeSpec& s) { return fmt::format("int{}-channel{}", s.bits, s.symmetric ? "" : "-asym"); },
      .group_width = whole_row,
      .param_problem = int_bits_problem,
-     .in_multiple_why = nullptr,
-     .whole_tensor_amax = false,
-     .fused_group_amax = false,
      .outputs = outputs_int,
      .quantize = detail::quantize_int,
      .dequantize = detail::dequantize_int,
@@ -327,7 +296,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .prepare_rows = detail::int_prepare_rows,
      .row_kernel = detail::int_row_kernel,
      .gptq_keeps_scales = true,
-     .f32_scale_form = nullptr,
      .writable_variants = int_channel_variants,
      .error_budget = budget_int},
     {.kind = SchemeKind::IntGroup,
@@ -341,8 +309,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .group_width = [](const SchemeSpec& s, std::int64_t) { return s.group_size; },
      .param_problem = int_group_problem,
      .in_multiple_why = "compressed-tensors group strategy requires in_features % group_size == 0",
-     .whole_tensor_amax = false,
-     .fused_group_amax = false,
      .outputs = outputs_int,
      .quantize = detail::quantize_int,
      .dequantize = detail::dequantize_int,
@@ -350,7 +316,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .prepare_rows = detail::int_prepare_rows,
      .row_kernel = detail::int_row_kernel,
      .gptq_keeps_scales = true,
-     .f32_scale_form = nullptr,
      .writable_variants = int_group_variants,
      .error_budget = budget_int},
     {.kind = SchemeKind::FP8ChannelE8M0,
@@ -359,10 +324,6 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .acts = kAllActsButNvfp4,
      .label = [](const SchemeSpec& s) { return std::string("fp8-channel-e8m0") + rule_suffix(s.scale_rule); },
      .group_width = whole_row,
-     .param_problem = nullptr,
-     .in_multiple_why = nullptr,
-     .whole_tensor_amax = false,
-     .fused_group_amax = false,
      .outputs =
          [](const SchemeSpec& s, const Geometry& g, V& v) {
            v.push_back({OutRole::Weight, DType::F8_E4M3, {g.out, g.in}});
@@ -371,10 +332,7 @@ constexpr std::array<SchemeTraits, kSchemeKindCount> kTraits = {{
      .quantize = detail::quantize_fp8_e8m0,
      .dequantize = detail::dequantize_fp8_e8m0,
      .chunk_rows = detail::kFp8ChunkRows,
-     .prepare_rows = nullptr,
      .row_kernel = detail::fp8_e8m0_row_kernel,
-     .gptq_keeps_scales = false,
-     .f32_scale_form = nullptr,
      .writable_variants = variants_by_scale_rule<SchemeKind::FP8ChannelE8M0>,
      .error_budget = budget_fp8},
 }};

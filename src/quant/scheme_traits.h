@@ -55,15 +55,15 @@ struct SchemeTraits {
   int (*group_width)(const SchemeSpec&, std::int64_t in);
   // Why the spec's own parameters (bits, group or block size) cannot be
   // quantized, or empty; nullptr when the kind has none to check.
-  std::string (*param_problem)(const SchemeSpec&);
+  std::string (*param_problem)(const SchemeSpec&) = nullptr;
   // Why `in` must be a multiple of group_width (what each dialect expects), or
   // nullptr when any `in` is quantized.
-  const char* in_multiple_why;
+  const char* in_multiple_why = nullptr;
   // A scale over the whole 2-D tensor (its amax is needed before any row
   // block is quantized: quant/row_blocks.h, TensorQuantizeOptions::global_amax).
-  bool whole_tensor_amax;
+  bool whole_tensor_amax = false;
   // Fused q/k/v, gate/up, w1/w3 share one amax (the NVFP4 global scale).
-  bool fused_group_amax;
+  bool fused_group_amax = false;
   // The tensors stored for one weight of geometry g (2-D shapes; the expert
   // dimension is added by scheme_outputs).
   void (*outputs)(const SchemeSpec&, const detail::Geometry& g, std::vector<OutTensorSpec>& v);
@@ -77,14 +77,15 @@ struct SchemeTraits {
   // per matrix (nullptr: nothing beyond the spec); row_kernel is nullptr when
   // a scale spans rows (measured by quantizing instead).
   void (*prepare_rows)(detail::RowParams&, const TensorView&, const TensorQuantizeOptions&, std::int64_t in,
-                       std::uint64_t first, std::uint64_t count);
-  void (*row_kernel)(const detail::RowParams&, const detail::RowInput&, const detail::RowOutput&, ErrorMetrics&);
+                       std::uint64_t first, std::uint64_t count) = nullptr;
+  void (*row_kernel)(const detail::RowParams&, const detail::RowInput&, const detail::RowOutput&,
+                     ErrorMetrics&) = nullptr;
   // Its rows have a per-element grid GPTQ can round onto with the scales
   // kept (runtime/gptq.h, quant/gptq_grid.h).
-  bool gptq_keeps_scales;
+  bool gptq_keeps_scales = false;
   // How the dialects that store F32 scale tensors (Quark, ModelOpt) write it;
   // nullptr: as the scheme says.
-  SchemeSpec (*f32_scale_form)(SchemeSpec);
+  SchemeSpec (*f32_scale_form)(SchemeSpec) = nullptr;
   // Appends the variants selq writes (act left None); writable_schemes() is
   // every kind's variants under every activation mode.
   void (*writable_variants)(std::vector<SchemeSpec>&);
