@@ -167,6 +167,7 @@ std::string sensitivity(const std::string& source, const std::vector<std::string
     auto ckpt = io::Checkpoint::open(source);
     auto layout = planner::decision_units(*ckpt, d);
     auto cands = planner::select_candidates(candidates, hw, d);
+    planner::check_tier_scores(cands, t);
     planner::SensitivityOptions opt;
     opt.on_progress = [&](std::uint64_t done, std::uint64_t total) {
       if (progress) s.report([&progress, done, total] { progress("data-free", done, total); });

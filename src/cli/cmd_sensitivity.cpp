@@ -72,6 +72,7 @@ int run_sensitivity(const SensitivityArgs& a) {
   const auto dialect = a.dialect.empty() ? source_dialect(*ckpt) : exporter::parse_dialect(a.dialect);
   auto layout = planner::decision_units(*ckpt, dialect);
   auto candidates = planner::select_candidates(a.candidates, planner::parse_hardware(a.hardware), dialect);
+  planner::check_tier_scores(candidates, tier);
   ProgressBar bar("sensitivity", !a.quiet && stderr_is_tty() && dist::ranks().rank() == 0);
   planner::SensitivityOptions opt;
   opt.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
@@ -117,13 +118,15 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
     if (c.spec) ids += " " + c.id + (c.calibrated() ? " (plan needs --calibration)" : "");
   cmd->footer(
       "Candidates (--candidates, comma-separated; default all; bf16 always):\n "+ ids + "\n"
-      "Any of them +mse (e.g. nvfp4-w4a16+mse) is the same format with rounding mse (searched scales):\n"
-      "the tiers score the rounded weights and the emitted recipe's rule says `rounding: mse`.\n"
+      "Any of them +mse, +weighted or +gptq (e.g. nvfp4-w4a16+gptq) is the same format with that rounding:\n"
+      "the tiers score the rounded weights and the emitted recipe's rule says `rounding: ...`. +weighted and\n"
+      "+gptq round with the calibration text's rows: the runtime tiers score them, data-free cannot.\n"
       "Examples:\n"
       "  selq sensitivity /models/Llama-3.1-8B -o sens.json\n"
       "  selq sensitivity CKPT --candidates fp8-w8a8,nvfp4-w4a16,mxfp4-w4a4 -o sens.json\n"
       "  selq sensitivity CKPT --candidates fp8-w8a8,nvfp4-w4a16,nvfp4-w4a16+mse -o sens.json\n"
       "  selq sensitivity CKPT --tier measured --calibration-text train.txt -o sens.json\n"
+      "  selq sensitivity CKPT --tier activation-aware --candidates nvfp4-w4a16,nvfp4-w4a16+gptq -o sens.json\n"
       "  mpirun -np 16 selq sensitivity CKPT -o sens.json          # data-free units over 16 ranks\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml");
   add_sensitivity_options(cmd, *a);

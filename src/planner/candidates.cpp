@@ -64,6 +64,10 @@ std::string hardware_name(Hardware h) {
 
 bool Candidate::calibrated() const { return spec && quant::act_mode_traits(spec->act).is_static(); }
 
+bool Candidate::rounds_with_calibration() const {
+  return spec && (spec->rounding.value == quant::Rounding::Weighted || spec->rounding.value == quant::Rounding::Gptq);
+}
+
 const std::vector<Candidate>& all_candidates() {
   static const std::vector<Candidate> candidates = make_candidates();
   return candidates;
@@ -77,11 +81,9 @@ const Candidate* find_candidate(const std::string& id) {
   const Candidate* base = find_candidate(id.substr(0, plus));
   if (!base || !base->spec) return nullptr;
   const quant::Rounding r = quant::parse_rounding(id.substr(plus + 1), "candidate rounding");
-  if (r == quant::Rounding::Weighted)
-    throw_bad_input(fmt::format("candidate '{}': the planner cannot score rounding 'weighted' yet (its tiers read no "
-                                "calibration moments); plan with nearest or mse candidates and quantize the emitted "
-                                "recipe with rounding 'weighted' and a calibration",
-                                id));
+  if (r == quant::Rounding::Gptq && !quant::gptq_supports(base->spec->kind))
+    throw_bad_input(fmt::format("candidate '{}': rounding 'gptq' rounds mxfp4, mxfp8, nvfp4 and int formats, not {}",
+                                id, base->id));
   if (r == quant::Rounding::Nearest) return base;
   // Derived candidates live as long as the process, one per id (pointers are handed out).
   static std::mutex mu;
@@ -106,7 +108,7 @@ std::vector<Candidate> select_candidates(const std::vector<std::string>& ids, Ha
   }
   std::vector<std::string> known;
   for (const auto& c : all_candidates()) known.push_back(c.id);
-  known.push_back("any of them +mse");
+  known.push_back("any of them +mse, +weighted or +gptq");
   std::vector<Candidate> out{*find_candidate("bf16")};
   for (const auto& id : wanted) {
     const Candidate* c = find_candidate(id);

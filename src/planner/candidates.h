@@ -25,15 +25,18 @@ struct Candidate {
   // Its activations take a static scale: quantizing it needs each module's
   // calibrated input amax (`selq calibrate`, passed as --calibration).
   bool calibrated() const;
+  // Its rounding (weighted, gptq) needs calibration rows: the runtime tiers
+  // score it (planner/unit_rounding.h), the data-free tier cannot.
+  bool rounds_with_calibration() const;
 };
 
 // Every candidate selq knows, "bf16" first.
 const std::vector<Candidate>& all_candidates();
 // A known id, or one with a rounding suffix: "nvfp4-w4a16+mse" is that format
 // with rounding `mse` (a dimension of the candidates: the tiers score the
-// rounded weights and the emitted recipe's rule says `rounding: mse`). Null
-// for an unknown id; BadInput for a rounding the planner cannot score
-// ("+weighted": its tiers read no calibration moments yet).
+// rounded weights and the emitted recipe's rule says `rounding: mse`; "+weighted"
+// and "+gptq" need the runtime tiers). Null for an unknown id; BadInput for
+// an unknown rounding or gptq of a format it does not round (FP8).
 const Candidate* find_candidate(const std::string& id);
 
 // The candidates named in `ids` (empty: every one), restricted to those `hw`

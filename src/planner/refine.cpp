@@ -23,10 +23,12 @@ constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
 // weights; the destructor puts the source weights back.
 class AppliedMix {
  public:
-  AppliedMix(const MixPlanner& planner, runtime::CausalLM& model, const InputAmax& input_amax)
+  AppliedMix(const MixPlanner& planner, runtime::CausalLM& model, const InputAmax& input_amax,
+             RoundingInputs& rounding)
       : planner_(planner),
         model_(model),
         input_amax_(input_amax),
+        rounding_(rounding),
         saved_(planner.layout().units.size()),
         option_(planner.layout().units.size(), kNone) {}
   AppliedMix(const AppliedMix&) = delete;
@@ -43,7 +45,7 @@ class AppliedMix {
     if (!saved_[u].empty()) swap_back(unit, std::move(saved_[u]), model_);
     saved_[u].clear();
     const Candidate& c = planner_.candidate_of(u, option);
-    if (c.spec) saved_[u] = swap_in_candidate(planner_.layout(), unit, c, model_, input_amax_);
+    if (c.spec) saved_[u] = swap_in_candidate(planner_.layout(), unit, c, model_, input_amax_, &rounding_);
     option_[u] = option;
   }
 
@@ -51,6 +53,7 @@ class AppliedMix {
   const MixPlanner& planner_;
   runtime::CausalLM& model_;
   const InputAmax& input_amax_;
+  RoundingInputs& rounding_;
   std::vector<std::vector<runtime::Linear>> saved_;  // per unit: the source linears while quantized
   std::vector<std::size_t> option_;
 };
@@ -120,14 +123,20 @@ class LocalSearch {
   LocalSearch(const MixPlanner& planner, const Mix& start, std::uint64_t unit_budget, runtime::CausalLM& model,
               const std::vector<std::int32_t>& tokens, const RefineOptions& options)
       : t0_(std::chrono::steady_clock::now()), planner_(planner), unit_budget_(unit_budget), model_(model),
-        tokens_(tokens), options_(options) {
+        tokens_(tokens), options_(options), rounding_(model, tokens, options.context) {
     r_.start = start;
     pick_ = planner.pick_of(start);
     used_ = start.linear_bytes - planner.layout().fixed_bytes;
     if (used_ > unit_budget) throw_unsupported("planner bug: the mix to refine is over its budget");
-    base_ = calibration_logprobs(model, tokens, options.context);  // before any unit is swapped
+    // Before any unit is swapped: the base, the moments +weighted rounds with,
+    // and every +gptq option (its Hessians are the source model's).
+    model.set_activation_hook(&RoundingInputs::moments_hook, &rounding_);
+    base_ = calibration_logprobs(model, tokens, options.context);
+    model.set_activation_hook(nullptr, nullptr);
     r_.positions = static_cast<std::int64_t>(base_.size()) / model.vocab();
-    applied_.emplace(planner, model, options.input_amax);
+    rounding_.keep_rounded = true;
+    round_gptq_options();
+    applied_.emplace(planner, model, options.input_amax, rounding_);
   }
 
   RefineResult run() {
@@ -146,6 +155,16 @@ class LocalSearch {
   }
 
  private:
+  void round_gptq_options() {
+    const auto& units = planner_.layout().units;
+    for (std::size_t u = 0; u < units.size(); ++u)
+      for (std::size_t o = 0; o < planner_.options(u).size(); ++o) {
+        const Candidate& c = planner_.candidate_of(u, o);
+        if (c.spec && c.spec->rounding.value == quant::Rounding::Gptq)
+          quantized_unit_weights(planner_.layout(), units[u], c, model_, &rounding_);
+      }
+  }
+
   double measure() {
     const Divergence d = mean_divergence(base_, calibration_logprobs(model_, tokens_, options_.context), model_.vocab());
     return options_.acceptance ? d.tv : d.kl;
@@ -222,6 +241,7 @@ class LocalSearch {
   runtime::CausalLM& model_;
   const std::vector<std::int32_t>& tokens_;
   const RefineOptions& options_;
+  RoundingInputs rounding_;
   std::optional<AppliedMix> applied_;
   RefineResult r_;
   std::vector<std::size_t> pick_;

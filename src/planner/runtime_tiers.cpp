@@ -14,6 +14,7 @@
 #include "recipe/fused_modules.h"
 #include "runtime/calibrate.h"
 #include "runtime/eval.h"
+#include "runtime/gptq.h"
 #include "runtime/text_overlap.h"
 #include "runtime/tokenizer.h"
 
@@ -78,8 +79,48 @@ Divergence mean_divergence(const std::vector<float>& base, const std::vector<flo
   return d;
 }
 
+namespace {
+
+// One member's weights as `spec` rounds them, dequantized: `weighted` with its
+// input's second moments and `gptq` with its input's Hessian, both from
+// `rounding`; a member no calibration row reached (an idle expert) is rounded
+// by `mse`, as quantize's gptq pass rounds it (its output error counts no row).
+std::vector<float> rounded_member(quant::SchemeSpec spec, const TensorView& w, quant::TensorQuantizeOptions qopt,
+                                  const DecisionUnit& unit, const std::string& module, const Candidate& candidate,
+                                  RoundingInputs* rounding, std::vector<std::uint8_t>& storage) {
+  if (candidate.rounds_with_calibration() && !rounding)
+    throw_bad_input(fmt::format("candidate '{}' rounds with calibration rows: the activation-aware and measured "
+                                "tiers score it, the data-free tier cannot",
+                                candidate.id));
+  std::vector<float> moments;
+  if (spec.rounding.value == quant::Rounding::Weighted) {
+    moments = rounding->channel_weights(module);
+    qopt.channel_weights = moments;
+    if (moments.empty()) spec.rounding.value = quant::Rounding::Mse;
+  } else if (spec.rounding.value == quant::Rounding::Gptq) {
+    const auto h = unit.layer >= 0 ? rounding->hessian(unit.layer, module) : std::span<const double>{};
+    if (!h.empty()) {
+      runtime::GptqOptions go;
+      go.quantize = qopt;
+      return runtime::gptq_round(spec, w, h, go).weight;
+    }
+    spec.rounding.value = quant::Rounding::Mse;
+  }
+  quant::ErrorMetrics em;
+  const auto outs = quantize_to_buffer(spec, w, storage, em, qopt);
+  const std::vector<std::span<const std::uint8_t>> couts(outs.begin(), outs.end());
+  return quant::dequantize_weight(spec, w.info->shape, couts);
+}
+
+}  // namespace
+
 std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
-                                                       const Candidate& candidate, runtime::CausalLM& model) {
+                                                       const Candidate& candidate, runtime::CausalLM& model,
+                                                       RoundingInputs* rounding) {
+  const std::string memo = unit.name + "\n" + candidate.id;
+  const bool keep = rounding && rounding->keep_rounded && candidate.spec->rounding.value == quant::Rounding::Gptq;
+  if (keep)
+    if (const auto it = rounding->rounded.find(memo); it != rounding->rounded.end()) return it->second;
   const quant::SchemeSpec spec = dialect_spec(layout, candidate);
   std::vector<std::vector<float>> out;
   std::map<std::string, float> group_amax;
@@ -116,21 +157,19 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
   for (std::size_t i = 0; i < unit.members.size(); ++i) {
     quant::TensorQuantizeOptions qopt;
     if (fused_amax) qopt.global_amax = group_amax[group[i]];
-    quant::ErrorMetrics em;
-    const auto outs = quantize_to_buffer(spec, view_of(i), storage, em, qopt);
-    std::vector<std::span<const std::uint8_t>> couts(outs.begin(), outs.end());
-    out.push_back(quant::dequantize_weight(spec, infos[i].shape, couts));
+    out.push_back(rounded_member(spec, view_of(i), qopt, unit, unit.members[i].module, candidate, rounding, storage));
   }
+  if (keep) rounding->rounded.emplace(memo, out);
   return out;
 }
 
 std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
                                                const Candidate& candidate, runtime::CausalLM& model,
-                                               const InputAmax& input_amax) {
+                                               const InputAmax& input_amax, RoundingInputs* rounding) {
   // Checked before any member is swapped, so that a refusal leaves the model as it was.
   if (candidate.calibrated())
     for (const auto& m : unit.members) calibrated_amax(input_amax, m.module, candidate);
-  auto qw = quantized_unit_weights(layout, unit, candidate, model);
+  auto qw = quantized_unit_weights(layout, unit, candidate, model, rounding);
   std::vector<runtime::Linear> saved;
   for (std::size_t i = 0; i < unit.members.size(); ++i) {
     auto& l = linear_of(model, unit.members[i].module);
@@ -167,6 +206,7 @@ struct Capture {
   std::map<std::string, std::vector<float>> rows;
   std::int64_t limit{0};
   InputAmax amax;
+  RoundingInputs* rounding{nullptr};  // gets every linear's input moments
 };
 
 const std::string& capture_key(const DecisionUnit& u, const std::string& member) {
@@ -176,6 +216,7 @@ const std::string& capture_key(const DecisionUnit& u, const std::string& member)
 void capture_input(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
   auto& c = *static_cast<Capture*>(ctx);
   runtime::record_input_amax(c.amax, l, x, rows);
+  if (c.rounding) c.rounding->record_moments(l, x, rows);
   auto it = c.rows.find(l.module);
   if (it == c.rows.end()) return;
   const std::int64_t have = static_cast<std::int64_t>(it->second.size()) / l.in;
@@ -184,9 +225,10 @@ void capture_input(void* ctx, const runtime::Linear& l, const float* x, std::int
 }
 
 Capture capture_inputs(const UnitLayout& layout, runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
-                       const RuntimeTierOptions& options) {
+                       const RuntimeTierOptions& options, RoundingInputs* rounding) {
   Capture cap;
   cap.limit = options.rows;
+  cap.rounding = rounding;
   for (const auto& u : layout.units)
     for (const auto& m : u.members) cap.rows[capture_key(u, m.module)];
   model.set_activation_hook(capture_input, &cap);
@@ -202,11 +244,39 @@ Capture capture_inputs(const UnitLayout& layout, runtime::CausalLM& model, const
   return cap;
 }
 
+// The data-free tier cannot score a candidate that rounds with calibration
+// rows: its entry is made here, for the units it applies to (gptq: linears of
+// decoder layers, which the calibration runs layer by layer).
+void add_calibrated_rounding_entries(const UnitLayout& layout, const DecisionUnit& unit,
+                                     const std::vector<Candidate>& candidates, UnitSensitivity& us) {
+  for (const auto& cand : candidates)
+    if (cand.rounds_with_calibration() && !us.scores.count(cand.id) && unit_cost(layout, unit, cand) &&
+        (cand.spec->rounding.value != quant::Rounding::Gptq || unit.layer >= 0))
+      us.scores.emplace(cand.id, CandidateScore{});
+}
+
+// ||W - Q||^2 / ||W||^2 over the unit's members: the data-free score of
+// weights the data-free tier could not round.
+double relative_weight_error(const DecisionUnit& unit, runtime::CausalLM& model,
+                             const std::vector<std::vector<float>>& rounded) {
+  double err = 0, ref = 0;
+  for (std::size_t i = 0; i < unit.members.size(); ++i) {
+    const std::vector<float> w = linear_of(model, unit.members[i].module).weight.to_f32();
+    for (std::size_t k = 0; k < w.size(); ++k) {
+      const double d = static_cast<double>(w[k]) - rounded[i][k];
+      err += d * d;
+      ref += static_cast<double>(w[k]) * w[k];
+    }
+  }
+  return ref > 0 ? err / ref : 0.0;
+}
+
 // One unit's captured inputs and its members' reference outputs, once; then
 // each candidate's output error through a Linear with its weights and
 // activation mode, as the runtime would run it.
 void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, const std::vector<Candidate>& candidates,
                         runtime::CausalLM& model, const Capture& cap, UnitSensitivity& us) {
+  add_calibrated_rounding_entries(layout, unit, candidates, us);
   // Members no calibration token reached (an idle expert) are left out.
   std::vector<const std::vector<float>*> xs;
   std::vector<std::int64_t> rows;
@@ -232,7 +302,8 @@ void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, cons
       it->second.output_nmse = 0.0;
       continue;
     }
-    auto qw = quantized_unit_weights(layout, unit, cand, model);
+    auto qw = quantized_unit_weights(layout, unit, cand, model, cap.rounding);
+    if (cand.rounds_with_calibration()) it->second.weight_nmse = relative_weight_error(unit, model, qw);
     double err = 0;
     for (std::size_t i = 0; i < unit.members.size(); ++i) {
       if (rows[i] == 0) continue;
@@ -252,8 +323,9 @@ void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, cons
 
 InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
                                const std::vector<Candidate>& candidates, runtime::CausalLM& model,
-                               const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options) {
-  Capture cap = capture_inputs(layout, model, tokens, options);
+                               const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options,
+                               RoundingInputs* rounding) {
+  Capture cap = capture_inputs(layout, model, tokens, options, rounding);
   std::uint64_t done = 0;
   for (const auto& unit : layout.units) {
     auto& us = table.units.at(static_cast<std::size_t>(&unit - layout.units.data()));
@@ -323,7 +395,7 @@ Slope interpolated_slope(const UnitLayout& layout, const std::vector<Slope>& slo
 
 void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
                   runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
-                  const RuntimeTierOptions& options) {
+                  const RuntimeTierOptions& options, RoundingInputs* rounding) {
   const std::int64_t V = model.vocab();
   const auto base = calibration_logprobs(model, tokens, options.context);
   const auto measure = measured_units(layout, options.probe_every);
@@ -354,7 +426,7 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
     Slope slope;
     int fits = 0;
     for (const Candidate* cand : probes) {
-      auto saved = swap_in_candidate(layout, unit, *cand, model, input_amax);
+      auto saved = swap_in_candidate(layout, unit, *cand, model, input_amax, rounding);
       const auto q = calibration_logprobs(model, tokens, options.context);
       swap_back(unit, std::move(saved), model);
       const Divergence d = mean_divergence(base, q, V);
@@ -395,8 +467,9 @@ void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const 
   auto cal = calibration_tokens(checkpoint_dir, text);
   table.text_provenance = std::move(cal.provenance);
   auto model = runtime::load_model(checkpoint_dir);
-  const InputAmax amax = add_activation_aware(table, layout, candidates, *model, cal.tokens, options);
-  if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, cal.tokens, amax, options);
+  RoundingInputs rounding(*model, cal.tokens, options.context);
+  const InputAmax amax = add_activation_aware(table, layout, candidates, *model, cal.tokens, options, &rounding);
+  if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, cal.tokens, amax, options, &rounding);
   table.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

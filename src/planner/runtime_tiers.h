@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/sensitivity.h"
+#include "planner/unit_rounding.h"
 #include "runtime/model.h"
 
 namespace selq::planner {
@@ -36,20 +37,26 @@ struct RuntimeTierOptions {
 // over `rows` input rows of each unit captured from `tokens` (members of a unit
 // share their input, as engines fuse them for that reason). Returns every
 // member's input amax over all of `tokens`, what calibrated candidates take.
+// Candidates that round with calibration rows (+weighted, +gptq) are scored
+// here first (weight_nmse too), with `rounding` fed by the same run of
+// `tokens`; without it they are refused.
 InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
                                const std::vector<Candidate>& candidates, runtime::CausalLM& model,
-                               const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options);
+                               const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options,
+                               RoundingInputs* rounding = nullptr);
 
 // Needs add_activation_aware first. Adds kl and tv to every scored candidate:
 // measured for the probes, fitted for the rest; records which in `measured`.
 void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
                   runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
-                  const RuntimeTierOptions& options);
+                  const RuntimeTierOptions& options, RoundingInputs* rounding = nullptr);
 
 // The weights a unit's members have once `candidate` has quantized them
 // (dequantized to F32; NVFP4 members of a fused group share its global amax).
+// `rounding` supplies what +weighted and +gptq round with (refused without).
 std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
-                                                       const Candidate& candidate, runtime::CausalLM& model);
+                                                       const Candidate& candidate, runtime::CausalLM& model,
+                                                       RoundingInputs* rounding = nullptr);
 
 struct CalibrationText {
   std::string text, source;   // default: runtime::default_text(Calibration)
@@ -81,7 +88,7 @@ Divergence mean_divergence(const std::vector<float>& base, const std::vector<flo
 // and returns the linears they replaced, for swap_back.
 std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const DecisionUnit& unit,
                                                const Candidate& candidate, runtime::CausalLM& model,
-                                               const InputAmax& input_amax = {});
+                                               const InputAmax& input_amax = {}, RoundingInputs* rounding = nullptr);
 void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, runtime::CausalLM& model);
 
 // Tiers 2 (and 3 when `tier` is Measured) on top of `table`: loads the model

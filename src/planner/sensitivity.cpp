@@ -184,7 +184,8 @@ UnitFormats unit_formats(const UnitLayout& layout, const DecisionUnit& unit, con
   UnitFormats u;
   u.format_of.resize(candidates.size());
   for (std::size_t c = 0; c < candidates.size(); ++c) {
-    if (!candidates[c].spec || !unit_cost(layout, unit, candidates[c])) continue;
+    if (!candidates[c].spec || candidates[c].rounds_with_calibration() || !unit_cost(layout, unit, candidates[c]))
+      continue;
     quant::SchemeSpec weights = dialect_spec(layout, candidates[c]);
     weights.act = quant::ActMode::None;
     // The same stored format with another rounding is other weights (== compares formats only).
@@ -271,6 +272,15 @@ UnitSensitivity unit_scores(const DecisionUnit& unit, const std::vector<Candidat
 }
 
 }  // namespace
+
+void check_tier_scores(const std::vector<Candidate>& candidates, Tier tier) {
+  if (tier != Tier::DataFree) return;
+  for (const auto& c : candidates)
+    if (c.rounds_with_calibration())
+      throw_bad_input(fmt::format("candidate '{}' rounds with calibration rows, which the data-free tier does not "
+                                  "run: score it with --tier activation-aware or measured",
+                                  c.id));
+}
 
 SensitivityTable data_free_sensitivity(const io::Checkpoint& ckpt, const UnitLayout& layout,
                                        const std::vector<Candidate>& candidates, const SensitivityOptions& options) {

@@ -77,8 +77,13 @@ struct SensitivityOptions {
   std::function<bool(std::size_t unit)> include;
 };
 
+// BadInput naming a candidate that `tier` cannot score: +weighted and +gptq
+// round with calibration rows, which only the runtime tiers run.
+void check_tier_scores(const std::vector<Candidate>& candidates, Tier tier);
+
 // Tier 1: every candidate on every unit from one read of each weight
 // (quant::measure_weight; memory: one fused group's source views, no outputs).
+// Candidates that round with calibration rows are left to the runtime tiers.
 SensitivityTable data_free_sensitivity(const io::Checkpoint& checkpoint, const UnitLayout& layout,
                                        const std::vector<Candidate>& candidates, const SensitivityOptions& options = {});
 

@@ -1,6 +1,7 @@
 #include "planner/target.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <map>
 
@@ -97,9 +98,11 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
   if (req.target_bpw) {
     r.mix = planner.for_bits_per_weight(*req.target_bpw);
     if (!r.mix)
+      // Rounded up, so that the number shown is a target that works (the
+      // per-tensor scales put uniform NVFP4 a little above 4.5).
       throw_bad_input(fmt::format("--target-bpw {} is below the smallest mix these candidates reach ({:.3f} "
                                   "bits per linear weight; the largest is {:.3f})",
-                                  *req.target_bpw, r.min_bpw, r.max_bpw));
+                                  *req.target_bpw, std::ceil(r.min_bpw * 1000) / 1000, r.max_bpw));
     if (req.refine > 0) refine(ckpt, req, planner, r);
     std::vector<std::string> header = {
         fmt::format("Planned by selq for {} at <= {} bits per linear weight (got {:.4f}).", ckpt.dir(),

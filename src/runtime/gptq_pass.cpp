@@ -1,7 +1,6 @@
 #include "runtime/gptq_pass.h"
 
 #include <fmt/format.h>
-#include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <chrono>
@@ -17,12 +16,11 @@
 #include "pipeline/manifest.h"
 #include "quant/gptq_grid.h"
 #include "quant/scheme.h"
-#include "recipe/fused_modules.h"
-#include "runtime/blas.h"
 #include "runtime/causal_lm.h"
 #include "runtime/default_text.h"
 #include "runtime/eval.h"
 #include "runtime/gptq.h"
+#include "runtime/input_hessians.h"
 
 namespace selq::runtime {
 
@@ -31,7 +29,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kHiddenFile = "hidden.safetensors";
-constexpr std::int64_t kHessianPanel = 256;  // columns of H per task: fixed, so sums do not depend on threads
 
 std::string layer_file(std::int64_t layer) { return fmt::format("layer-{:04d}.safetensors", layer); }
 
@@ -39,53 +36,6 @@ std::string layer_file(std::int64_t layer) { return fmt::format("layer-{:04d}.sa
 struct Target {
   const pipeline::PlannedTensor* tensor;
   std::optional<float> global_amax;  // its NVFP4 fused group's
-};
-
-// The key of the input a linear reads: a fused module's members (q/k/v,
-// gate/up, q_a/kv_a, an expert's w1/w3) read the same rows.
-std::string input_key(const std::string& module) {
-  std::string key = recipe::fused_shard_key(module);
-  return key.empty() ? module : key;
-}
-
-// Σ x xᵀ of each gathered input's rows, in double: one slot per input, which
-// the first of the linears reading it gathers (slot), all of them find (of).
-struct Hessians {
-  std::map<const Linear*, std::size_t> slot;
-  std::map<std::string, std::size_t> of_input;
-  std::vector<std::vector<double>> h;
-  std::vector<std::int64_t> rows;  // per slot: the input rows gathered (a routed expert may get none)
-  std::vector<float> panel;
-
-  explicit Hessians(const std::vector<Linear*>& linears) {
-    for (Linear* l : linears)
-      if (of_input.emplace(input_key(l->module), h.size()).second) {
-        slot[l] = h.size();
-        h.emplace_back(static_cast<std::size_t>(l->in * l->in), 0.0);
-        rows.push_back(0);
-      }
-  }
-  std::size_t of(const Linear& l) const { return of_input.at(input_key(l.module)); }
-
-  static void hook(void* ctx, const Linear& l, const float* x, std::int64_t rows) {
-    auto& self = *static_cast<Hessians*>(ctx);
-    const auto it = self.slot.find(&l);
-    if (it == self.slot.end() || rows == 0) return;
-    std::vector<double>& h = self.h[it->second];
-    self.rows[it->second] += rows;
-    const std::int64_t n = l.in;
-    self.panel.resize(static_cast<std::size_t>(n * n));
-    float* p = self.panel.data();
-    const std::int64_t panels = (n + kHessianPanel - 1) / kHessianPanel;
-    tbb::parallel_for(std::int64_t{0}, panels, [&](std::int64_t k) {
-      const std::int64_t j0 = k * kHessianPanel, w = std::min(kHessianPanel, n - j0);
-      blas::sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(w),
-                  static_cast<int>(rows), 1.0f, x, static_cast<int>(n), x + j0, static_cast<int>(n), 0.0f, p + j0,
-                  static_cast<int>(n));
-      for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t j = j0; j < j0 + w; ++j) h[static_cast<std::size_t>(i * n + j)] += p[i * n + j];
-    });
-  }
 };
 
 std::vector<std::vector<std::int32_t>> calibration_sequences(const std::string& dir, const GptqPassOptions& o,
@@ -225,19 +175,6 @@ std::vector<std::vector<std::pair<Linear*, const Target*>>> targets_by_layer(
   return layers;
 }
 
-// The Hessians of `linears`' inputs in `layer`, the sequences run through it from `hidden` (kept).
-Hessians gather_hessians(CausalLM& model, std::int64_t layer, const std::vector<Linear*>& linears,
-                         const std::vector<std::vector<float>>& hidden, std::int64_t hidden_size) {
-  Hessians hs(linears);
-  model.set_activation_hook(&Hessians::hook, &hs);
-  for (const auto& h : hidden) {
-    std::vector<float> x = h;
-    model.forward_layer(layer, x.data(), static_cast<std::int64_t>(h.size()) / hidden_size);
-  }
-  model.set_activation_hook(nullptr, nullptr);
-  return hs;
-}
-
 using LayerTargets = std::vector<std::pair<Linear*, const Target*>>;
 
 // A layer's targets in batches whose Hessians fit `budget` bytes (0: no
@@ -270,7 +207,7 @@ std::vector<LayerTargets> hessian_batches(const LayerTargets& mine, std::uint64_
 // once the whole layer is done), as the tensors of its file: the rounded
 // weights and the scale search's channel weights. `unreached` gets the
 // modules no input row reached (kUnreachedExpertGptqRule).
-std::vector<io::TensorBytes> round_batch(const io::Checkpoint& source, const LayerTargets& mine, const Hessians& hs,
+std::vector<io::TensorBytes> round_batch(const io::Checkpoint& source, const LayerTargets& mine, const InputHessians& hs,
                                          double dampening, std::vector<std::string>& unreached,
                                          std::vector<std::pair<Linear*, Matrix>>& rounded) {
   std::vector<io::TensorBytes> out;
@@ -309,7 +246,7 @@ std::vector<io::TensorBytes> round_layer(CausalLM& model, std::int64_t layer, co
   for (const LayerTargets& batch : hessian_batches(mine, budget)) {
     std::vector<Linear*> linears;
     for (const auto& [l, t] : batch) linears.push_back(l);
-    const Hessians hs = gather_hessians(model, layer, linears, hidden, hidden_size);
+    const InputHessians hs = gather_hessians(model, layer, linears, hidden, hidden_size);
     for (auto& t : round_batch(source, batch, hs, options.dampening, unreached, rounded)) out.push_back(std::move(t));
   }
   for (auto& [l, w] : rounded) l->weight = std::move(w);

@@ -148,7 +148,10 @@ TEST_F(PlannerTest, RoundingCandidatesScoreAndEmitTheirRounding) {
   EXPECT_EQ(find_candidate("nvfp4-w4a16+nearest"), find_candidate("nvfp4-w4a16"));
   EXPECT_EQ(find_candidate("int3+mse"), nullptr);
   EXPECT_EQ(find_candidate("bf16+mse"), nullptr);
-  EXPECT_THROW(find_candidate("nvfp4-w4a16+weighted"), Error);  // not scorable yet: one line saying so
+  ASSERT_NE(find_candidate("nvfp4-w4a16+weighted"), nullptr);  // scored by the runtime tiers
+  EXPECT_TRUE(find_candidate("nvfp4-w4a16+gptq")->rounds_with_calibration());
+  EXPECT_FALSE(mse->rounds_with_calibration());
+  EXPECT_THROW(find_candidate("fp8-w8a16+gptq"), Error);  // gptq does not round FP8: one line saying so
   EXPECT_THROW(find_candidate("nvfp4-w4a16+sgd"), Error);
 
   const auto cands = select_candidates({"nvfp4-w4a16", "nvfp4-w4a16+mse", "fp8-w8a16"}, Hardware::Any,
