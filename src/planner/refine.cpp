@@ -123,19 +123,18 @@ class LocalSearch {
   LocalSearch(const MixPlanner& planner, const Mix& start, std::uint64_t unit_budget, runtime::CausalLM& model,
               const std::vector<std::int32_t>& tokens, const RefineOptions& options)
       : t0_(std::chrono::steady_clock::now()), planner_(planner), unit_budget_(unit_budget), model_(model),
-        tokens_(tokens), options_(options), rounding_(model, tokens, options.context) {
+        tokens_(tokens), options_(options),
+        rounding_(model, options.rounding_tokens.empty() ? tokens : options.rounding_tokens, options.context) {
     r_.start = start;
     pick_ = planner.pick_of(start);
     used_ = start.linear_bytes - planner.layout().fixed_bytes;
     if (used_ > unit_budget) throw_unsupported("planner bug: the mix to refine is over its budget");
-    // Before any unit is swapped: the base, the moments +weighted rounds with,
-    // and every +gptq option (its Hessians are the source model's).
-    model.set_activation_hook(&RoundingInputs::moments_hook, &rounding_);
+    // Before any unit is swapped: the base, and every +weighted and +gptq
+    // option (what they round with is the source model's).
     base_ = calibration_logprobs(model, tokens, options.context);
-    model.set_activation_hook(nullptr, nullptr);
     r_.positions = static_cast<std::int64_t>(base_.size()) / model.vocab();
     rounding_.keep_rounded = true;
-    round_gptq_options();
+    round_calibrated_options();
     applied_.emplace(planner, model, options.input_amax, rounding_);
   }
 
@@ -155,13 +154,12 @@ class LocalSearch {
   }
 
  private:
-  void round_gptq_options() {
+  void round_calibrated_options() {
     const auto& units = planner_.layout().units;
     for (std::size_t u = 0; u < units.size(); ++u)
       for (std::size_t o = 0; o < planner_.options(u).size(); ++o) {
         const Candidate& c = planner_.candidate_of(u, o);
-        if (c.spec && c.spec->rounding.value == quant::Rounding::Gptq)
-          quantized_unit_weights(planner_.layout(), units[u], c, model_, &rounding_);
+        if (c.rounds_with_calibration()) quantized_unit_weights(planner_.layout(), units[u], c, model_, &rounding_);
       }
   }
 

@@ -27,6 +27,9 @@ struct RefineOptions {
   std::size_t width{64};
   std::function<void(int done, int total, double loss)> on_progress;
   InputAmax input_amax;  // calibrated candidates' static scales (the plan's --calibration)
+  // What +weighted and +gptq options round with (calibration_tokens' `rounding`;
+  // empty: the tokens measured, in-sample).
+  std::vector<std::int32_t> rounding_tokens;
 };
 
 struct RefineStep {

@@ -118,7 +118,7 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
                                                        const Candidate& candidate, runtime::CausalLM& model,
                                                        RoundingInputs* rounding) {
   const std::string memo = unit.name + "\n" + candidate.id;
-  const bool keep = rounding && rounding->keep_rounded && candidate.spec->rounding.value == quant::Rounding::Gptq;
+  const bool keep = rounding && rounding->keep_rounded && candidate.rounds_with_calibration();
   if (keep)
     if (const auto it = rounding->rounded.find(memo); it != rounding->rounded.end()) return it->second;
   const quant::SchemeSpec spec = dialect_spec(layout, candidate);
@@ -184,15 +184,26 @@ void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, run
   for (std::size_t i = 0; i < unit.members.size(); ++i) linear_of(model, unit.members[i].module) = std::move(saved[i]);
 }
 
-CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const CalibrationText& text) {
+CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const CalibrationText& text,
+                                     std::int64_t rounding_tokens) {
   const runtime::Tokenizer tok = runtime::tokenizer_of(checkpoint_dir);
   CalibrationTokens out;
   out.tokens = tok.encode(text.text);
-  if (text.tokens > 0 && static_cast<std::int64_t>(out.tokens.size()) > text.tokens)
+  if (text.tokens > 0 && static_cast<std::int64_t>(out.tokens.size()) > text.tokens) {
+    const auto end = std::min(out.tokens.size(), static_cast<std::size_t>(text.tokens + rounding_tokens));
+    out.rounding.assign(out.tokens.begin() + text.tokens, out.tokens.begin() + static_cast<std::ptrdiff_t>(end));
     out.tokens.resize(static_cast<std::size_t>(text.tokens));
+  }
   if (out.tokens.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text.source));
+  if (static_cast<std::int64_t>(out.rounding.size()) < rounding_tokens)
+    throw_bad_input(fmt::format("{}: +weighted and +gptq candidates round with the {} calibration tokens after the "
+                                "{} scored, and the text has {} more; give a longer --calibration-text or fewer "
+                                "--calibration-tokens",
+                                text.source, rounding_tokens, out.tokens.size(), out.rounding.size()));
+  std::vector<std::int32_t> all = out.tokens;
+  all.insert(all.end(), out.rounding.begin(), out.rounding.end());
   out.provenance = runtime::text_provenance(
-      text.source, std::string_view(text.text).substr(0, runtime::covered_bytes(tok, out.tokens, text.text.size())));
+      text.source, std::string_view(text.text).substr(0, runtime::covered_bytes(tok, all, text.text.size())));
   return out;
 }
 
@@ -206,7 +217,6 @@ struct Capture {
   std::map<std::string, std::vector<float>> rows;
   std::int64_t limit{0};
   InputAmax amax;
-  RoundingInputs* rounding{nullptr};  // gets every linear's input moments
 };
 
 const std::string& capture_key(const DecisionUnit& u, const std::string& member) {
@@ -216,7 +226,6 @@ const std::string& capture_key(const DecisionUnit& u, const std::string& member)
 void capture_input(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
   auto& c = *static_cast<Capture*>(ctx);
   runtime::record_input_amax(c.amax, l, x, rows);
-  if (c.rounding) c.rounding->record_moments(l, x, rows);
   auto it = c.rows.find(l.module);
   if (it == c.rows.end()) return;
   const std::int64_t have = static_cast<std::int64_t>(it->second.size()) / l.in;
@@ -225,10 +234,9 @@ void capture_input(void* ctx, const runtime::Linear& l, const float* x, std::int
 }
 
 Capture capture_inputs(const UnitLayout& layout, runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
-                       const RuntimeTierOptions& options, RoundingInputs* rounding) {
+                       const RuntimeTierOptions& options) {
   Capture cap;
   cap.limit = options.rows;
-  cap.rounding = rounding;
   for (const auto& u : layout.units)
     for (const auto& m : u.members) cap.rows[capture_key(u, m.module)];
   model.set_activation_hook(capture_input, &cap);
@@ -275,7 +283,8 @@ double relative_weight_error(const DecisionUnit& unit, runtime::CausalLM& model,
 // each candidate's output error through a Linear with its weights and
 // activation mode, as the runtime would run it.
 void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, const std::vector<Candidate>& candidates,
-                        runtime::CausalLM& model, const Capture& cap, UnitSensitivity& us) {
+                        runtime::CausalLM& model, const Capture& cap, RoundingInputs* rounding,
+                        UnitSensitivity& us) {
   add_calibrated_rounding_entries(layout, unit, candidates, us);
   // Members no calibration token reached (an idle expert) are left out.
   std::vector<const std::vector<float>*> xs;
@@ -302,7 +311,7 @@ void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, cons
       it->second.output_nmse = 0.0;
       continue;
     }
-    auto qw = quantized_unit_weights(layout, unit, cand, model, cap.rounding);
+    auto qw = quantized_unit_weights(layout, unit, cand, model, rounding);
     if (cand.rounds_with_calibration()) it->second.weight_nmse = relative_weight_error(unit, model, qw);
     double err = 0;
     for (std::size_t i = 0; i < unit.members.size(); ++i) {
@@ -325,12 +334,12 @@ InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout
                                const std::vector<Candidate>& candidates, runtime::CausalLM& model,
                                const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options,
                                RoundingInputs* rounding) {
-  Capture cap = capture_inputs(layout, model, tokens, options, rounding);
+  Capture cap = capture_inputs(layout, model, tokens, options);
   std::uint64_t done = 0;
   for (const auto& unit : layout.units) {
     auto& us = table.units.at(static_cast<std::size_t>(&unit - layout.units.data()));
     if (us.name != unit.name) throw_bad_input(fmt::format("sensitivity table and layout disagree at {}", unit.name));
-    score_unit_outputs(layout, unit, candidates, model, cap, us);
+    score_unit_outputs(layout, unit, candidates, model, cap, rounding, us);
     if (options.on_progress) options.on_progress("activation-aware", ++done, layout.units.size());
   }
   if (table.tier == Tier::DataFree) table.tier = Tier::ActivationAware;
@@ -464,10 +473,12 @@ void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const 
                        const std::string& checkpoint_dir, const CalibrationText& text, Tier tier,
                        const RuntimeTierOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto cal = calibration_tokens(checkpoint_dir, text);
+  const bool rounds = std::any_of(candidates.begin(), candidates.end(),
+                                  [](const Candidate& c) { return c.rounds_with_calibration(); });
+  auto cal = calibration_tokens(checkpoint_dir, text, rounds ? kRoundingTokens : 0);
   table.text_provenance = std::move(cal.provenance);
   auto model = runtime::load_model(checkpoint_dir);
-  RoundingInputs rounding(*model, cal.tokens, options.context);
+  RoundingInputs rounding(*model, cal.rounding, options.context);
   const InputAmax amax = add_activation_aware(table, layout, candidates, *model, cal.tokens, options, &rounding);
   if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, cal.tokens, amax, options, &rounding);
   table.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -38,8 +38,8 @@ struct RuntimeTierOptions {
 // share their input, as engines fuse them for that reason). Returns every
 // member's input amax over all of `tokens`, what calibrated candidates take.
 // Candidates that round with calibration rows (+weighted, +gptq) are scored
-// here first (weight_nmse too), with `rounding` fed by the same run of
-// `tokens`; without it they are refused.
+// here first (weight_nmse too), rounded with what `rounding` gathers from its
+// own tokens; without it they are refused.
 InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout,
                                const std::vector<Candidate>& candidates, runtime::CausalLM& model,
                                const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options,
@@ -63,13 +63,19 @@ struct CalibrationText {
   std::int64_t tokens{512};   // tokens used (the text's first ones)
 };
 
+// Tokens +weighted and +gptq candidates round with: the calibration text's
+// next ones after the tokens scored (RoundingInputs).
+inline constexpr std::int64_t kRoundingTokens = 4096;
+
 // The first `text.tokens` tokens of the text in the checkpoint's tokenizer,
-// and the provenance (file and byte range) of the text they cover.
+// the `rounding_tokens` after them (BadInput when the text has fewer), and
+// the provenance (file and byte range) of the text they all cover.
 struct CalibrationTokens {
-  std::vector<std::int32_t> tokens;
+  std::vector<std::int32_t> tokens, rounding;
   nlohmann::json provenance;
 };
-CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const CalibrationText& text);
+CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const CalibrationText& text,
+                                     std::int64_t rounding_tokens = 0);
 
 // Log-probabilities of every predicted position of `tokens` in windows of
 // `context` (the evaluation's own routine, so the planner scores what

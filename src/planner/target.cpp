@@ -50,7 +50,9 @@ namespace {
 
 // Replaces r.mix by its refinement on the real model.
 void refine(const io::Checkpoint& ckpt, const TargetRequest& req, const MixPlanner& planner, TargetResult& r) {
-  auto cal = calibration_tokens(ckpt.dir(), req.refine_text);
+  const bool rounds = std::any_of(r.candidates.begin(), r.candidates.end(),
+                                  [](const Candidate& c) { return c.rounds_with_calibration(); });
+  auto cal = calibration_tokens(ckpt.dir(), req.refine_text, rounds ? kRoundingTokens : 0);
   r.refine_text = std::move(cal.provenance);
   auto model = runtime::load_model(ckpt.dir());
   RefineOptions ro;
@@ -59,6 +61,7 @@ void refine(const io::Checkpoint& ckpt, const TargetRequest& req, const MixPlann
   ro.acceptance = req.acceptance;
   ro.on_progress = req.on_refine_progress;
   ro.input_amax = req.activation_amax;
+  ro.rounding_tokens = std::move(cal.rounding);
   r.refinement = refine_mix(planner, *r.mix, planner.unit_budget(*req.target_bpw), *model, cal.tokens, ro);
   r.mix = r.refinement->mix;
 }

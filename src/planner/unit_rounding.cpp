@@ -13,8 +13,8 @@ RoundingInputs::RoundingInputs(runtime::CausalLM& model, const std::vector<std::
                           tokens.begin() + static_cast<std::ptrdiff_t>(std::min(tokens.size(), b + step)));
 }
 
-void RoundingInputs::record_moments(const runtime::Linear& l, const float* x, std::int64_t rows) {
-  Moments& m = moments_[l.module];
+void RoundingInputs::moments_hook(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
+  Moments& m = static_cast<RoundingInputs*>(ctx)->moments_[l.module];
   m.sum_sq.resize(static_cast<std::size_t>(l.in), 0.0);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < l.in; ++c) {
@@ -24,11 +24,17 @@ void RoundingInputs::record_moments(const runtime::Linear& l, const float* x, st
   m.rows += rows;
 }
 
-void RoundingInputs::moments_hook(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
-  static_cast<RoundingInputs*>(ctx)->record_moments(l, x, rows);
-}
-
-std::vector<float> RoundingInputs::channel_weights(const std::string& module) const {
+std::vector<float> RoundingInputs::channel_weights(const std::string& module) {
+  if (!have_moments_) {
+    model_.set_activation_hook(&RoundingInputs::moments_hook, this);
+    for (const auto& w : windows_) {
+      model_.reset();
+      model_.forward(w, false);
+    }
+    model_.set_activation_hook(nullptr, nullptr);
+    model_.reset();
+    have_moments_ = true;
+  }
   const auto it = moments_.find(module);
   if (it == moments_.end() || it->second.rows == 0) return {};
   std::vector<float> v;

@@ -13,6 +13,9 @@ round (fp8) and architectures the runtime does not run are one line of bad
 input. On a synthetic DeepSeek-V3 MoE fed few tokens, a killed and rerun pass lists
 the same experts no token reached (rounded by mse alone) and writes the same
 bytes. (GPTQ against nearest on the MoE: tests/crosscheck/deepseek_crosscheck.py.)
+`+gptq` planner candidates: the activation-aware tier scores them (the
+data-free tier and gptq of FP8 are one line) and the plan's recipe carries
+`rounding: gptq`.
 """
 import json
 import os
@@ -166,6 +169,37 @@ class Gptq(unittest.TestCase):
             self.assertIn(text, r.stderr)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
             self.assertFalse(os.path.exists(dst))
+
+    def test_planner_scores_gptq_candidates_and_emits_their_rule(self):
+        sens = os.path.join(self.tmp.name, "sens-gptq.json")
+        cands = ("--candidates", "nvfp4-w4a16,nvfp4-w4a16+gptq")
+        short = os.path.join(self.tmp.name, "short.txt")
+        with open(short, "w") as f:
+            f.write(FALLBACK_TEXT[:4000])
+        for extra, text in ((("--tier", "data-free"), "the data-free tier does not run"),
+                            (("--tier", "activation-aware", "--calibration-text", short),
+                             "candidates round with the 4096 calibration tokens after the 512 scored"),
+                            (("--tier", "activation-aware", "--candidates", "fp8-w8a16+gptq"),
+                             "rounding 'gptq' rounds mxfp4, mxfp8, nvfp4 and int formats")):
+            r = E.selq("sensitivity", self.base, *cands, *extra, "-o", sens, check=False)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(text, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertFalse(os.path.exists(sens))
+        E.selq("sensitivity", self.base, *cands, "--tier", "activation-aware", "--calibration-tokens", "512", "-q",
+               "-o", sens)
+        units = E.read_json(sens)["units"]
+        self.assertEqual(len(units), 120)
+        # Scored on the first 512 tokens, rounded with the 4096 after them (out of sample): gptq's output
+        # error is below nearest's on nearly every unit, and far below in sum.
+        gptq = [u["scores"]["nvfp4-w4a16+gptq"]["output_nmse"] for u in units]
+        near = [u["scores"]["nvfp4-w4a16"]["output_nmse"] for u in units]
+        self.assertGreaterEqual(sum(g < n for g, n in zip(gptq, near)), 0.9 * len(units))
+        self.assertLess(sum(gptq), 0.6 * sum(near))
+        mix = os.path.join(self.tmp.name, "mix-gptq.yaml")
+        E.selq("plan", self.base, "--sensitivity", sens, "--target-bpw", "4.6", "--emit-recipe", mix)
+        with open(mix) as f:
+            self.assertIn("options: {rounding: gptq}", f.read())
 
 
 if __name__ == "__main__":

@@ -84,9 +84,6 @@ TEST_F(UnitRoundingTest, HessiansAndMomentsAreTheSourceModelsInputs) {
   model->reset();
 
   RoundingInputs rounding(*model, tokens_, kContext);
-  model->set_activation_hook(&RoundingInputs::moments_hook, &rounding);
-  calibration_logprobs(*model, tokens_, kContext);
-  model->set_activation_hook(nullptr, nullptr);
   // Layer 1 first, then layer 0 (the hidden states start over), then 1 again.
   for (std::int64_t layer : {1, 0, 1})
     for (const char* m : {"self_attn.k_proj", "self_attn.o_proj", "mlp.down_proj"}) {
