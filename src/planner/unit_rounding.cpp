@@ -56,7 +56,8 @@ void RoundingInputs::advance_to(std::int64_t layer) {
 std::span<const double> RoundingInputs::hessian(std::int64_t layer, const std::string& module) {
   if (!hessians_ || hessian_layer_ != layer) {
     advance_to(layer);
-    hessians_.emplace(runtime::gather_hessians(model_, layer, model_.layer_linears(layer), hidden_,
+    const std::vector<std::span<const float>> states(hidden_.begin(), hidden_.end());
+    hessians_.emplace(runtime::gather_hessians(model_, layer, model_.layer_linears(layer), states,
                                                model_.hidden_size()));
     hessian_layer_ = layer;
   }

@@ -20,6 +20,7 @@
 #include "runtime/default_text.h"
 #include "runtime/eval.h"
 #include "runtime/gptq.h"
+#include "runtime/gptq_states.h"
 #include "runtime/input_hessians.h"
 
 namespace selq::runtime {
@@ -28,7 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kHiddenFile = "hidden.safetensors";
 
 std::string layer_file(std::int64_t layer) { return fmt::format("layer-{:04d}.safetensors", layer); }
 
@@ -75,26 +75,14 @@ std::string fingerprint(const std::vector<std::vector<std::int32_t>>& seqs, cons
   return pipeline::hash_hex(h);
 }
 
-// The last layer a previous run with this fingerprint finished, and the
-// hidden states it left; -1 when none.
-std::int64_t resume_point(const std::string& dir, const std::string& fp, std::vector<std::vector<float>>& hidden) {
-  const std::string path = (fs::path(dir) / kHiddenFile).string();
-  if (!fs::exists(path)) return -1;
-  const auto f = io::SafetensorsFile::open(path);
-  const auto& md = f->metadata();
-  const auto it = md.find("fingerprint");
-  if (it == md.end() || it->second != fp) return -1;
-  for (std::size_t s = 0; s < hidden.size(); ++s) {
-    const TensorView v = f->view(fmt::format("sequence.{}", s));
-    if (v.bytes.size() != hidden[s].size() * 4) return -1;
-    std::memcpy(hidden[s].data(), v.bytes.data(), v.bytes.size());
-  }
-  const std::int64_t layer = std::stoll(md.at("layer"));
-  for (std::int64_t l = 0; l <= layer; ++l) {  // a layer file of another run: start over
+// Whether every layer file up to `layer` that exists is this run's: a layer
+// file of another run means starting over.
+bool layer_files_match(const std::string& dir, const std::string& fp, std::int64_t layer) {
+  for (std::int64_t l = 0; l <= layer; ++l) {
     const std::string lf = (fs::path(dir) / layer_file(l)).string();
-    if (fs::exists(lf) && io::SafetensorsFile::open(lf)->metadata().at("fingerprint") != fp) return -1;
+    if (fs::exists(lf) && io::SafetensorsFile::open(lf)->metadata().at("fingerprint") != fp) return false;
   }
-  return layer;
+  return true;
 }
 
 // The values `mse` stores for `weight` (what GPTQ keeps the scales of).
@@ -237,7 +225,7 @@ std::vector<io::TensorBytes> round_batch(const io::Checkpoint& source, const Lay
 // weights as they were (none is swapped before the last batch), so the
 // batches give what one batch would.
 std::vector<io::TensorBytes> round_layer(CausalLM& model, std::int64_t layer, const io::Checkpoint& source,
-                                         const LayerTargets& mine, const std::vector<std::vector<float>>& hidden,
+                                         const LayerTargets& mine, const std::vector<std::span<const float>>& hidden,
                                          std::int64_t hidden_size, const GptqPassOptions& options,
                                          std::vector<std::string>& unreached) {
   std::vector<io::TensorBytes> out;
@@ -287,14 +275,17 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
   provenance["fingerprint"] = fp;
 
   fs::create_directories(options.work_dir);
-  std::vector<std::vector<float>> hidden(seqs.size());
-  for (std::size_t s = 0; s < seqs.size(); ++s) hidden[s].resize(seqs[s].size() * static_cast<std::size_t>(hidden_size));
-  const std::int64_t done = resume_point(options.work_dir, fp, hidden);
+  std::vector<std::size_t> lengths;
+  for (const auto& s : seqs) lengths.push_back(s.size());
+  LayerStates states(options.work_dir, fp, lengths, hidden_size);
+  std::int64_t done = states.resume();
+  if (done >= 0 && !layer_files_match(options.work_dir, fp, done)) done = -1;
   if (done < 0)
-    for (std::size_t s = 0; s < seqs.size(); ++s) hidden[s] = model->embed(seqs[s]);
+    for (std::size_t s = 0; s < seqs.size(); ++s) states.set(s, model->embed(seqs[s]));
   const auto run_on = [&](std::int64_t layer) {  // the sequences on through the layer as it now is
-    for (std::size_t s = 0; s < seqs.size(); ++s)
-      model->forward_layer(layer, hidden[s].data(), static_cast<std::int64_t>(seqs[s].size()));
+    states.advance(layer, [&](std::size_t s, float* x) {
+      model->forward_layer(layer, x, static_cast<std::int64_t>(seqs[s].size()));
+    });
   };
 
   std::map<std::string, std::string> files;  // source tensor -> its layer file
@@ -317,18 +308,12 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
     }
     std::vector<std::string> missed;
     const std::vector<io::TensorBytes> rounded =
-        round_layer(*model, layer, source, mine, hidden, hidden_size, options, missed);
+        round_layer(*model, layer, source, mine, states.inputs(), hidden_size, options, missed);
     io::save_safetensors(path, rounded, {{"fingerprint", fp}, {"unreached", joined(missed)}});
     run_on(layer);
     // The sequences are past this layer and its file holds the rounded weights
     // for the writer: drop them, so the pass holds one layer's at a time.
     for (const auto& [l, t] : mine) l->weight = Matrix{};
-    std::vector<io::TensorBytes> state;
-    for (std::size_t s = 0; s < seqs.size(); ++s)
-      state.push_back(f32_tensor(fmt::format("sequence.{}", s), hidden[s],
-                                 {static_cast<std::int64_t>(seqs[s].size()), hidden_size}));
-    io::save_safetensors((fs::path(options.work_dir) / kHiddenFile).string(), state,
-                         {{"fingerprint", fp}, {"layer", std::to_string(layer)}});
     if (options.on_progress)
       options.on_progress(fmt::format(
           "gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s{}", layer + 1, layers, mine.size(),

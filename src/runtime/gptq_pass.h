@@ -6,14 +6,16 @@
 // share one), each linear the plan rounds `gptq` is rounded (runtime/gptq.h),
 // its rounded weights take its place, and the calibration sequences go on
 // through the rounded layer. Memory: the model's weights as the runtime holds
-// them, one layer's Hessians (in² doubles each) and every sequence's hidden
-// states (tokens × hidden floats).
+// them, one layer's Hessians (in² doubles each) and one sequence's hidden
+// states; every sequence's states (tokens × hidden floats) are in two files
+// of `work_dir` mapped as page cache, which the kernel spills to disk beyond
+// RAM (runtime/gptq_states.h).
 //
 // Resumable per layer: `work_dir` gets layer-NNNN.safetensors (the layer's
-// rounded weights, F32, named as the source tensors) and hidden.safetensors
-// (the sequences' hidden states after the last finished layer), each written
-// atomically and stamped with the run's fingerprint; a rerun with the same
-// fingerprint continues after the last finished layer, and its result is
+// rounded weights, F32, named as the source tensors, written atomically) and
+// the sequences' states after each finished layer (committed by an atomic
+// hidden.json), both stamped with the run's fingerprint; a rerun with the
+// same fingerprint continues after the last finished layer, and its result is
 // byte-identical to an uninterrupted run's.
 #include <cstdint>
 #include <functional>

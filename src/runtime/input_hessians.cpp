@@ -54,11 +54,12 @@ void InputHessians::hook(void* ctx, const Linear& l, const float* x, std::int64_
 }
 
 InputHessians gather_hessians(CausalLM& model, std::int64_t layer, const std::vector<Linear*>& linears,
-                              const std::vector<std::vector<float>>& hidden, std::int64_t hidden_size) {
+                              const std::vector<std::span<const float>>& hidden, std::int64_t hidden_size) {
   InputHessians hs(linears);
   model.set_activation_hook(&InputHessians::hook, &hs);
+  std::vector<float> x;
   for (const auto& h : hidden) {
-    std::vector<float> x = h;
+    x.assign(h.begin(), h.end());
     model.forward_layer(layer, x.data(), static_cast<std::int64_t>(h.size()) / hidden_size);
   }
   model.set_activation_hook(nullptr, nullptr);

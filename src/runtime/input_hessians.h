@@ -8,6 +8,7 @@
 // gptq candidates.
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,6 @@ struct InputHessians {
 // The Hessians of `linears`' inputs in `layer`, each sequence's hidden states
 // ([tokens, hidden_size] at the layer's input, kept) run through it.
 InputHessians gather_hessians(CausalLM& model, std::int64_t layer, const std::vector<Linear*>& linears,
-                              const std::vector<std::vector<float>>& hidden, std::int64_t hidden_size);
+                              const std::vector<std::span<const float>>& hidden, std::int64_t hidden_size);
 
 }  // namespace selq::runtime
