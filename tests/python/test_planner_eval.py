@@ -24,6 +24,9 @@ def test_sensitivity_and_target_plan_match_cli(llama, cli, tmp_path):
     assert selq.verify(tmp_path / "mix").ok
     with pytest.raises(selq.BadInput):
         selq.plan(llama, sensitivity=s, target_bpw=0.5)  # below the cheapest mix
+    with pytest.raises(selq.BadInput, match="the data-free tier does not run"):  # +gptq needs the runtime tiers
+        selq.sensitivity(llama, tmp_path / "gptq.json", candidates=["nvfp4-w4a16+gptq"])
+    assert not (tmp_path / "gptq.json").exists()
 
 
 def test_eval_matches_cli(smollm2, cli, tmp_path):
