@@ -184,6 +184,12 @@ void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, run
   for (std::size_t i = 0; i < unit.members.size(); ++i) linear_of(model, unit.members[i].module) = std::move(saved[i]);
 }
 
+std::int64_t rounding_tokens_for(const std::vector<Candidate>& candidates) {
+  const bool rounds = std::any_of(candidates.begin(), candidates.end(),
+                                  [](const Candidate& c) { return c.rounds_with_calibration(); });
+  return rounds ? kRoundingTokens : 0;
+}
+
 CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const CalibrationText& text,
                                      std::int64_t rounding_tokens) {
   const runtime::Tokenizer tok = runtime::tokenizer_of(checkpoint_dir);
@@ -473,9 +479,9 @@ void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const 
                        const std::string& checkpoint_dir, const CalibrationText& text, Tier tier,
                        const RuntimeTierOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const bool rounds = std::any_of(candidates.begin(), candidates.end(),
-                                  [](const Candidate& c) { return c.rounds_with_calibration(); });
-  auto cal = calibration_tokens(checkpoint_dir, text, rounds ? kRoundingTokens : 0);
+  if (options.context < 2)
+    throw_bad_input(fmt::format("calibration context {} is too short: windows need at least 2 tokens", options.context));
+  auto cal = calibration_tokens(checkpoint_dir, text, rounding_tokens_for(candidates));
   table.text_provenance = std::move(cal.provenance);
   auto model = runtime::load_model(checkpoint_dir);
   RoundingInputs rounding(*model, cal.rounding, options.context);

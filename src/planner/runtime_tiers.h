@@ -66,6 +66,8 @@ struct CalibrationText {
 // Tokens +weighted and +gptq candidates round with: the calibration text's
 // next ones after the tokens scored (RoundingInputs).
 inline constexpr std::int64_t kRoundingTokens = 4096;
+// kRoundingTokens when a candidate rounds with calibration rows, else 0.
+std::int64_t rounding_tokens_for(const std::vector<Candidate>& candidates);
 
 // The first `text.tokens` tokens of the text in the checkpoint's tokenizer,
 // the `rounding_tokens` after them (BadInput when the text has fewer), and

@@ -50,9 +50,7 @@ namespace {
 
 // Replaces r.mix by its refinement on the real model.
 void refine(const io::Checkpoint& ckpt, const TargetRequest& req, const MixPlanner& planner, TargetResult& r) {
-  const bool rounds = std::any_of(r.candidates.begin(), r.candidates.end(),
-                                  [](const Candidate& c) { return c.rounds_with_calibration(); });
-  auto cal = calibration_tokens(ckpt.dir(), req.refine_text, rounds ? kRoundingTokens : 0);
+  auto cal = calibration_tokens(ckpt.dir(), req.refine_text, rounding_tokens_for(r.candidates));
   r.refine_text = std::move(cal.provenance);
   auto model = runtime::load_model(ckpt.dir());
   RefineOptions ro;

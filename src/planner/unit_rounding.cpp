@@ -2,26 +2,19 @@
 
 #include <algorithm>
 
+#include "runtime/eval.h"
+
 namespace selq::planner {
 
 RoundingInputs::RoundingInputs(runtime::CausalLM& model, const std::vector<std::int32_t>& tokens,
                                std::int64_t context)
     : model_(model) {
-  const auto step = static_cast<std::size_t>(std::max<std::int64_t>(context, 1));
-  for (std::size_t b = 0; b < tokens.size(); b += step)
-    windows_.emplace_back(tokens.begin() + static_cast<std::ptrdiff_t>(b),
-                          tokens.begin() + static_cast<std::ptrdiff_t>(std::min(tokens.size(), b + step)));
+  for (const auto& [b, e] : runtime::windows(static_cast<std::int64_t>(tokens.size()), context).spans)
+    windows_.emplace_back(tokens.begin() + b, tokens.begin() + e);
 }
 
 void RoundingInputs::moments_hook(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
-  Moments& m = static_cast<RoundingInputs*>(ctx)->moments_[l.module];
-  m.sum_sq.resize(static_cast<std::size_t>(l.in), 0.0);
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < l.in; ++c) {
-      const double v = x[r * l.in + c];
-      m.sum_sq[static_cast<std::size_t>(c)] += v * v;
-    }
-  m.rows += rows;
+  static_cast<RoundingInputs*>(ctx)->moments_[l.module].add(x, rows, l.in);
 }
 
 std::vector<float> RoundingInputs::channel_weights(const std::string& module) {
@@ -36,10 +29,7 @@ std::vector<float> RoundingInputs::channel_weights(const std::string& module) {
     have_moments_ = true;
   }
   const auto it = moments_.find(module);
-  if (it == moments_.end() || it->second.rows == 0) return {};
-  std::vector<float> v;
-  for (double s : it->second.sum_sq) v.push_back(static_cast<float>(s / static_cast<double>(it->second.rows)));
-  return v;
+  return it == moments_.end() ? std::vector<float>{} : it->second.means();
 }
 
 void RoundingInputs::advance_to(std::int64_t layer) {

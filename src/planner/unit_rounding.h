@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/calibrate.h"
 #include "runtime/causal_lm.h"
 #include "runtime/input_hessians.h"
 
@@ -46,11 +47,7 @@ class RoundingInputs {
 
   runtime::CausalLM& model_;
   std::vector<std::vector<std::int32_t>> windows_;
-  struct Moments {
-    std::vector<double> sum_sq;
-    std::int64_t rows{0};
-  };
-  std::map<std::string, Moments> moments_;
+  std::map<std::string, runtime::SquareSums> moments_;
   bool have_moments_{false};
   std::vector<std::vector<float>> hidden_;  // each window's hidden states at the input of layer at_layer_
   std::int64_t at_layer_{-1};               // -1: not embedded yet

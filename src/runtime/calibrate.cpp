@@ -63,6 +63,23 @@ void CalibrationResult::save(const std::string& json_path) const {
   io::write_file_atomic(json_path, j.dump(2) + "\n");
 }
 
+void SquareSums::add(const float* x, std::int64_t n, std::int64_t in) {
+  sum.resize(static_cast<std::size_t>(in), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t c = 0; c < in; ++c) {
+      const double v = x[i * in + c];
+      sum[static_cast<std::size_t>(c)] += v * v;
+    }
+  rows += n;
+}
+
+std::vector<float> SquareSums::means() const {
+  if (rows == 0) return {};
+  std::vector<float> m(sum.size());
+  for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(sum[c] / static_cast<double>(rows));
+  return m;
+}
+
 void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows) {
   float m = 0;
   for (std::int64_t i = 0; i < rows * l.in; ++i) m = std::max(m, std::fabs(x[i]));
@@ -92,12 +109,6 @@ std::optional<ExpertName> routed_expert(const std::string& module) {
 std::string layer_projection(const ExpertName& e) { return e.layer_prefix + "*." + e.projection; }
 
 
-// Σ x² per input channel and the rows seen, per linear, in double.
-struct SquareSums {
-  std::vector<double> sum;
-  std::int64_t rows{0};
-};
-
 struct HookState {
   CalibrationResult* r;
   std::map<std::string, SquareSums> sq;
@@ -109,14 +120,7 @@ void record_input(void* ctx, const Linear& l, const float* x, std::int64_t rows)
   auto& st = *static_cast<HookState*>(ctx);
   auto& res = *st.r;
   record_input_amax(res.amax, l, x, rows);
-  SquareSums& s = st.sq[l.module];
-  s.sum.resize(static_cast<std::size_t>(l.in), 0.0);
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t c = 0; c < l.in; ++c) {
-      const double v = x[i * l.in + c];
-      s.sum[static_cast<std::size_t>(c)] += v * v;
-    }
-  s.rows += rows;
+  st.sq[l.module].add(x, rows, l.in);
   if (auto e = routed_expert(l.module); e && e->projection == "gate_proj")
     res.expert_tokens[e->layer_prefix + e->expert] += rows;
 }
@@ -136,12 +140,8 @@ void run_hooked(CausalLM& model, const std::vector<std::int32_t>& toks, std::int
     if (on_progress) on_progress(static_cast<std::uint64_t>(w + 1), windows);
   }
   model.set_activation_hook(nullptr, nullptr);
-  for (const auto& [module, s] : state.sq) {
-    if (s.rows == 0) continue;
-    std::vector<float>& m = r.input_moments[module];
-    m.resize(s.sum.size());
-    for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(s.sum[c] / static_cast<double>(s.rows));
-  }
+  for (const auto& [module, s] : state.sq)
+    if (s.rows > 0) r.input_moments[module] = s.means();
 }
 
 // Routed experts no token reached (listed in `unreached`): the largest amax of

@@ -46,6 +46,16 @@ struct CalibrationResult {
 // The moments file `save` writes beside `json_path`: calib.json -> calib.moments.safetensors.
 std::string input_moments_path_for(const std::string& json_path);
 
+// Σ x² per input channel of a linear's inputs and the rows seen, in double:
+// the input second moments of calibrate and of the planner's +weighted candidates.
+struct SquareSums {
+  std::vector<double> sum;
+  std::int64_t rows{0};
+  void add(const float* x, std::int64_t rows, std::int64_t in);
+  // The mean x² per channel; empty when no row was added.
+  std::vector<float> means() const;
+};
+
 struct Linear;
 // Raises `amax[l.module]` to the max |x| of the `rows` inputs a linear-hook
 // call saw (CausalLM::set_activation_hook): calibrate's measure, and the
