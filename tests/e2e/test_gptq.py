@@ -179,6 +179,8 @@ class Gptq(unittest.TestCase):
         for extra, text in ((("--tier", "data-free"), "the data-free tier does not run"),
                             (("--tier", "activation-aware", "--calibration-text", short),
                              "candidates round with the 4096 calibration tokens after the 512 scored"),
+                            (("--tier", "activation-aware", "--calibration-context", "1"),
+                             "calibration context 1 is too short"),
                             (("--tier", "activation-aware", "--candidates", "fp8-w8a16+gptq"),
                              "rounding 'gptq' rounds mxfp4, mxfp8, nvfp4 and int formats")):
             r = E.selq("sensitivity", self.base, *cands, *extra, "-o", sens, check=False)
