@@ -62,6 +62,15 @@ EXTRA = {
     "fp8-block": {"default": {"scheme": "fp8-block", "options": {"activations": "fp8-per-token-group128"}}},
     "mxfp8": {"default": {"scheme": "mxfp8", "options": {"activations": "mxfp8-dynamic"}}},
     "fp8-tensor": {"default": {"scheme": "fp8-tensor", "options": {"activations": "fp8-dynamic-tensor"}}},
+    # Rounding mse's searched scales, one case per scale family (rounding_mse.h).
+    "nvfp4-mse": {"default": {"scheme": "nvfp4", "options": {"activations": "none", "rounding": "mse"}}},
+    "mxfp4-mse": {"default": {"scheme": "mxfp4", "options": {"activations": "none", "rounding": "mse"}}},
+    "int4-g64-mse": {"default": {"scheme": "int4", "options": {"group_size": 64, "rounding": "mse"}}},
+    "int4-g32-asym-mse": {"default": {"scheme": "int4", "options": {"group_size": 32, "symmetric": False,
+                                                                    "rounding": "mse"}}},
+    "fp8-channel-mse": {"default": {"scheme": "fp8-channel", "options": {"rounding": "mse"}}},
+    "fp8-block-mse": {"default": {"scheme": "fp8-block", "options": {"activations": "fp8-per-token-group128",
+                                                                     "rounding": "mse"}}},
 }
 
 # (case name, synth, recipe: shipped name or EXTRA key, dialect or None for the recipe's own)
@@ -89,6 +98,12 @@ CASES = [
     ("smollm2-llama-nvfp4-modelopt", "smollm2", "llama-nvfp4", "modelopt"),
     ("smollm2-llama-mxfp4-quark", "smollm2", "llama-mxfp4", "quark"),
     ("smollm2-llama-fp8-quark", "smollm2", "llama-fp8", "quark"),
+    ("llama-int4-g32-asym-mse", "llama", "int4-g32-asym-mse", None),
+    ("llama-fp8-channel-mse", "llama", "fp8-channel-mse", None),
+    ("llama-fp8-block-mse", "llama", "fp8-block-mse", None),
+    ("smollm2-nvfp4-mse", "smollm2", "nvfp4-mse", None),
+    ("smollm2-mxfp4-mse", "smollm2", "mxfp4-mse", None),
+    ("smollm2-int4-g64-mse", "smollm2", "int4-g64-mse", None),
 ]
 
 
