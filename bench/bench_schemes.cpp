@@ -90,9 +90,10 @@ void BM_memcpy_same_bytes(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(data.size()));
 }
 
-SchemeSpec spec_of(SchemeKind k) {
+SchemeSpec spec_of(SchemeKind k, Rounding r = Rounding::Nearest) {
   SchemeSpec s;
   s.kind = k;
+  s.rounding.value = r;
   if (k == SchemeKind::IntGroup) {
     s.bits = 4;
     s.group_size = 128;
@@ -111,6 +112,12 @@ BENCHMARK_CAPTURE(run_scheme, fp8_channel_bf16scale, spec_of(SchemeKind::FP8Chan
 BENCHMARK_CAPTURE(run_scheme, nvfp4, spec_of(SchemeKind::NVFP4))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(run_scheme, fp8_block128, spec_of(SchemeKind::FP8Block))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(run_scheme, int4_g128_packed, spec_of(SchemeKind::IntGroup))->Unit(benchmark::kMillisecond);
+// Rounding mse's scale search (quant/rounding_mse.h) beside the same
+// schemes' nearest rows above.
+BENCHMARK_CAPTURE(run_scheme, mxfp4_mse, spec_of(SchemeKind::MXFP4, Rounding::Mse))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme, nvfp4_mse, spec_of(SchemeKind::NVFP4, Rounding::Mse))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(run_scheme, int4_g128_packed_mse, spec_of(SchemeKind::IntGroup, Rounding::Mse))
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(run_scheme_f32, mxfp4, spec_of(SchemeKind::MXFP4))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(run_scheme_f32, fp8_channel_bf16scale, spec_of(SchemeKind::FP8Channel))->Unit(benchmark::kMillisecond);

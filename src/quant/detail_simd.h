@@ -56,11 +56,12 @@ void mx_scales_simd(const float* amax, std::size_t nblk, ScaleRule rule, int ele
                     int elem_mbits, float elem_max, std::uint8_t* sbytes, float* inv, float* sc);
 
 // NVFP4 E4M3 block scales and effective per-block divisors (nvfp4.cpp's
-// block_scale_byte / effective_scale). `bf16` selects bf16 rounding of
-// amax/6 in the compressed-tensors convention (weight dtype BF16); F16 is not
-// handled here.
+// block_scale_byte / effective_scale) that map each block maximum to
+// `target` (6; rounding mse's Four Over Six candidates: 4). `bf16` selects
+// bf16 rounding of amax/target in the compressed-tensors convention (weight
+// dtype BF16); F16 is not handled here.
 void nvfp4_scales_simd(const float* amax, std::size_t nblk, bool ct, bool bf16, float global,
-                       std::uint8_t* sbytes, float* eff);
+                       std::uint8_t* sbytes, float* eff, float target = 6.0f);
 
 // E2M1 codes of v = x / d[b] (divide) or x * d[b], with -0.0 turned into
 // +0.0, packed two per byte (low nibble first); dq = value * dqs[b]. Counts

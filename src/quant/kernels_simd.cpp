@@ -322,22 +322,22 @@ void MxScales(const float* amax, std::size_t nblk, ScaleRule rule, int elem_emax
 }
 
 void Nvfp4Scales(const float* amax, std::size_t nblk, bool ct, bool bf16, float global,
-                 std::uint8_t* sbytes, float* eff) {
+                 std::uint8_t* sbytes, float* eff, float target) {
   const DI di;
   const DF df;
   const D8 d8;
   const std::size_t N = hn::Lanes(di);
   const VF g = hn::Set(df, global);
-  const VF six_g = hn::Set(df, 6.0f * global);
+  const VF target_g = hn::Set(df, target * global);
   const auto body = [&](const float* a_in, std::uint8_t* sb_out, float* eff_out) {
     const VF a = hn::LoadU(df, a_in);
     VF s;
     if (ct) {
-      VF a6 = hn::Div(a, hn::Set(df, 6.0f));
+      VF a6 = hn::Div(a, hn::Set(df, target));
       if (bf16) a6 = RoundBf16(a6);
       s = hn::Mul(g, a6);
     } else {
-      s = hn::Div(a, six_g);
+      s = hn::Div(a, target_g);
       s = hn::IfThenElse(hn::Eq(s, hn::Zero(df)), hn::Set(df, 1.0f), s);
     }
     VF val;
@@ -665,8 +665,8 @@ void mx_scales_simd(const float* amax, std::size_t nblk, ScaleRule rule, int ele
   HWY_DYNAMIC_DISPATCH(MxScales)(amax, nblk, rule, elem_emax, elem_mbits, elem_max, sbytes, inv, sc);
 }
 void nvfp4_scales_simd(const float* amax, std::size_t nblk, bool ct, bool bf16, float global,
-                       std::uint8_t* sbytes, float* eff) {
-  HWY_DYNAMIC_DISPATCH(Nvfp4Scales)(amax, nblk, ct, bf16, global, sbytes, eff);
+                       std::uint8_t* sbytes, float* eff, float target) {
+  HWY_DYNAMIC_DISPATCH(Nvfp4Scales)(amax, nblk, ct, bf16, global, sbytes, eff, target);
 }
 void e2m1_blocks_simd(const float* x, std::size_t n, std::size_t bw, const float* d,
                       const float* dqs, bool divide, float clip_at, std::uint8_t* packed,

@@ -6,30 +6,53 @@
 // product for the dequantized value), so the error the search compares is
 // the error the stored block has. The candidates of a block are evaluated
 // side by side, one per lane of an 8-lane vector (GCC vector extensions:
-// elementwise IEEE operations, the same results in SSE2 or AVX2 code), one
-// element at a time; each lane sums its squares (x − dq)², exact differences
-// in double, in element order: the plain loop's sum, bit for bit, on every
-// machine. Lane 0 is nearest's choice and the first lane with the least sum
-// wins, so ties keep nearest.
+// elementwise IEEE operations, the same results in every SIMD target's
+// copy), one element at a time. The choice is defined by each lane's sum of squares
+// (x − dq)², exact differences in double, in element order: the plain
+// loop's sum, bit for bit, on every machine; lane 0 is nearest's choice and
+// the first lane with the least sum wins, so ties keep nearest.
+//
+// The sums are first taken in float (no conversions, twice the lanes per
+// register; docs/BENCHMARKS.md has what it buys). A float sum is within
+// a known bound of the double one (screened_lane); where the least float sum
+// beats every other candidate by more than both bounds, the double sums
+// would choose the same lane. Only the rare blocks whose best two are that
+// close (or zero, or out of float range) are summed again in double.
 #include "quant/rounding_mse.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
+#include <type_traits>
 
 #include "quant/detail.h"
+#include "quant/rounding_screen.h"
 
-// AVX2 copies of the searches where the CPU has it (no FMA: contracting
-// a square into its sum would change the sum, so the choice, and the bytes,
-// are the same on every machine).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define SELQ_MSE_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SELQ_MSE_CLONES
+// Highway compiles this file once per SIMD target (foreach_target.h
+// re-includes it) and HWY_DYNAMIC_DISPATCH picks the best at run time, so
+// the searches, their helpers and lambdas all run at the CPU's width. The
+// file is built with -ffp-contract=off: a square contracted into its sum
+// would change the sums, so the choice, and the bytes, are the same on
+// every machine.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quant/rounding_mse.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef SELQ_ROUNDING_MSE_SHARED
+#define SELQ_ROUNDING_MSE_SHARED
+namespace selq::quant::detail {
+extern std::atomic<bool> g_mse_screening;  // set_mse_screening's
+}  // namespace selq::quant::detail
 #endif
 
+HWY_BEFORE_NAMESPACE();
 namespace selq::quant::detail {
+namespace HWY_NAMESPACE {
 
 namespace {
 
@@ -39,21 +62,24 @@ typedef std::uint32_t V8u __attribute__((vector_size(32)));
 typedef float V4f __attribute__((vector_size(16)));
 typedef double V4d __attribute__((vector_size(32)));
 
-// No function takes or returns a 32-byte vector by value (that would change
-// the ABI between the AVX2 and the default copies): results go to out.
+// No function takes or returns a 32-byte vector by value (the ABI differs
+// between targets): results go to out.
 #define SELQ_SPLAT(v) (V8f{(v), (v), (v), (v), (v), (v), (v), (v)})
 #define SELQ_SPLAT_U(v) (V8u{(v), (v), (v), (v), (v), (v), (v), (v)})
 
 inline void load8(const float* p, V8f& v) { std::memcpy(&v, p, sizeof v); }
 
 // The E2M1 magnitude a (>= 0) rounds to: RNE at the midpoints, as
-// e2m1_code, saturating at 6 (a comparison is −1 where true).
+// e2m1_code, saturating at 6. The grid's step is 0.5 below 2, 1 below 4 and
+// 2 above, so a rounds to a multiple of its step by adding and subtracting
+// a constant whose ulp is that step (equal to the chain of comparisons the
+// codes take for every non-negative float, +inf included; checked once over
+// all of them).
 inline void e2m1_mag8(const V8f& a, V8f& out) {
-  const V8i c1 = (a > SELQ_SPLAT(0.25f)) + (a >= SELQ_SPLAT(0.75f)) + (a > SELQ_SPLAT(1.25f)) + (a >= SELQ_SPLAT(1.75f));
-  const V8i c2 = (a > SELQ_SPLAT(2.5f)) + (a >= SELQ_SPLAT(3.5f));
-  const V8i c3 = a > SELQ_SPLAT(5.0f);
-  out = -(SELQ_SPLAT(0.5f) * __builtin_convertvector(c1, V8f) + __builtin_convertvector(c2, V8f) +
-          SELQ_SPLAT(2.0f) * __builtin_convertvector(c3, V8f));
+  const V8f c = a < SELQ_SPLAT(2.0f) ? SELQ_SPLAT(0x1.8p22f) : a < SELQ_SPLAT(4.0f) ? SELQ_SPLAT(0x1.8p23f)
+                                                                                     : SELQ_SPLAT(0x1.8p24f);
+  const V8f q = (a + c) - c;
+  out = q < SELQ_SPLAT(6.0f) ? q : SELQ_SPLAT(6.0f);
 }
 
 // The E4M3FN magnitude a (>= 0) rounds to, saturating at 448 (the SIMD E4m3).
@@ -83,63 +109,102 @@ inline float pow2(int k) {
                    : std::bit_cast<float>(0x00400000u);
 }
 
-// The value of a positive E4M3 code (1..0x7E), as e4m3_value.
-inline float e4m3_code_value(int c) {
-  const int e = c >> 3, m = c & 7;
-  return e == 0 ? static_cast<float>(m) * 0x1p-9f
-                : std::bit_cast<float>(static_cast<std::uint32_t>((e + 120) << 23 | m << 20));
-}
-
 // err[m][k] = Σ_i w_i (x_i − dq_mk(x_i))² over n elements for M vectors m
 // of 8 lanes k: lanes 0-3 over xa[m] (weights wa[m]), lanes 4-7 over xb[m]
 // (wb[m]) (one block's 8 candidates, or two blocks' 4); w_i = 1 when wa is
 // null (`mse`), else the input channel's weight (`weighted`). With kAbs, x_i
 // is |x_i| and dq its magnitude (the kernels' grids are symmetric). dq(m, v,
 // d) gets x_i in every lane of its half and sets d. Each lane adds in element
-// order; the M vectors are independent chains of adds, which the core overlaps.
-template <bool kAbs, int M, class Dq>
+// order, in T (double: the defining sums; float: screened_lane's); the M
+// vectors are independent chains of adds, which the core overlaps.
+template <class T, bool kAbs, int M, class Dq>
 inline void sse8_multi(const float* const* xa, const float* const* xb, const float* const* wa,
-                       const float* const* wb, std::size_t n, Dq&& dq, double (*err)[8]) {
-  V4d lo[M], hi[M];
-  for (int m = 0; m < M; ++m) lo[m] = hi[m] = V4d{0.0, 0.0, 0.0, 0.0};
-  for (std::size_t i = 0; i < n; ++i) {
-    for (int m = 0; m < M; ++m) {
-      const float a = kAbs ? std::fabs(xa[m][i]) : xa[m][i], b = kAbs ? std::fabs(xb[m][i]) : xb[m][i];
-      V8f d;
-      dq(m, V8f{a, a, a, a, b, b, b, b}, d);
-      const V4f dl = __builtin_shufflevector(d, d, 0, 1, 2, 3), dh = __builtin_shufflevector(d, d, 4, 5, 6, 7);
-      const V4d el = static_cast<double>(a) - __builtin_convertvector(dl, V4d);
-      const V4d eh = static_cast<double>(b) - __builtin_convertvector(dh, V4d);
-      if (wa) {
-        lo[m] += el * el * static_cast<double>(wa[m][i]);
-        hi[m] += eh * eh * static_cast<double>(wb[m][i]);
-      } else {
-        lo[m] += el * el;
-        hi[m] += eh * eh;
+                       const float* const* wb, std::size_t n, Dq&& dq, T (*err)[8]) {
+  if constexpr (std::is_same_v<T, float>) {
+    V8f acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = SELQ_SPLAT(0.0f);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int m = 0; m < M; ++m) {
+        const float a = kAbs ? std::fabs(xa[m][i]) : xa[m][i], b = kAbs ? std::fabs(xb[m][i]) : xb[m][i];
+        const V8f x8{a, a, a, a, b, b, b, b};
+        V8f d;
+        dq(m, x8, d);
+        const V8f e = x8 - d;
+        if (wa) {
+          const float u = wa[m][i], v = wb[m][i];
+          acc[m] += e * e * V8f{u, u, u, u, v, v, v, v};
+        } else {
+          acc[m] += e * e;
+        }
       }
     }
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < 8; ++k) err[m][k] = acc[m][k];
+  } else {
+    V4d lo[M], hi[M];
+    for (int m = 0; m < M; ++m) lo[m] = hi[m] = V4d{0.0, 0.0, 0.0, 0.0};
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int m = 0; m < M; ++m) {
+        const float a = kAbs ? std::fabs(xa[m][i]) : xa[m][i], b = kAbs ? std::fabs(xb[m][i]) : xb[m][i];
+        V8f d;
+        dq(m, V8f{a, a, a, a, b, b, b, b}, d);
+        const V4f dl = __builtin_shufflevector(d, d, 0, 1, 2, 3), dh = __builtin_shufflevector(d, d, 4, 5, 6, 7);
+        const V4d el = static_cast<double>(a) - __builtin_convertvector(dl, V4d);
+        const V4d eh = static_cast<double>(b) - __builtin_convertvector(dh, V4d);
+        if (wa) {
+          lo[m] += el * el * static_cast<double>(wa[m][i]);
+          hi[m] += eh * eh * static_cast<double>(wb[m][i]);
+        } else {
+          lo[m] += el * el;
+          hi[m] += eh * eh;
+        }
+      }
+    }
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < 4; ++k) err[m][k] = lo[m][k], err[m][4 + k] = hi[m][k];
   }
-  for (int m = 0; m < M; ++m)
-    for (int k = 0; k < 4; ++k) err[m][k] = lo[m][k], err[m][4 + k] = hi[m][k];
 }
 
-// One vector of 8 candidates over the n elements of x (weights w, or null).
-template <bool kAbs, class Dq>
-inline void sse8(const float* x, const float* w, std::size_t n, Dq&& dq, double* err) {
+// The chosen lane of each lane group of each of the M vectors (G groups of
+// 8 / G lanes per vector; sse8_multi's arguments): from the float sums where
+// screened_lane can tell, else from the double sums. same(m, j, k): lanes j
+// and k of vector m are the same candidate.
+template <bool kAbs, int M, int G, class Dq, class Same>
+inline void choose_lanes(const float* const* xa, const float* const* xb, const float* const* wa,
+                         const float* const* wb, std::size_t n, Dq&& dq, Same&& same, int (*lane)[G]) {
+  constexpr int L = 8 / G;
+  bool undecided = !g_mse_screening.load(std::memory_order_relaxed);
+  if (!undecided) {
+    float f[M][8];
+    sse8_multi<float, kAbs, M>(xa, xb, wa, wb, n, dq, f);
+    for (int m = 0; m < M; ++m)
+      for (int g = 0; g < G; ++g) {
+        lane[m][g] = screened_lane(f[m], g * L, L, n, [&](int j, int k) { return same(m, j, k); });
+        undecided |= lane[m][g] < 0;
+      }
+    if (!undecided) return;
+  } else {
+    for (int m = 0; m < M; ++m)
+      for (int g = 0; g < G; ++g) lane[m][g] = -1;
+  }
+  double e[M][8];
+  sse8_multi<double, kAbs, M>(xa, xb, wa, wb, n, dq, e);
+  for (int m = 0; m < M; ++m)
+    for (int g = 0; g < G; ++g)
+      if (lane[m][g] < 0) lane[m][g] = best_lane(e[m], g * L, L);
+}
+
+// One vector of 8 candidates over the n elements of x (weights w, or null):
+// the chosen lane (same(j, k): lanes j and k are the same candidate).
+template <bool kAbs, class Dq, class Same>
+inline int choose_lane(const float* x, const float* w, std::size_t n, Dq&& dq, Same&& same) {
   const float* xs[1] = {x};
   const float* ws[1] = {w};
-  double e[1][8];
-  sse8_multi<kAbs, 1>(xs, xs, w ? ws : nullptr, w ? ws : nullptr, n,
-                      [&](int, const V8f& v, V8f& d) { dq(v, d); }, e);
-  std::memcpy(err, e[0], sizeof e[0]);
-}
-
-// The first of lanes [first, first + n) with the least error.
-inline int best_lane(const double* err, int first, int n) {
-  int k = first;
-  for (int j = first + 1; j < first + n; ++j)
-    if (err[j] < err[k]) k = j;
-  return k;
+  int lane[1][1];
+  choose_lanes<kAbs, 1, 1>(xs, xs, w ? ws : nullptr, w ? ws : nullptr, n,
+                           [&](int, const V8f& v, V8f& d) { dq(v, d); },
+                           [&](int, int j, int k) { return same(j, k); }, lane);
+  return lane[0][0];
 }
 
 // The scalar measure for what the lanes cannot do (F16 quotients): the same
@@ -165,7 +230,7 @@ inline float e4m3_mag1(float a) {
 
 }  // namespace
 
-SELQ_MSE_CLONES void mse_mx_scales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes,
+void MseMxScales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes,
                                    float* inv, float* sc) {
   // Four blocks at once, two per vector, four lanes each: e (the rule's),
   // e − 1, e + 1, e.
@@ -195,15 +260,18 @@ SELQ_MSE_CLONES void mse_mx_scales(bool fp4, const float* x, const float* w, std
       }
     }
     for (int m = 0; m < M; ++m) load8(iv[m], i8[m]), load8(sv[m], s8[m]);
-    double err[M][8];
+    int lane[M][2];
     const float* const* wpa = w ? wa : nullptr;
     const float* const* wpb = w ? wb : nullptr;
+    const auto same = [&](int m, int j, int k) { return e[m][j] == e[m][k]; };
     if (fp4)
-      sse8_multi<true, M>(xa, xb, wpa, wpb, 32, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a * i8[m], d), d *= s8[m]; }, err);
+      choose_lanes<true, M, 2>(xa, xb, wpa, wpb, 32,
+                               [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a * i8[m], d), d *= s8[m]; }, same, lane);
     else
-      sse8_multi<true, M>(xa, xb, wpa, wpb, 32, [&](int m, const V8f& a, V8f& d) { e4m3_mag8(a * i8[m], d), d *= s8[m]; }, err);
+      choose_lanes<true, M, 2>(xa, xb, wpa, wpb, 32,
+                               [&](int m, const V8f& a, V8f& d) { e4m3_mag8(a * i8[m], d), d *= s8[m]; }, same, lane);
     for (int h = 0; h < 2 * M && b0 + static_cast<std::size_t>(h) < nblk; ++h) {
-      const int k = best_lane(err[h / 2], 4 * (h % 2), 4);
+      const int k = lane[h / 2][h % 2];
       sbytes[blk[h]] = static_cast<std::uint8_t>(e[h / 2][k]);
       inv[blk[h]] = iv[h / 2][k];
       sc[blk[h]] = sv[h / 2][k];
@@ -211,9 +279,23 @@ SELQ_MSE_CLONES void mse_mx_scales(bool fp4, const float* x, const float* w, std
   }
 }
 
-SELQ_MSE_CLONES void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, const float* block_amax,
+void MseNvfp4Scales(const Nvfp4RowParams& p, const float* x, const float* block_amax,
                                       std::size_t nblk, std::uint8_t* sbytes, float* eff) {
   constexpr int M = 4;  // blocks searched together
+  // b46: the bytes that map each block maximum to 4 instead of 6 (Four Over
+  // Six), the same arithmetic as nearest's bytes.
+  thread_local std::vector<std::uint8_t> b46;
+  thread_local std::vector<float> unused;
+  b46.resize(nblk);
+  unused.resize(nblk);
+  if (!p.ct || p.t != DType::F16)
+    nvfp4_scales_simd(block_amax, nblk, p.ct, p.t == DType::BF16, p.global, b46.data(), unused.data(), 4.0f);
+  else
+    for (std::size_t b = 0; b < nblk; ++b) b46[b] = nvfp4_block_scale_byte(p, block_amax[b], 4.0f);
+  // Codes 0x01..0x7E are the positive E4M3 values in increasing order: the
+  // candidates are nearest's byte b0 and its neighbours, and b46's.
+  const V8i from_b0 = V8i{-1, -1, -1, -1, -1, 0, 0, 0}, step = V8i{0, -1, 1, 2, -2, -1, 0, 1};
+  const V8f global = SELQ_SPLAT(p.global);
   for (std::size_t b0i = 0; b0i < nblk; b0i += M) {
     int codes[M][8];
     float e[M][8];
@@ -226,37 +308,37 @@ SELQ_MSE_CLONES void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, c
       const std::size_t b = blk[m] = std::min(b0i + static_cast<std::size_t>(m), nblk - 1);
       xs[m] = x + b * 16;
       ws[m] = p.weights ? p.weights + b * 16 : nullptr;
-      // Codes 0x01..0x7E are the positive E4M3 values in increasing order:
-      // nearest's byte b0 and its neighbours, and the neighbours of b46, the
-      // byte that maps the block maximum to 4 (Four Over Six).
-      const int b0 = sbytes[b];
-      const int b46 = nvfp4_block_scale_byte(p, block_amax[b], 4.0f);
-      const int c8[8] = {b0, b0 - 1, b0 + 1, b0 + 2, b0 - 2, b46 - 1, b46, b46 + 1};
-      e[m][0] = eff[b];
-      codes[m][0] = b0;
-      for (int k = 1; k < 8; ++k) {
-        const int c = c8[k];
-        const float v = c >= 1 && c <= 0x7E ? e4m3_code_value(c) : 0.0f;
-        const float ev = p.ct ? v / p.global : v * p.global;
-        const bool ok = ev > 0.0f && std::isfinite(ev);
-        codes[m][k] = ok ? c : b0;
-        e[m][k] = ok ? ev : eff[b];
-      }
-      load8(e[m], e8[m]);
+      const int b0 = sbytes[b], b4 = b46[b];
+      const V8i c = ((from_b0 & b0) | (~from_b0 & b4)) + step;
+      const V8i in_range = (c >= 1) & (c <= 0x7E);
+      // The E4M3 value of code c (e4m3_value: subnormal below exponent 1), then
+      // the divisor it stands for.
+      const V8i ex = c >> 3, mant = c & 7;
+      const V8f sub = __builtin_convertvector(mant, V8f) * SELQ_SPLAT(0x1p-9f);
+      const V8f v = ex == 0 ? sub : (V8f)((ex + 120) << 23 | mant << 20);
+      const V8f ev = p.ct ? v / global : v * global;
+      const V8i ok = in_range & (ev > SELQ_SPLAT(0.0f)) & (ev < SELQ_SPLAT(std::numeric_limits<float>::infinity()));
+      const V8i lane0 = V8i{-1, 0, 0, 0, 0, 0, 0, 0};  // nearest's own, as the row kernel made it
+      const V8i keep = ok & ~lane0;
+      const V8i code = (keep & c) | (~keep & b0);
+      e8[m] = keep ? ev : SELQ_SPLAT(eff[b]);
+      std::memcpy(codes[m], &code, sizeof code);
+      std::memcpy(e[m], &e8[m], sizeof e8[m]);
     }
-    double err[M][8];
+    int lane[M][1];
     const float* const* wp = p.weights ? ws : nullptr;
-    sse8_multi<true, M>(xs, xs, wp, wp, 16, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a / e8[m], d), d *= e8[m]; },
-                        err);
+    choose_lanes<true, M, 1>(
+        xs, xs, wp, wp, 16, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a / e8[m], d), d *= e8[m]; },
+        [&](int m, int j, int k) { return e[m][j] == e[m][k]; }, lane);
     for (int m = 0; m < M && b0i + static_cast<std::size_t>(m) < nblk; ++m) {
-      const int k = best_lane(err[m], 0, 8);
+      const int k = lane[m][0];
       sbytes[blk[m]] = static_cast<std::uint8_t>(codes[m][k]);
       eff[blk[m]] = e[m][k];
     }
   }
 }
 
-SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in,
+void MseIntScales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in,
                                     const float* mn, const float* mx, float* s, float* zp) {
   const std::int64_t ngroups = in / p.gw;
   const auto gw = static_cast<std::size_t>(p.gw);
@@ -285,9 +367,10 @@ SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qma
         int_group_qparams(p, qmin, qmax, mn[g] * r, mx[g] * r, cs[m][k], cz[m][k]);
       }
     }
-    double err[M][8];
+    int lane[M][1];
     if (p.ct == DType::F16) {
-      for (int m = 0; m < M; ++m)
+      double err[M][8];
+      for (int m = 0; m < M; ++m) {
         for (int k = 0; k < 8; ++k)
           err[m][k] = sse_scalar(xs[m], ws[m], gw, [&](float xi) {
             float v = round_to(DType::F16, xi / cs[m][k]);
@@ -295,13 +378,15 @@ SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qma
             const float q = rne_small(std::clamp(v, qmin - 1.0f, qmax + 1.0f));
             return (std::clamp(q, qmin, qmax) - cz[m][k]) * cs[m][k];
           });
+        lane[m][0] = best_lane(err[m], 0, 8);
+      }
     } else {
       const V8f lo1 = SELQ_SPLAT(qmin - 1.0f), hi1 = SELQ_SPLAT(qmax + 1.0f), lo = SELQ_SPLAT(qmin),
                 hi = SELQ_SPLAT(qmax), magic = SELQ_SPLAT(12582912.0f);
       V8f s8[M], z8[M];
       for (int m = 0; m < M; ++m) load8(cs[m], s8[m]), load8(cz[m], z8[m]);
       const float* const* wp = p.weights ? ws : nullptr;
-      sse8_multi<false, M>(xs, xs, wp, wp, gw, [&](int m, const V8f& xv, V8f& d) {
+      const auto dq = [&](int m, const V8f& xv, V8f& d) {
         V8f v = xv / s8[m];
         in_dtype(p.ct, v);
         if (asym) {
@@ -314,42 +399,45 @@ SELQ_MSE_CLONES void mse_int_scales(const IntRowParams& p, float qmin, float qma
         q = q > lo ? q : lo;
         q = q < hi ? q : hi;
         d = (q - z8[m]) * s8[m];
-      }, err);
+      };
+      choose_lanes<false, M, 1>(xs, xs, wp, wp, gw, dq,
+                                [&](int m, int j, int k) { return cs[m][j] == cs[m][k] && cz[m][j] == cz[m][k]; },
+                                lane);
     }
     for (int m = 0; m < M && g0 + m < ngroups; ++m) {
-      const int k = best_lane(err[m], 0, 8);
+      const int k = lane[m][0];
       s[grp[m]] = cs[m][k];
       zp[grp[m]] = cz[m][k];
     }
   }
 }
 
-SELQ_MSE_CLONES float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax,
+float MseFp8Scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax,
                                     float nearest) {
   // Lanes: nearest, then the scales of r·amax for r = 0.975 ... 0.825.
   float cs[8];
   cs[0] = nearest;
   for (int k = 1; k < 8; ++k) cs[k] = fp8_scale_for_amax(p, amax * (1.0f - 0.025f * static_cast<float>(k)));
-  double err[8];
   if (p.ct == DType::F16) {
+    double err[8];
     for (int k = 0; k < 8; ++k)
       err[k] = sse_scalar(x, w, n, [&](float xi) {
         return std::copysign(e4m3_mag1(std::fabs(round_to(DType::F16, xi / cs[k]))) * cs[k], xi);
       });
-  } else {
-    V8f s8;
-    load8(cs, s8);
-    sse8<true>(x, w, n, [&](const V8f& a, V8f& d) {
-      V8f v = a / s8;
-      in_dtype(p.ct, v);
-      e4m3_mag8(v, d);
-      d *= s8;
-    }, err);
+    return cs[best_lane(err, 0, 8)];
   }
-  return cs[best_lane(err, 0, 8)];
+  V8f s8;
+  load8(cs, s8);
+  const auto dq = [&](const V8f& a, V8f& d) {
+    V8f v = a / s8;
+    in_dtype(p.ct, v);
+    e4m3_mag8(v, d);
+    d *= s8;
+  };
+  return cs[choose_lane<true>(x, w, n, dq, [&](int j, int k) { return cs[j] == cs[k]; })];
 }
 
-SELQ_MSE_CLONES std::uint8_t mse_e4m3_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest) {
+std::uint8_t MseE4m3E8m0Byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest) {
   const int e0 = nearest;
   int e[8] = {e0, e0 - 1, e0 + 1, e0, e0, e0, e0, e0};
   float sv[8];
@@ -359,9 +447,45 @@ SELQ_MSE_CLONES std::uint8_t mse_e4m3_e8m0_byte(const float* x, const float* w, 
   }
   V8f s8;
   load8(sv, s8);
-  double err[8];
-  sse8<true>(x, w, n, [&](const V8f& a, V8f& d) { e4m3_mag8(a / s8, d), d *= s8; }, err);
-  return static_cast<std::uint8_t>(e[best_lane(err, 0, 8)]);
+  const int k = choose_lane<true>(x, w, n, [&](const V8f& a, V8f& d) { e4m3_mag8(a / s8, d), d *= s8; },
+                                 [&](int j, int i) { return e[j] == e[i]; });
+  return static_cast<std::uint8_t>(e[k]);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace selq::quant::detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace selq::quant::detail {
+
+std::atomic<bool> g_mse_screening{true};
+bool set_mse_screening(bool on) { return g_mse_screening.exchange(on); }
+
+HWY_EXPORT(MseMxScales);
+HWY_EXPORT(MseNvfp4Scales);
+HWY_EXPORT(MseIntScales);
+HWY_EXPORT(MseFp8Scale);
+HWY_EXPORT(MseE4m3E8m0Byte);
+
+void mse_mx_scales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes, float* inv,
+                   float* sc) {
+  HWY_DYNAMIC_DISPATCH(MseMxScales)(fp4, x, w, nblk, sbytes, inv, sc);
+}
+void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, const float* block_amax, std::size_t nblk,
+                      std::uint8_t* sbytes, float* eff) {
+  HWY_DYNAMIC_DISPATCH(MseNvfp4Scales)(p, x, block_amax, nblk, sbytes, eff);
+}
+void mse_int_scales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in, const float* mn,
+                    const float* mx, float* s, float* zp) {
+  HWY_DYNAMIC_DISPATCH(MseIntScales)(p, qmin, qmax, x, in, mn, mx, s, zp);
+}
+float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax, float nearest) {
+  return HWY_DYNAMIC_DISPATCH(MseFp8Scale)(p, x, w, n, amax, nearest);
+}
+std::uint8_t mse_e4m3_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest) {
+  return HWY_DYNAMIC_DISPATCH(MseE4m3E8m0Byte)(x, w, n, nearest);
 }
 
 }  // namespace selq::quant::detail
+#endif  // HWY_ONCE

@@ -65,5 +65,8 @@ float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::siz
 // chosen scale byte, `nearest` unless another is strictly better.
 std::uint8_t mse_e4m3_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest);
 
+// Whether the searches screen with float sums first (the default; the choice
+// is the same either way): tests compare both. Returns the previous setting.
+bool set_mse_screening(bool on);
 
 }  // namespace selq::quant::detail
