@@ -333,9 +333,9 @@ void Nvfp4Scales(const float* amax, std::size_t nblk, bool ct, bool bf16, float 
     const VF a = hn::LoadU(df, a_in);
     VF s;
     if (ct) {
-      VF a6 = hn::Div(a, hn::Set(df, target));
-      if (bf16) a6 = RoundBf16(a6);
-      s = hn::Mul(g, a6);
+      VF at = hn::Div(a, hn::Set(df, target));
+      if (bf16) at = RoundBf16(at);
+      s = hn::Mul(g, at);
     } else {
       s = hn::Div(a, target_g);
       s = hn::IfThenElse(hn::Eq(s, hn::Zero(df)), hn::Set(df, 1.0f), s);

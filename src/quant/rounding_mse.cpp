@@ -7,10 +7,10 @@
 // the error the stored block has. The candidates of a block are evaluated
 // side by side, one per lane of an 8-lane vector (GCC vector extensions:
 // elementwise IEEE operations, the same results in every SIMD target's
-// copy), one element at a time. The choice is defined by each lane's sum of squares
-// (x − dq)², exact differences in double, in element order: the plain
-// loop's sum, bit for bit, on every machine; lane 0 is nearest's choice and
-// the first lane with the least sum wins, so ties keep nearest.
+// copy), one element at a time. The choice is defined by each lane's sum
+// of squares (x − dq)², exact differences in double, in element order: the
+// plain loop's sum, bit for bit, on every machine; lane 0 is nearest's
+// choice and the first lane with the least sum wins, so ties keep nearest.
 //
 // The sums are first taken in float (no conversions, twice the lanes per
 // register; docs/BENCHMARKS.md has what it buys). A float sum is within
@@ -26,8 +26,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <vector>
 #include <type_traits>
+#include <vector>
 
 #include "quant/detail.h"
 #include "quant/rounding_screen.h"
@@ -120,15 +120,17 @@ inline float pow2(int k) {
 template <class T, bool kAbs, int M, class Dq>
 inline void sse8_multi(const float* const* xa, const float* const* xb, const float* const* wa,
                        const float* const* wb, std::size_t n, Dq&& dq, T (*err)[8]) {
-  if constexpr (std::is_same_v<T, float>) {
-    V8f acc[M];
-    for (int m = 0; m < M; ++m) acc[m] = SELQ_SPLAT(0.0f);
-    for (std::size_t i = 0; i < n; ++i) {
-      for (int m = 0; m < M; ++m) {
-        const float a = kAbs ? std::fabs(xa[m][i]) : xa[m][i], b = kAbs ? std::fabs(xb[m][i]) : xb[m][i];
-        const V8f x8{a, a, a, a, b, b, b, b};
-        V8f d;
-        dq(m, x8, d);
+  constexpr bool kFloat = std::is_same_v<T, float>;
+  V8f acc[M];       // float sums: all 8 lanes
+  V4d lo[M], hi[M];  // double sums: lanes 0-3 and 4-7
+  for (int m = 0; m < M; ++m) acc[m] = SELQ_SPLAT(0.0f), lo[m] = hi[m] = V4d{0.0, 0.0, 0.0, 0.0};
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int m = 0; m < M; ++m) {
+      const float a = kAbs ? std::fabs(xa[m][i]) : xa[m][i], b = kAbs ? std::fabs(xb[m][i]) : xb[m][i];
+      const V8f x8{a, a, a, a, b, b, b, b};
+      V8f d;
+      dq(m, x8, d);
+      if constexpr (kFloat) {
         const V8f e = x8 - d;
         if (wa) {
           const float u = wa[m][i], v = wb[m][i];
@@ -136,18 +138,7 @@ inline void sse8_multi(const float* const* xa, const float* const* xb, const flo
         } else {
           acc[m] += e * e;
         }
-      }
-    }
-    for (int m = 0; m < M; ++m)
-      for (int k = 0; k < 8; ++k) err[m][k] = acc[m][k];
-  } else {
-    V4d lo[M], hi[M];
-    for (int m = 0; m < M; ++m) lo[m] = hi[m] = V4d{0.0, 0.0, 0.0, 0.0};
-    for (std::size_t i = 0; i < n; ++i) {
-      for (int m = 0; m < M; ++m) {
-        const float a = kAbs ? std::fabs(xa[m][i]) : xa[m][i], b = kAbs ? std::fabs(xb[m][i]) : xb[m][i];
-        V8f d;
-        dq(m, V8f{a, a, a, a, b, b, b, b}, d);
+      } else {
         const V4f dl = __builtin_shufflevector(d, d, 0, 1, 2, 3), dh = __builtin_shufflevector(d, d, 4, 5, 6, 7);
         const V4d el = static_cast<double>(a) - __builtin_convertvector(dl, V4d);
         const V4d eh = static_cast<double>(b) - __builtin_convertvector(dh, V4d);
@@ -160,9 +151,12 @@ inline void sse8_multi(const float* const* xa, const float* const* xb, const flo
         }
       }
     }
-    for (int m = 0; m < M; ++m)
-      for (int k = 0; k < 4; ++k) err[m][k] = lo[m][k], err[m][4 + k] = hi[m][k];
   }
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < 4; ++k) {
+      err[m][k] = kFloat ? acc[m][k] : lo[m][k];
+      err[m][4 + k] = kFloat ? acc[m][4 + k] : hi[m][k];
+    }
 }
 
 // The chosen lane of each lane group of each of the M vectors (G groups of
@@ -230,8 +224,8 @@ inline float e4m3_mag1(float a) {
 
 }  // namespace
 
-void MseMxScales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes,
-                                   float* inv, float* sc) {
+void MseMxScales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes, float* inv,
+                 float* sc) {
   // Four blocks at once, two per vector, four lanes each: e (the rule's),
   // e − 1, e + 1, e.
   constexpr int M = 2;
@@ -279,17 +273,17 @@ void MseMxScales(bool fp4, const float* x, const float* w, std::size_t nblk, std
   }
 }
 
-void MseNvfp4Scales(const Nvfp4RowParams& p, const float* x, const float* block_amax,
-                                      std::size_t nblk, std::uint8_t* sbytes, float* eff) {
+void MseNvfp4Scales(const Nvfp4RowParams& p, const float* x, const float* block_amax, std::size_t nblk,
+                    std::uint8_t* sbytes, float* eff) {
   constexpr int M = 4;  // blocks searched together
   // b46: the bytes that map each block maximum to 4 instead of 6 (Four Over
   // Six), the same arithmetic as nearest's bytes.
   thread_local std::vector<std::uint8_t> b46;
-  thread_local std::vector<float> unused;
+  thread_local std::vector<float> b46_eff;  // written by nvfp4_scales_simd, not needed here
   b46.resize(nblk);
-  unused.resize(nblk);
+  b46_eff.resize(nblk);
   if (!p.ct || p.t != DType::F16)
-    nvfp4_scales_simd(block_amax, nblk, p.ct, p.t == DType::BF16, p.global, b46.data(), unused.data(), 4.0f);
+    nvfp4_scales_simd(block_amax, nblk, p.ct, p.t == DType::BF16, p.global, b46.data(), b46_eff.data(), 4.0f);
   else
     for (std::size_t b = 0; b < nblk; ++b) b46[b] = nvfp4_block_scale_byte(p, block_amax[b], 4.0f);
   // Codes 0x01..0x7E are the positive E4M3 values in increasing order: the
@@ -338,8 +332,8 @@ void MseNvfp4Scales(const Nvfp4RowParams& p, const float* x, const float* block_
   }
 }
 
-void MseIntScales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in,
-                                    const float* mn, const float* mx, float* s, float* zp) {
+void MseIntScales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in, const float* mn,
+                  const float* mx, float* s, float* zp) {
   const std::int64_t ngroups = in / p.gw;
   const auto gw = static_cast<std::size_t>(p.gw);
   // The rule maps the range to (2^b − 1)/2 (7.5, 127.5), so the largest
@@ -412,8 +406,7 @@ void MseIntScales(const IntRowParams& p, float qmin, float qmax, const float* x,
   }
 }
 
-float MseFp8Scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax,
-                                    float nearest) {
+float MseFp8Scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax, float nearest) {
   // Lanes: nearest, then the scales of r·amax for r = 0.975 ... 0.825.
   float cs[8];
   cs[0] = nearest;

@@ -24,6 +24,7 @@
 
 using namespace selq;
 using namespace selq::quant;
+using test_util::to_bytes;
 
 namespace {
 
@@ -64,19 +65,6 @@ std::vector<float> sample(Data d, std::int64_t rows, std::int64_t in, unsigned s
     }
   }
   return v;
-}
-
-std::vector<std::uint8_t> to_bytes(const std::vector<float>& v, DType dt) {
-  std::vector<std::uint8_t> b(v.size() * dtype_nbytes(dt, 1));
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (dt == DType::F32) {
-      std::memcpy(&b[4 * i], &v[i], 4);
-    } else {
-      const std::uint16_t h = dt == DType::BF16 ? f32_to_bf16_ref(v[i]) : f32_to_f16_ref(v[i]);
-      std::memcpy(&b[2 * i], &h, 2);
-    }
-  }
-  return b;
 }
 
 // Channel weights over 10^8, 5% zero.
