@@ -7,11 +7,19 @@
 
 namespace selq::quant {
 
+namespace {
+
+// A NaN sum (non-finite weights allowed) as one NaN: which operand's NaN an
+// addition keeps, and so its sign, depends on the SIMD target's summation order.
+double canonical(double v) { return std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : v; }
+
+}  // namespace
+
 void ErrorMetrics::merge(const ErrorMetrics& o) {
-  sum_sq_ref += o.sum_sq_ref;
-  sum_sq_err += o.sum_sq_err;
-  sum_dot += o.sum_dot;
-  sum_sq_dq += o.sum_sq_dq;
+  sum_sq_ref = canonical(sum_sq_ref + o.sum_sq_ref);
+  sum_sq_err = canonical(sum_sq_err + o.sum_sq_err);
+  sum_dot = canonical(sum_dot + o.sum_dot);
+  sum_sq_dq = canonical(sum_sq_dq + o.sum_sq_dq);
   max_abs_err = std::max(max_abs_err, o.max_abs_err);
   elements += o.elements;
   clipped_elements += o.clipped_elements;

@@ -39,10 +39,30 @@ class CausalLM {
   // logits [tokens.size(), vocab] row-major (only the last row when
   // `all_logits` is false).
   virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits = true) = 0;
-  virtual std::int64_t cached() const = 0;
+  // Positions cached in a sequence slot (slot 0 is forward()'s sequence).
+  virtual std::int64_t cached(int slot = 0) const = 0;
+  // One empty sequence, in slot 0.
   virtual void reset() = 0;
-  // Forgets cached positions >= n (speculative decoding rollback).
-  virtual void truncate(std::int64_t n) = 0;
+  // Forgets positions >= n of a slot (speculative decoding rollback).
+  virtual void truncate(std::int64_t n, int slot = 0) = 0;
+
+  // Several sequences at once, each in a slot with its own cache:
+  // speculative decoding runs a batch of prompts in lockstep (runtime/eval.cpp),
+  // so each weight is read once per step for all of them.
+  struct SequenceStep {
+    int slot{0};
+    std::span<const std::int32_t> tokens;  // run after the slot's cached positions
+    bool all_logits{true};                 // else the last row's logits only
+  };
+  // The slots the architecture can hold at once (1: one sequence at a time).
+  virtual int max_slots() const = 0;
+  // n empty slots, 1 <= n <= max_slots().
+  virtual void reset_slots(int n) = 0;
+  // One step for each of several distinct slots, in one pass through the
+  // layers; each step's logits as forward() returns them. `rowwise`: every
+  // product row as for that token alone (matmul_rowwise), so a step's logits
+  // do not depend on the other steps of the call.
+  virtual std::vector<std::vector<float>> forward_steps(std::span<const SequenceStep> steps, bool rowwise) = 0;
 
   // The linear named `module` (checkpoint name, no ".weight"), or nullptr:
   // the planner swaps in quantized weights one unit at a time.
@@ -87,8 +107,9 @@ class CausalLM {
   // y = l(x) for `rows` rows, after the hook.
   void linear(const Linear& l, const float* x, std::int64_t rows, float* y) {
     if (hook_) hook_(hook_ctx_, l, x, rows);
-    l.forward(x, rows, y);
+    l.forward(x, rows, y, rowwise_);
   }
+  bool rowwise_{false};  // the products of the current forward_steps call are rowwise
 
  private:
   ActivationHook hook_{nullptr};

@@ -9,31 +9,95 @@
 namespace selq::runtime {
 
 std::vector<float> DecoderLM::forward(std::span<const std::int32_t> tokens, bool all_logits) {
-  const auto T = static_cast<std::int64_t>(tokens.size());
-  if (T == 0) return {};
-  const std::int64_t pos0 = cached_, total = cached_ + T;
-  std::vector<float> x = embed(tokens);
-  ensure_cache(total);
-  position_tables(pos0, T);
-  for (std::int64_t li = 0; li < layer_count(); ++li) run_layer(static_cast<std::size_t>(li), x.data(), T, pos0);
-  cached_ = total;
+  if (tokens.empty()) return {};
+  const SequenceStep step{0, tokens, all_logits};
+  return std::move(forward_steps(std::span(&step, 1), false).front());
+}
 
-  const std::int64_t H = hidden_size(), first = all_logits ? 0 : T - 1, rows = T - first;
-  normed_.resize(static_cast<std::size_t>(rows * H));
-  float* h = normed_.data();
+namespace {
+
+// Sets the model's rowwise flag for one forward_steps call, and clears it
+// whatever way the call ends.
+class RowwiseScope {
+ public:
+  RowwiseScope(bool& flag, bool value) : flag_(flag) { flag_ = value; }
+  ~RowwiseScope() { flag_ = false; }
+  RowwiseScope(const RowwiseScope&) = delete;
+  RowwiseScope& operator=(const RowwiseScope&) = delete;
+
+ private:
+  bool& flag_;
+};
+
+}  // namespace
+
+std::vector<std::vector<float>> DecoderLM::forward_steps(std::span<const SequenceStep> steps, bool rowwise) {
+  std::vector<Segment> segments;
+  std::vector<std::int32_t> tokens;
+  std::vector<bool> seen(cached_.size(), false);
+  std::int64_t out_rows = 0;
+  for (const SequenceStep& s : steps) {
+    if (s.slot < 0 || static_cast<std::size_t>(s.slot) >= cached_.size() || seen[static_cast<std::size_t>(s.slot)])
+      throw_bad_input(fmt::format("forward_steps: slot {} is not one of the {} slots, or is given twice", s.slot,
+                                  cached_.size()));
+    seen[static_cast<std::size_t>(s.slot)] = true;
+    const auto T = static_cast<std::int64_t>(s.tokens.size()), pos0 = cached_[static_cast<std::size_t>(s.slot)];
+    segments.push_back({s.slot, static_cast<std::int64_t>(tokens.size()), T, pos0});
+    ensure_cache(s.slot, pos0 + T);
+    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+    out_rows += s.all_logits ? T : std::min<std::int64_t>(T, 1);
+  }
+  std::vector<std::vector<float>> logits(steps.size());
+  if (tokens.empty()) return logits;
+  std::vector<float> x = embed(tokens);
+  position_tables(segments);
+  {
+    RowwiseScope scope(rowwise_, rowwise);
+    for (std::int64_t li = 0; li < layer_count(); ++li) run_layer(static_cast<std::size_t>(li), x.data(), segments);
+  }
+  for (const Segment& g : segments) cached_[static_cast<std::size_t>(g.slot)] += g.rows;
+
+  // The final norm of the rows whose logits are asked for, then one product with the head.
+  const std::int64_t H = hidden_size();
+  std::vector<std::int64_t> rows;  // hidden-state row of each output row
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Segment& g = segments[i];
+    for (std::int64_t t = steps[i].all_logits ? 0 : g.rows - 1; t >= 0 && t < g.rows; ++t) rows.push_back(g.row0 + t);
+  }
+  normed_.resize(static_cast<std::size_t>(out_rows * H));
   const float eps = final_norm_eps();
-  ops::per_token(rows, [&](std::int64_t t) {
-    ops::rms_norm(x.data() + (first + t) * H, final_norm_.data(), H, eps, h + t * H);
+  ops::per_token(out_rows, [&](std::int64_t r) {
+    ops::rms_norm(x.data() + rows[static_cast<std::size_t>(r)] * H, final_norm_.data(), H, eps, normed_.data() + r * H);
   });
-  std::vector<float> logits(static_cast<std::size_t>(rows * vocab()));
+  std::vector<float> all(static_cast<std::size_t>(out_rows * vocab()));
   // One row (decode, last-token logits): a GEMV that reads the head once.
-  matmul(head_.size() == 0 ? embed_ : head_, h, rows, logits.data());
+  (rowwise ? matmul_rowwise : matmul)(head_.size() == 0 ? embed_ : head_, normed_.data(), out_rows, all.data());
+  std::int64_t r0 = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::int64_t n = steps[i].all_logits ? segments[i].rows : std::min<std::int64_t>(segments[i].rows, 1);
+    logits[i].assign(all.begin() + r0 * vocab(), all.begin() + (r0 + n) * vocab());
+    r0 += n;
+  }
   return logits;
 }
 
-void DecoderLM::truncate(std::int64_t n) {
-  if (n < 0 || n > cached_) throw_bad_input(fmt::format("truncate({}) with {} cached positions", n, cached_));
-  cached_ = n;
+void DecoderLM::truncate(std::int64_t n, int slot) {
+  const std::int64_t have = cached(slot);
+  if (n < 0 || n > have) throw_bad_input(fmt::format("truncate({}) with {} cached positions", n, have));
+  cached_[static_cast<std::size_t>(slot)] = n;
+}
+
+void DecoderLM::reset_slots(int n) {
+  if (n < 1 || n > max_slots())
+    throw_bad_input(fmt::format("{} sequence slots asked, {} runs 1 to {} at once", n, model_type(), max_slots()));
+  cached_.assign(static_cast<std::size_t>(n), 0);
+}
+
+const DecoderLM::Segment& DecoderLM::single(std::span<const Segment> segments) {
+  if (segments.size() != 1)
+    throw_bad_input(fmt::format("{} segments in one pass of an architecture that runs one sequence at a time",
+                                segments.size()));
+  return segments.front();
 }
 
 std::vector<float> DecoderLM::embed(std::span<const std::int32_t> tokens) {
@@ -42,10 +106,11 @@ std::vector<float> DecoderLM::embed(std::span<const std::int32_t> tokens) {
 
 void DecoderLM::forward_layer(std::int64_t layer, float* hidden, std::int64_t n) {
   if (layer < 0 || layer >= layer_count()) throw_bad_input(fmt::format("layer {} of {}", layer, layer_count()));
-  cached_ = 0;  // the cache now holds this sequence's keys for `layer` only
-  ensure_cache(n);
-  position_tables(0, n);
-  run_layer(static_cast<std::size_t>(layer), hidden, n, 0);
+  cached_.assign(1, 0);  // the cache now holds this sequence's keys for `layer` only
+  ensure_cache(0, n);
+  const Segment all{0, 0, n, 0};
+  position_tables(std::span(&all, 1));
+  run_layer(static_cast<std::size_t>(layer), hidden, std::span(&all, 1));
 }
 
 }  // namespace selq::runtime

@@ -403,7 +403,7 @@ void DeepseekV3Model::reset_routing_counts() {
   for (auto& r : routed_) std::fill(r.begin(), r.end(), 0);
 }
 
-void DeepseekV3Model::ensure_cache(std::int64_t total) {
+void DeepseekV3Model::ensure_cache(int /*slot: always 0, max_slots() is 1*/, std::int64_t total) {
   if (total <= capacity_) return;
   const std::int64_t cap = std::max<std::int64_t>(total, capacity_ * 2);
   for (auto& l : lat_cache_) l.resize(static_cast<std::size_t>(cap * cfg_.kv_lora_rank));
@@ -668,7 +668,8 @@ void DeepseekV3Model::moe(std::size_t li, const float* h, std::int64_t T, float*
   }
 }
 
-void DeepseekV3Model::position_tables(std::int64_t pos0, std::int64_t T) {
+void DeepseekV3Model::position_tables(std::span<const Segment> segments) {
+  const std::int64_t pos0 = single(segments).pos0, T = single(segments).rows;
   const std::int64_t half = cfg_.qk_rope_dim / 2;
   rope_cos_.resize(static_cast<std::size_t>(T * half));
   rope_sin_.resize(rope_cos_.size());
@@ -681,7 +682,8 @@ void DeepseekV3Model::position_tables(std::int64_t pos0, std::int64_t T) {
     }
 }
 
-void DeepseekV3Model::run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) {
+void DeepseekV3Model::run_layer(std::size_t li, float* x, std::span<const Segment> segments) {
+  const std::int64_t pos0 = single(segments).pos0, T = single(segments).rows;
   const DeepseekV3Config& c = cfg_;
   const std::int64_t H = c.hidden;
   for (auto* buf : {&h_, &tmp_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * H)));

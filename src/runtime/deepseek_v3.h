@@ -88,6 +88,7 @@ class DeepseekV3Model : public DecoderLM {
   const std::string& dialect() const override { return dialect_; }
   std::int64_t vocab() const override { return cfg_.vocab; }
   std::int64_t max_positions() const override { return cfg_.max_positions; }
+  int max_slots() const override { return 1; }  // one latent cache: sequences one at a time
   const std::vector<DeepseekV3Layer>& layers() const { return layers_; }
 
   Linear* find_linear(const std::string& module) override;
@@ -110,11 +111,11 @@ class DeepseekV3Model : public DecoderLM {
   void reset_routing_counts();
 
  private:
-  void ensure_cache(std::int64_t total) override;
-  // cos/sin (times YaRN's attention factor) of positions pos0..pos0+T-1, into rope_cos_/rope_sin_.
-  void position_tables(std::int64_t pos0, std::int64_t T) override;
-  // Layer li over x [T, hidden] at positions pos0.., through its cache.
-  void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) override;
+  void ensure_cache(int slot, std::int64_t total) override;
+  // cos/sin (times YaRN's attention factor) of the one segment's positions, into rope_cos_/rope_sin_.
+  void position_tables(std::span<const Segment> segments) override;
+  // Layer li over x [T, hidden] at the one segment's positions, through its cache.
+  void run_layer(std::size_t li, float* x, std::span<const Segment> segments) override;
   float final_norm_eps() const override { return cfg_.rms_eps; }
   // MLA: the queries, then the attention with kv_b_proj absorbed into the
   // per-head products, or applied to every cached latent.

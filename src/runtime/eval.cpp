@@ -16,6 +16,7 @@
 #include "runtime/base_logprobs.h"
 #include "runtime/causal_lm.h"
 #include "runtime/model.h"
+#include "runtime/speculate.h"
 #include "runtime/text_overlap.h"
 #include "runtime/tokenizer.h"
 
@@ -23,6 +24,10 @@ namespace selq::runtime {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+
+std::int32_t argmax(const float* v, std::int64_t n) {
+  return static_cast<std::int32_t>(std::max_element(v, v + n) - v);
+}
 
 double kl_divergence(const float* logp, const float* logq, std::int64_t n) {
   double s = 0;
@@ -214,69 +219,6 @@ std::uint64_t stored_bytes(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".safetensors") n += e.file_size();
   return n;
-}
-
-std::int32_t argmax(const float* v, std::int64_t n) {
-  return static_cast<std::int32_t>(std::max_element(v, v + n) - v);
-}
-
-struct SpecStats {
-  std::int64_t steps{0};
-  double greedy{0}, expected{0};
-};
-
-void speculate(CausalLM& base, CausalLM& draft, const std::vector<std::int32_t>& prompt,
-               const std::set<std::int32_t>& stop, const EvalOptions& o, SpecStats& st) {
-  const std::int64_t V = base.vocab();
-  const int k = o.draft_k;
-  if (prompt.size() < 2) return;
-  base.reset();
-  draft.reset();
-  auto head = std::span(prompt).first(prompt.size() - 1);
-  base.forward(head, false);
-  draft.forward(head, false);
-  std::int32_t last = prompt.back();
-  const std::int64_t limit = std::min<std::int64_t>(base.max_positions(), draft.max_positions()) - k - 2;
-  std::int64_t generated = 0;
-  std::vector<float> qlog(static_cast<std::size_t>(k * V));
-  std::vector<std::int32_t> d(static_cast<std::size_t>(k));
-  while (generated < o.gen_tokens && base.cached() < limit) {
-    const std::int64_t n = base.cached();
-    std::int32_t cur = last;
-    for (int j = 0; j < k; ++j) {
-      auto lg = draft.forward(std::span(&cur, 1), false);
-      float* q = qlog.data() + j * V;
-      std::copy(lg.begin(), lg.end(), q);
-      log_softmax_inplace(q, V);
-      d[static_cast<std::size_t>(j)] = cur = argmax(q, V);
-    }
-    std::vector<std::int32_t> verify{last};
-    verify.insert(verify.end(), d.begin(), d.end());
-    auto p = base.forward(verify, true);  // k+1 rows
-    int a = 0;
-    std::vector<double> alpha;
-    for (int j = 0; j < k; ++j) {
-      float* pj = p.data() + j * V;
-      log_softmax_inplace(pj, V);
-      alpha.push_back(overlap_probability(pj, qlog.data() + j * V, V));
-      if (a == j && argmax(pj, V) == d[static_cast<std::size_t>(j)]) ++a;
-    }
-    const std::int32_t next = argmax(p.data() + static_cast<std::int64_t>(a) * V, V);
-    ++st.steps;
-    st.greedy += a;
-    st.expected += expected_accepted(alpha);
-    generated += a + 1;
-    bool stopped = stop.count(next) > 0;
-    for (int j = 0; j < a; ++j) stopped = stopped || stop.count(d[static_cast<std::size_t>(j)]) > 0;
-    // keep last + accepted drafts in both caches
-    base.truncate(n + 1 + a);
-    if (draft.cached() > n + 1 + a)
-      draft.truncate(n + 1 + a);
-    else if (draft.cached() < n + 1 + a)  // all k accepted: the draft never saw its last token
-      draft.forward(std::span(&d[static_cast<std::size_t>(k - 1)], 1), false);
-    last = next;
-    if (stopped) break;
-  }
 }
 
 std::vector<std::vector<std::int32_t>> prompt_tokens(const Tokenizer& tok, const std::vector<std::string>& prompts,
@@ -481,16 +423,17 @@ class Evaluation {
 
   // m drafting for the base on every prompt.
   void score_acceptance(CausalLM& m, const std::string& label, ModelQuality& mq) {
+    const SpecOptions so{o_.draft_k, o_.gen_tokens, o_.prompt_batch};
+    const auto stats = speculate_prompts(*base_, m, ptoks_, stop_, so, [&](std::size_t n) {
+      done_units_ += n;
+      progress(label + " draft");
+    });
     SpecStats st;
-    for (const auto& p : ptoks_) {
-      SpecStats one;
-      speculate(*base_, m, p, stop_, o_, one);
+    for (const SpecStats& one : stats) {
       mq.prompt_sums.push_back({one.steps, one.greedy, one.expected});
       st.steps += one.steps;
       st.greedy += one.greedy;
       st.expected += one.expected;
-      ++done_units_;
-      progress(label + " draft");
     }
     mq.acceptance_ci = acceptance_intervals(mq.prompt_sums, rep_.bootstrap);
     mq.steps = st.steps;

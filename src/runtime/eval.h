@@ -22,10 +22,11 @@ struct EvalOptions {
   std::int64_t context{256};      // tokens per perplexity window (non-overlapping)
   std::int64_t max_tokens{2048};  // text tokens evaluated (0: all)
   int draft_k{7};                 // draft length per verification step
-  // Acceptance costs ~25 ms a generated token and model on SmolLM2 on 2 cores
-  // (batch-1 decoding); 32 x 32 keeps a model near a minute (docs/QUALITY.md).
   std::int64_t max_prompts{32};   // prompts used for acceptance (all of a smaller file)
   std::int64_t gen_tokens{32};    // tokens generated per prompt
+  // Prompts decoded together in lockstep (runtime/speculate.h); the numbers
+  // do not depend on it, only the time and memory (a few MB per prompt).
+  int prompt_batch{16};
   bool chat_template{true};       // wrap prompts in the ChatML template when the vocabulary has it
   // Where the base's log-probabilities over the text are cached between runs
   // (base_logprobs.h; "" : not cached), and the most the directory may hold.
@@ -117,6 +118,8 @@ void for_each_window_logprobs(CausalLM& m, const std::vector<std::int32_t>& toks
 std::vector<float> text_logprobs(CausalLM& m, const std::vector<std::int32_t>& toks, const Windows& w,
                                  double& nll_sum, const std::function<void(std::uint64_t)>& tick);
 
+// The index of the largest of v[0..n) (the first on ties).
+std::int32_t argmax(const float* v, std::int64_t n);
 // sum_x p(x) (log p(x) - log q(x)) from log-probabilities.
 double kl_divergence(const float* logp, const float* logq, std::int64_t n);
 // sum_x min(p(x), q(x)) from log-probabilities: the probability that a

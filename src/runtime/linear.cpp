@@ -28,7 +28,7 @@ using quant::ActMode;
 using quant::SchemeKind;
 using quant::SchemeSpec;
 
-void Linear::forward(const float* x, std::int64_t rows, float* y) const {
+void Linear::forward(const float* x, std::int64_t rows, float* y, bool rowwise) const {
   const float* a = x;
   std::vector<float> q;
   if (act != ActMode::None) {
@@ -40,7 +40,7 @@ void Linear::forward(const float* x, std::int64_t rows, float* y) const {
     });
     a = q.data();
   }
-  matmul(weight, a, rows, y);
+  (rowwise ? matmul_rowwise : matmul)(weight, a, rows, y);
   if (!bias.empty())
     for (std::int64_t t = 0; t < rows; ++t)
       for (std::int64_t o = 0; o < out; ++o) y[t * out + o] += bias[static_cast<std::size_t>(o)];

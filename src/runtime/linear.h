@@ -31,8 +31,9 @@ class Linear {
   double stored_bits{0};              // LinearLoader::stored_bits(module)
 
   // y[t, :] = W * qdq(x[t, :]) (+ bias) for t < rows, on all TBB threads.
-  // `x` is not modified.
-  void forward(const float* x, std::int64_t rows, float* y) const;
+  // `x` is not modified. `rowwise`: each row's product as matvec computes it
+  // (matmul_rowwise), whatever the other rows.
+  void forward(const float* x, std::int64_t rows, float* y, bool rowwise = false) const;
 };
 
 // How the linears of a checkpoint are quantized, resolved once per model.

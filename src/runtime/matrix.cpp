@@ -145,13 +145,13 @@ const float* stored_block(const Matrix& w, std::int64_t r0, std::int64_t r1) {
   return block.data();
 }
 
-void matvec_stored(const Matrix& w, const float* x, float* y) {
+void rowwise_stored(const Matrix& w, const float* x, std::int64_t m, float* y) {
   const std::int64_t b = w.stored->block_rows();
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, (w.rows + b - 1) / b, 1),
                     [&](const tbb::blocked_range<std::int64_t>& r) {
                       for (std::int64_t k = r.begin(); k < r.end(); ++k) {
                         const std::int64_t r0 = k * b, r1 = std::min(r0 + b, w.rows);
-                        dot_rows_f32(stored_block(w, r0, r1), w.cols, 0, r1 - r0, w.cols, x, y + r0);
+                        dot_rows_multi_f32(stored_block(w, r0, r1), w.cols, 0, r1 - r0, w.cols, x, m, w.rows, y + r0);
                       }
                     });
 }
@@ -177,16 +177,22 @@ void matmul_stored(const Matrix& w, const float* x, std::int64_t m, float* y) {
 
 }  // namespace
 
-void matvec(const Matrix& w, const float* x, float* y) {
-  if (w.is_stored()) return matvec_stored(w, x, y);
+void matvec(const Matrix& w, const float* x, float* y) { matmul_rowwise(w, x, 1, y); }
+
+void matmul_rowwise(const Matrix& w, const float* x, std::int64_t m, float* y) {
+  if (m <= 0) return;
+  if (w.is_stored()) return rowwise_stored(w, x, m, y);
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, w.rows, matvec_grain(w)),
                     [&](const tbb::blocked_range<std::int64_t>& r) {
-                      if (w.is_bf16()) {
-                        dot_rows_bf16(w.bf16.data(), w.cols, r.begin(), r.end(), w.cols, x, y);
-                        if (!w.row_scale.empty())
-                          for (std::int64_t i = r.begin(); i < r.end(); ++i) y[i] *= w.row_scale[static_cast<std::size_t>(i)];
-                      } else
-                        dot_rows_f32(w.f32.data(), w.cols, r.begin(), r.end(), w.cols, x, y);
+                      if (!w.is_bf16()) {
+                        dot_rows_multi_f32(w.f32.data(), w.cols, r.begin(), r.end(), w.cols, x, m, w.rows, y);
+                        return;
+                      }
+                      dot_rows_multi_bf16(w.bf16.data(), w.cols, r.begin(), r.end(), w.cols, x, m, w.rows, y);
+                      if (!w.row_scale.empty())
+                        for (std::int64_t t = 0; t < m; ++t)
+                          for (std::int64_t i = r.begin(); i < r.end(); ++i)
+                            y[t * w.rows + i] *= w.row_scale[static_cast<std::size_t>(i)];
                     });
 }
 

@@ -63,13 +63,19 @@ void matvec(const Matrix& w, const float* x, float* y);
 // m == 1 is matvec. Panels of weight rows (converted to F32 when BF16) are
 // multiplied with sgemm, one panel per task.
 void matmul(const Matrix& w, const float* x, std::int64_t m, float* y);
+// matmul with every output row computed exactly as matvec computes it (each
+// weight row read once and dotted with all m rows, no sgemm), so a row's bits
+// do not depend on the other rows of the call: speculative decoding batches
+// the tokens of many prompts through it (runtime/eval.cpp).
+void matmul_rowwise(const Matrix& w, const float* x, std::int64_t m, float* y);
 
-// The SIMD kernels behind matvec (runtime-dispatched with Highway), for the
-// tests: rows [r0, r1) of a [*, cols] matrix with leading dimension ld.
-void dot_rows_bf16(const std::uint16_t* w, std::int64_t ld, std::int64_t r0, std::int64_t r1, std::int64_t cols,
-                   const float* x, float* y);
-void dot_rows_f32(const float* w, std::int64_t ld, std::int64_t r0, std::int64_t r1, std::int64_t cols,
-                  const float* x, float* y);
+// The SIMD kernels behind matvec and matmul_rowwise (runtime-dispatched with
+// Highway), for the tests: rows [r0, r1) of a [*, cols] matrix with leading
+// dimension ld against m activation rows, y row-major [m, ldy].
+void dot_rows_multi_bf16(const std::uint16_t* w, std::int64_t ld, std::int64_t r0, std::int64_t r1,
+                         std::int64_t cols, const float* x, std::int64_t m, std::int64_t ldy, float* y);
+void dot_rows_multi_f32(const float* w, std::int64_t ld, std::int64_t r0, std::int64_t r1, std::int64_t cols,
+                        const float* x, std::int64_t m, std::int64_t ldy, float* y);
 // Name of the Highway target the kernels dispatch to ("AVX2").
 const char* matrix_simd_target();
 

@@ -117,8 +117,6 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   for (std::int64_t i = 0; i < c.head_dim / 2; ++i)
     m->inv_freq_[static_cast<std::size_t>(i)] = static_cast<float>(
         1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim)));
-  m->k_cache_.resize(static_cast<std::size_t>(c.layers));
-  m->v_cache_.resize(static_cast<std::size_t>(c.layers));
   return m;
 }
 
@@ -164,26 +162,34 @@ std::uint64_t LlamaModel::weight_bytes() const {
   return n;
 }
 
-void LlamaModel::ensure_cache(std::int64_t total) {
-  if (total <= capacity_) return;
-  std::int64_t cap = std::max<std::int64_t>(total, capacity_ * 2);
-  const std::int64_t kvd = cfg_.kv_heads * cfg_.head_dim;
-  for (auto* caches : {&k_cache_, &v_cache_})
-    for (auto& c : *caches) c.resize(static_cast<std::size_t>(cap * kvd));
-  capacity_ = cap;
+void LlamaModel::ensure_cache(int slot, std::int64_t total) {
+  if (caches_.size() <= static_cast<std::size_t>(slot)) caches_.resize(static_cast<std::size_t>(slot) + 1);
+  KvCache& kv = caches_[static_cast<std::size_t>(slot)];
+  if (total <= kv.capacity) return;
+  const std::int64_t cap = std::max<std::int64_t>(total, kv.capacity * 2);
+  const auto size = static_cast<std::size_t>(cap * cfg_.kv_heads * cfg_.head_dim);
+  for (auto* caches : {&kv.k, &kv.v}) {
+    caches->resize(static_cast<std::size_t>(cfg_.layers));
+    for (auto& c : *caches) c.resize(size);
+  }
+  kv.capacity = cap;
 }
 
-void LlamaModel::position_tables(std::int64_t pos0, std::int64_t T) {
+void LlamaModel::position_tables(std::span<const Segment> segments) {
   const std::int64_t half = cfg_.head_dim / 2;
-  rope_cos_.resize(static_cast<std::size_t>(T * half));
+  std::int64_t rows = 0;
+  for (const Segment& g : segments) rows = std::max(rows, g.row0 + g.rows);
+  rope_cos_.resize(static_cast<std::size_t>(rows * half));
   rope_sin_.resize(rope_cos_.size());
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t i = 0; i < half; ++i) {
-      // HF computes the angle in FP32 (position * inv_freq) before cos/sin.
-      const float ang = static_cast<float>(pos0 + t) * inv_freq_[static_cast<std::size_t>(i)];
-      rope_cos_[static_cast<std::size_t>(t * half + i)] = std::cos(ang);
-      rope_sin_[static_cast<std::size_t>(t * half + i)] = std::sin(ang);
-    }
+  for (const Segment& g : segments)
+    for (std::int64_t t = 0; t < g.rows; ++t)
+      for (std::int64_t i = 0; i < half; ++i) {
+        // HF computes the angle in FP32 (position * inv_freq) before cos/sin.
+        const float ang = static_cast<float>(g.pos0 + t) * inv_freq_[static_cast<std::size_t>(i)];
+        const auto at = static_cast<std::size_t>((g.row0 + t) * half + i);
+        rope_cos_[at] = std::cos(ang);
+        rope_sin_[at] = std::sin(ang);
+      }
 }
 
 namespace {
@@ -229,29 +235,43 @@ void apply_rope(float* v, std::int64_t half, const float* cosv, const float* sin
 
 }  // namespace
 
-void LlamaModel::run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) {
+void LlamaModel::run_layer(std::size_t li, float* x, std::span<const Segment> segments) {
   const LlamaConfig& c = cfg_;
   const std::int64_t H = c.hidden, hd = c.head_dim, qd = c.heads * hd, kvd = c.kv_heads * hd, half = hd / 2;
+  std::int64_t T = 0;
+  for (const Segment& g : segments) T = std::max(T, g.row0 + g.rows);
   for (auto* buf : {&h_, &tmp_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * H)));
   for (auto* buf : {&q_, &attn_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * qd)));
+  for (auto* buf : {&k_, &v_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * kvd)));
   for (auto* buf : {&gate_, &up_}) buf->resize(std::max(buf->size(), static_cast<std::size_t>(T * c.intermediate)));
-  float *h = h_.data(), *q = q_.data(), *attn = attn_.data(), *g = gate_.data(), *u = up_.data(), *tmp = tmp_.data();
+  float *h = h_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data(), *attn = attn_.data(), *g = gate_.data(),
+        *u = up_.data(), *tmp = tmp_.data();
   const LlamaLayer& L = layers_[li];
-  float* kc = k_cache_[li].data();
-  float* vc = v_cache_[li].data();
-  // Attention, its keys and values appended to the cache.
+  // Attention over every row at once but for the attention proper, which
+  // reads each segment's own cache, its new keys and values appended first.
   per_token(T, [&](std::int64_t t) { rms_norm(x + t * H, L.attn_norm.data(), H, c.rms_eps, h + t * H); });
   linear(L.q, h, T, q);
-  linear(L.k, h, T, kc + pos0 * kvd);
-  linear(L.v, h, T, vc + pos0 * kvd);
+  linear(L.k, h, T, k);
+  linear(L.v, h, T, v);
   per_token(T, [&](std::int64_t t) {
     const float* cosv = rope_cos_.data() + t * half;
     const float* sinv = rope_sin_.data() + t * half;
     for (std::int64_t hh = 0; hh < c.heads; ++hh) apply_rope(q + t * qd + hh * hd, half, cosv, sinv);
-    for (std::int64_t hh = 0; hh < c.kv_heads; ++hh) apply_rope(kc + (pos0 + t) * kvd + hh * hd, half, cosv, sinv);
+    for (std::int64_t hh = 0; hh < c.kv_heads; ++hh) apply_rope(k + t * kvd + hh * hd, half, cosv, sinv);
   });
-  // One task per query head; each writes only its own columns of `attn`.
-  tbb::parallel_for(std::int64_t{0}, c.heads, [&](std::int64_t hh) { attend_head(c, hh, q, kc, vc, T, pos0, attn); });
+  for (const Segment& sg : segments) {
+    KvCache& kv = caches_[static_cast<std::size_t>(sg.slot)];
+    std::copy_n(k + sg.row0 * kvd, sg.rows * kvd, kv.k[li].data() + sg.pos0 * kvd);
+    std::copy_n(v + sg.row0 * kvd, sg.rows * kvd, kv.v[li].data() + sg.pos0 * kvd);
+  }
+  // One task per segment and query head; each writes only its own rows and columns of `attn`.
+  const auto heads = c.heads;
+  tbb::parallel_for(std::int64_t{0}, static_cast<std::int64_t>(segments.size()) * heads, [&](std::int64_t i) {
+    const Segment& sg = segments[static_cast<std::size_t>(i / heads)];
+    const KvCache& kv = caches_[static_cast<std::size_t>(sg.slot)];
+    attend_head(c, i % heads, q + sg.row0 * qd, kv.k[li].data(), kv.v[li].data(), sg.rows, sg.pos0,
+                attn + sg.row0 * qd);
+  });
   linear(L.o, attn, T, tmp);
   // The MLP (SwiGLU) on the residual.
   per_token(T, [&](std::int64_t t) {

@@ -46,6 +46,7 @@ class LlamaModel : public DecoderLM {
   const std::string& dialect() const override { return dialect_; }
   std::int64_t vocab() const override { return cfg_.vocab; }
   std::int64_t max_positions() const override { return cfg_.max_positions; }
+  int max_slots() const override { return 256; }  // a cache each, allocated as used
   const std::vector<LlamaLayer>& layers() const { return layers_; }
   Linear* find_linear(const std::string& module) override;
   std::vector<const Linear*> linears() const override;
@@ -63,22 +64,25 @@ class LlamaModel : public DecoderLM {
   double linear_bits_per_weight() const override;
 
  private:
-  void ensure_cache(std::int64_t total) override;
-  // cos/sin of positions pos0..pos0+T-1 per frequency, into rope_cos_/rope_sin_.
-  void position_tables(std::int64_t pos0, std::int64_t T) override;
-  // Layer li over x [T, hidden] at positions pos0.., through its KV cache.
-  void run_layer(std::size_t li, float* x, std::int64_t T, std::int64_t pos0) override;
+  void ensure_cache(int slot, std::int64_t total) override;
+  // cos/sin of every row's position per frequency, into rope_cos_/rope_sin_.
+  void position_tables(std::span<const Segment> segments) override;
+  // Layer li over x [rows, hidden], each segment through its slot's KV cache.
+  void run_layer(std::size_t li, float* x, std::span<const Segment> segments) override;
   float final_norm_eps() const override { return cfg_.rms_eps; }
 
   std::string path_, dialect_, model_type_;
   LlamaConfig cfg_;
   double head_stored_bits_{0};  // 0 when tied
   std::vector<LlamaLayer> layers_;
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [capacity, kv_heads*head_dim]
-  std::int64_t capacity_{0};
+  struct KvCache {
+    std::vector<std::vector<float>> k, v;  // per layer [capacity, kv_heads*head_dim]
+    std::int64_t capacity{0};
+  };
+  std::vector<KvCache> caches_;  // per sequence slot
   std::vector<float> inv_freq_;
   std::vector<float> rope_cos_, rope_sin_;                  // [T, head_dim / 2] of the current call
-  std::vector<float> h_, q_, attn_, gate_, up_, tmp_;        // per-call scratch, grown as needed
+  std::vector<float> h_, q_, k_, v_, attn_, gate_, up_, tmp_;  // per-call scratch, grown as needed
 };
 
 // log-softmax of one row of logits, in place; returns nothing.

@@ -204,3 +204,52 @@ TEST(Calibrate, RecordsInputAmaxPerLinear) {
 
 }  // namespace
 }  // namespace selq::runtime
+
+namespace selq::runtime {
+namespace {
+
+// Acceptance of a draft unlike the base (other random weights, so the drafts
+// are often rejected and prompts finish at different steps): the per-prompt
+// sums are the same bits whether prompts run one at a time or in batches.
+TEST(Evaluate, AcceptanceIsTheSameForAnyPromptBatch) {
+  const auto tmp = std::filesystem::temp_directory_path() / ("selq_evalbatch_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const std::string base = (tmp / "base").string(), draft = (tmp / "draft").string();
+  testing::TinyLlama c;
+  testing::write_tiny_llama(base, c, true, 7);
+  testing::write_tiny_llama(draft, c, true, 8);
+  write_tiny_tokenizer(base);
+  write_tiny_tokenizer(draft);
+  const std::string text = "0123456789:;<=>?@ABCDEFGHIJKLMNOabcdefg0123456789";
+  const std::vector<std::string> prompts{"012", "abc", "9", "XYZ0", "klmno", "@@", "ab"};
+  std::vector<std::vector<PromptSums>> sums;
+  for (int batch : {1, 3, 16}) {
+    EvalOptions o;
+    o.context = 16;
+    o.max_tokens = 16;
+    o.gen_tokens = 10;
+    o.draft_k = 3;
+    o.prompt_batch = batch;
+    auto rep = evaluate(base, {draft}, text, "inline", prompts, "inline", o);
+    sums.push_back(rep.quantized.at(0).prompt_sums);
+  }
+  ASSERT_EQ(sums[0].size(), prompts.size());
+  std::int64_t steps = 0;
+  double accepted = 0;
+  for (const auto& p : sums[0]) {
+    steps += p.steps;
+    accepted += p.greedy;
+  }
+  EXPECT_GT(steps, static_cast<std::int64_t>(prompts.size()));  // more than one step per prompt
+  EXPECT_LT(accepted, 3.0 * static_cast<double>(steps));         // not every draft accepted
+  for (std::size_t b = 1; b < sums.size(); ++b)
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(sums[b][i].steps, sums[0][i].steps) << "batch variant " << b << " prompt " << i;
+      EXPECT_EQ(sums[b][i].greedy, sums[0][i].greedy) << "batch variant " << b << " prompt " << i;
+      EXPECT_EQ(sums[b][i].expected, sums[0][i].expected) << "batch variant " << b << " prompt " << i;
+    }
+  std::filesystem::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace selq::runtime

@@ -74,19 +74,23 @@ TEST(Matrix, RowKernelsMatchDoubleLoop) {
     auto w = bf16_rounded(wf);
     std::vector<std::uint16_t> bits(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) bits[i] = f32_to_bf16_ref(w[i]);
-    auto x = random_floats(rng, static_cast<std::size_t>(cols));
+    const std::int64_t m = 6;  // four rows at a time, then two alone
+    auto x = random_floats(rng, static_cast<std::size_t>(m * cols));
     std::vector<double> ref, bound, ref32, bound32;
-    reference(w, rows, cols, x, 1, ref, bound);
-    reference(wf, rows, cols, x, 1, ref32, bound32);
-    std::vector<float> yb(rows, -1.0f), yf(rows, -1.0f);
+    reference(w, rows, cols, x, m, ref, bound);
+    reference(wf, rows, cols, x, m, ref32, bound32);
+    std::vector<float> yb(m * rows, -1.0f), yf(m * rows, -1.0f);
     // Rows 1..4 only: row 0 must stay untouched.
-    dot_rows_bf16(bits.data(), cols, 1, rows, cols, x.data(), yb.data());
-    dot_rows_f32(wf.data(), cols, 1, rows, cols, x.data(), yf.data());
-    EXPECT_EQ(yb[0], -1.0f);
-    EXPECT_EQ(yf[0], -1.0f);
-    for (std::int64_t r = 1; r < rows; ++r) {
-      EXPECT_NEAR(yb[r], ref[r], bound[r]) << "bf16 cols " << cols << " row " << r;
-      EXPECT_NEAR(yf[r], ref32[r], bound32[r]) << "f32 cols " << cols << " row " << r;
+    dot_rows_multi_bf16(bits.data(), cols, 1, rows, cols, x.data(), m, rows, yb.data());
+    dot_rows_multi_f32(wf.data(), cols, 1, rows, cols, x.data(), m, rows, yf.data());
+    for (std::int64_t t = 0; t < m; ++t) {
+      EXPECT_EQ(yb[t * rows], -1.0f);
+      EXPECT_EQ(yf[t * rows], -1.0f);
+      for (std::int64_t r = 1; r < rows; ++r) {
+        const auto i = static_cast<std::size_t>(t * rows + r);
+        EXPECT_NEAR(yb[i], ref[i], bound[i]) << "bf16 cols " << cols << " x row " << t << " row " << r;
+        EXPECT_NEAR(yf[i], ref32[i], bound32[i]) << "f32 cols " << cols << " x row " << t << " row " << r;
+      }
     }
   }
 }
@@ -124,6 +128,39 @@ TEST(Matrix, ProductsMatchDoubleLoopAndAreThreadCountInvariant) {
           << s.rows << "x" << s.cols << " m " << s.m << ": 1 and 2 threads differ";
     }
   }
+}
+
+}  // namespace
+}  // namespace selq::runtime
+
+namespace selq::runtime {
+namespace {
+
+// matmul_rowwise: every row has matvec's bits whatever the other rows of the
+// call (speculative decoding batches prompts on this), for BF16, F32 and
+// BF16 with a row scale, on 1 and 2 threads.
+TEST(Matrix, RowwiseRowsAreMatvecBitForBit) {
+  std::mt19937 rng(4);
+  const std::int64_t rows = 131, cols = 97, m = 5;
+  auto w = random_floats(rng, static_cast<std::size_t>(rows * cols));
+  auto wb = bf16_rounded(w);
+  std::vector<std::uint16_t> bits(wb.size());
+  for (std::size_t i = 0; i < wb.size(); ++i) bits[i] = f32_to_bf16_ref(wb[i]);
+  const std::vector<Matrix> mats{Matrix::from_f32(w, rows, cols), Matrix::from_f32(wb, rows, cols),
+                                 Matrix::from_bf16_scaled(bits, random_floats(rng, rows), rows, cols)};
+  auto x = random_floats(rng, static_cast<std::size_t>(m * cols));
+  for (const Matrix& mat : mats)
+    for (int threads : {1, 2}) {
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+      std::vector<float> y(static_cast<std::size_t>(m * rows)), one(static_cast<std::size_t>(rows));
+      matmul_rowwise(mat, x.data(), m, y.data());
+      for (std::int64_t t = 0; t < m; ++t) {
+        matvec(mat, x.data() + t * cols, one.data());
+        EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * rows, one.size() * sizeof(float)))
+            << "row " << t << " bf16 " << mat.is_bf16() << " scaled " << !mat.row_scale.empty() << " threads "
+            << threads;
+      }
+    }
 }
 
 }  // namespace

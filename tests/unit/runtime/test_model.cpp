@@ -284,3 +284,73 @@ TEST(ModelInput, RejectsTokenOutsideVocabulary) {
 
 }  // namespace
 }  // namespace selq::runtime
+
+namespace selq::runtime {
+namespace {
+
+std::vector<std::vector<float>> one_step(LlamaModel& m, int slot, const std::vector<std::int32_t>& tokens,
+                                         bool all_logits, bool rowwise) {
+  const CausalLM::SequenceStep s{slot, tokens, all_logits};
+  return m.forward_steps(std::span(&s, 1), rowwise);
+}
+
+// Three prompts of different lengths in three slots, run together step by
+// step with rowwise products, give each slot the same logits, bit for bit, as
+// running that prompt alone; and close to forward()'s (sgemm) logits.
+TEST(ModelSlots, BatchedStepsAreEachSequenceAlone) {
+  const std::string dir = tmpdir("slots");
+  TinyLlama c;
+  c.qkv_bias = true;
+  write_tiny_llama(dir, c, true);
+  auto batched = LlamaModel::load(dir);
+  auto alone = LlamaModel::load(dir);
+  const std::vector<std::vector<std::int32_t>> prompts{{1, 5, 9}, {7}, {3, 3, 8, 60, 2, 11}};
+  const std::vector<std::vector<std::int32_t>> next{{4, 6}, {13, 2, 40}, {9}};
+  batched->reset_slots(3);
+  std::vector<CausalLM::SequenceStep> steps;
+  for (int i = 0; i < 3; ++i) steps.push_back({i, prompts[static_cast<std::size_t>(i)], false});
+  auto first = batched->forward_steps(steps, true);
+  steps.clear();
+  for (int i = 0; i < 3; ++i) steps.push_back({i, next[static_cast<std::size_t>(i)], true});
+  auto second = batched->forward_steps(steps, true);
+  for (int i = 0; i < 3; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    EXPECT_EQ(batched->cached(i), static_cast<std::int64_t>(prompts[u].size() + next[u].size()));
+    alone->reset();
+    auto a1 = one_step(*alone, 0, prompts[u], false, true);
+    auto a2 = one_step(*alone, 0, next[u], true, true);
+    ASSERT_EQ(first[u].size(), static_cast<std::size_t>(c.vocab));  // the last row only
+    ASSERT_EQ(second[u].size(), next[u].size() * static_cast<std::size_t>(c.vocab));
+    EXPECT_EQ(0, std::memcmp(a1[0].data(), first[u].data(), first[u].size() * sizeof(float))) << "slot " << i;
+    EXPECT_EQ(0, std::memcmp(a2[0].data(), second[u].data(), second[u].size() * sizeof(float))) << "slot " << i;
+    alone->reset();
+    alone->forward(prompts[u], false);
+    auto f = alone->forward(next[u], true);
+    for (std::size_t k = 0; k < f.size(); ++k) ASSERT_NEAR(f[k], second[u][k], 1e-4f) << "slot " << i << " logit " << k;
+  }
+  // Rolling one slot back leaves the others as they were.
+  batched->truncate(1, 2);
+  EXPECT_EQ(batched->cached(2), 1);
+  EXPECT_EQ(batched->cached(0), 5);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelSlots, RejectsRepeatedOrMissingSlots) {
+  const std::string dir = tmpdir("slots_bad");
+  TinyLlama c;
+  write_tiny_llama(dir, c, true);
+  auto m = LlamaModel::load(dir);
+  m->reset_slots(2);
+  const std::vector<std::int32_t> t{1, 2};
+  const std::vector<CausalLM::SequenceStep> twice{{1, t, true}, {1, t, true}};
+  EXPECT_THROW(m->forward_steps(twice, true), Error);
+  const std::vector<CausalLM::SequenceStep> missing{{2, t, true}};
+  EXPECT_THROW(m->forward_steps(missing, true), Error);
+  EXPECT_THROW(m->reset_slots(0), Error);
+  EXPECT_THROW(m->reset_slots(m->max_slots() + 1), Error);
+  EXPECT_EQ(m->cached(0), 0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace selq::runtime
