@@ -11,13 +11,12 @@ echo "== 0. setup (Debian packages, the demo model and text; once per machine) a
 scripts/setup.sh demo
 if [ -z "${SELQ:-}" ]; then
   # The configure's own lines about selq (MPI, libcurl, BLAS), then the build's
-  # progress: one line per compiled file or batch of a module's files (the unity
-  # build, SELQ_UNITY_BUILD) with make's [ n%], one per finished target.
+  # progress: Ninja's [done/total] and one line per compiled file or batch of a
+  # module's files (the unity build, SELQ_UNITY_BUILD), one per linked library.
   t0=$SECONDS
-  cmake --preset release -DSELQ_BUILD_TESTS=OFF -DSELQ_BUILD_BENCH=OFF | { grep --line-buffered '^-- selq:' || true; }
+  cmake --preset release $(scripts/fresh_if_other_generator.sh release) -DSELQ_BUILD_TESTS=OFF -DSELQ_BUILD_BENCH=OFF | { grep --line-buffered '^-- selq:' || true; }
   cmake --build --preset release -j "$(nproc)" --target selq \
-    | sed -u -E -e '/^(Scanning dependencies|Consolidate compiler generated dependencies)/d' \
-                -e 's#Building CXX object src/CMakeFiles/([^/]+)\.dir/Unity/unity_([0-9]+)_cxx\.cxx\.o$#compiling \1, batch \2#' \
+    | sed -u -E -e 's#Building CXX object src/CMakeFiles/([^/]+)\.dir/Unity/unity_([0-9]+)_cxx\.cxx\.o$#compiling \1, batch \2#' \
                 -e 's#Building CXX object src/CMakeFiles/[^/]+\.dir/(.*)\.o$#compiling src/\1#'
   echo "   built build/release/src/selq in $((SECONDS - t0)) s"
   SELQ=build/release/src/selq

@@ -20,7 +20,7 @@ MODE="${1:-test}"
 case "$MODE" in demo|test) ;; *) echo "usage: scripts/setup.sh [demo|test]" >&2; exit 2 ;; esac
 
 APT_DEMO=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev
   libhwy-dev libtbb-dev libxxhash-dev libcurl4-openssl-dev libopenblas-dev zlib1g-dev
   python3-venv r-cran-janeaustenr
