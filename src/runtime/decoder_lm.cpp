@@ -47,8 +47,7 @@ std::vector<std::vector<float>> DecoderLM::forward_steps(std::span<const Sequenc
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
     out_rows += s.all_logits ? T : std::min<std::int64_t>(T, 1);
   }
-  std::vector<std::vector<float>> logits(steps.size());
-  if (tokens.empty()) return logits;
+  if (tokens.empty()) return std::vector<std::vector<float>>(steps.size());
   std::vector<float> x = embed(tokens);
   position_tables(segments);
   {
@@ -56,8 +55,13 @@ std::vector<std::vector<float>> DecoderLM::forward_steps(std::span<const Sequenc
     for (std::int64_t li = 0; li < layer_count(); ++li) run_layer(static_cast<std::size_t>(li), x.data(), segments);
   }
   for (const Segment& g : segments) cached_[static_cast<std::size_t>(g.slot)] += g.rows;
+  return head_logits(x, steps, segments, out_rows, rowwise);
+}
 
-  // The final norm of the rows whose logits are asked for, then one product with the head.
+std::vector<std::vector<float>> DecoderLM::head_logits(const std::vector<float>& x,
+                                                       std::span<const SequenceStep> steps,
+                                                       std::span<const Segment> segments, std::int64_t out_rows,
+                                                       bool rowwise) {
   const std::int64_t H = hidden_size();
   std::vector<std::int64_t> rows;  // hidden-state row of each output row
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -72,6 +76,7 @@ std::vector<std::vector<float>> DecoderLM::forward_steps(std::span<const Sequenc
   std::vector<float> all(static_cast<std::size_t>(out_rows * vocab()));
   // One row (decode, last-token logits): a GEMV that reads the head once.
   (rowwise ? matmul_rowwise : matmul)(head_.size() == 0 ? embed_ : head_, normed_.data(), out_rows, all.data());
+  std::vector<std::vector<float>> logits(steps.size());
   std::int64_t r0 = 0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const std::int64_t n = steps[i].all_logits ? segments[i].rows : std::min<std::int64_t>(segments[i].rows, 1);
@@ -82,6 +87,8 @@ std::vector<std::vector<float>> DecoderLM::forward_steps(std::span<const Sequenc
 }
 
 void DecoderLM::truncate(std::int64_t n, int slot) {
+  if (slot < 0 || static_cast<std::size_t>(slot) >= cached_.size())
+    throw_bad_input(fmt::format("truncate: slot {} is not one of the {} slots", slot, cached_.size()));
   const std::int64_t have = cached(slot);
   if (n < 0 || n > have) throw_bad_input(fmt::format("truncate({}) with {} cached positions", n, have));
   cached_[static_cast<std::size_t>(slot)] = n;

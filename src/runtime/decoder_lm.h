@@ -50,6 +50,11 @@ class DecoderLM : public CausalLM {
   std::vector<std::int64_t> cached_{0};  // positions in each slot's cache
 
  private:
+  // The final norm and the head on the rows of x whose logits the steps ask
+  // for (out_rows of them), split per step.
+  std::vector<std::vector<float>> head_logits(const std::vector<float>& x, std::span<const SequenceStep> steps,
+                                              std::span<const Segment> segments, std::int64_t out_rows, bool rowwise);
+
   std::vector<float> normed_;  // the final norm's rows of the current call
 };
 

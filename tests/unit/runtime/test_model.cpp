@@ -348,6 +348,7 @@ TEST(ModelSlots, RejectsRepeatedOrMissingSlots) {
   EXPECT_THROW(m->forward_steps(missing, true), Error);
   EXPECT_THROW(m->reset_slots(0), Error);
   EXPECT_THROW(m->reset_slots(m->max_slots() + 1), Error);
+  EXPECT_THROW(m->truncate(0, 2), Error);  // slots 0 and 1 only
   EXPECT_EQ(m->cached(0), 0);
   std::filesystem::remove_all(dir);
 }
