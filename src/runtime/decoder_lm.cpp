@@ -35,7 +35,6 @@ std::vector<std::vector<float>> DecoderLM::forward_steps(std::span<const Sequenc
   std::vector<Segment> segments;
   std::vector<std::int32_t> tokens;
   std::vector<bool> seen(cached_.size(), false);
-  std::int64_t out_rows = 0;
   for (const SequenceStep& s : steps) {
     if (s.slot < 0 || static_cast<std::size_t>(s.slot) >= cached_.size() || seen[static_cast<std::size_t>(s.slot)])
       throw_bad_input(fmt::format("forward_steps: slot {} is not one of the {} slots, or is given twice", s.slot,
@@ -45,7 +44,6 @@ std::vector<std::vector<float>> DecoderLM::forward_steps(std::span<const Sequenc
     segments.push_back({s.slot, static_cast<std::int64_t>(tokens.size()), T, pos0});
     ensure_cache(s.slot, pos0 + T);
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
-    out_rows += s.all_logits ? T : std::min<std::int64_t>(T, 1);
   }
   if (tokens.empty()) return std::vector<std::vector<float>>(steps.size());
   std::vector<float> x = embed(tokens);
@@ -55,19 +53,19 @@ std::vector<std::vector<float>> DecoderLM::forward_steps(std::span<const Sequenc
     for (std::int64_t li = 0; li < layer_count(); ++li) run_layer(static_cast<std::size_t>(li), x.data(), segments);
   }
   for (const Segment& g : segments) cached_[static_cast<std::size_t>(g.slot)] += g.rows;
-  return head_logits(x, steps, segments, out_rows, rowwise);
+  return head_logits(x, steps, segments, rowwise);
 }
 
 std::vector<std::vector<float>> DecoderLM::head_logits(const std::vector<float>& x,
                                                        std::span<const SequenceStep> steps,
-                                                       std::span<const Segment> segments, std::int64_t out_rows,
-                                                       bool rowwise) {
+                                                       std::span<const Segment> segments, bool rowwise) {
   const std::int64_t H = hidden_size();
   std::vector<std::int64_t> rows;  // hidden-state row of each output row
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const Segment& g = segments[i];
     for (std::int64_t t = steps[i].all_logits ? 0 : g.rows - 1; t >= 0 && t < g.rows; ++t) rows.push_back(g.row0 + t);
   }
+  const auto out_rows = static_cast<std::int64_t>(rows.size());
   normed_.resize(static_cast<std::size_t>(out_rows * H));
   const float eps = final_norm_eps();
   ops::per_token(out_rows, [&](std::int64_t r) {

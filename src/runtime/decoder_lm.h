@@ -51,9 +51,9 @@ class DecoderLM : public CausalLM {
 
  private:
   // The final norm and the head on the rows of x whose logits the steps ask
-  // for (out_rows of them), split per step.
+  // for, split per step.
   std::vector<std::vector<float>> head_logits(const std::vector<float>& x, std::span<const SequenceStep> steps,
-                                              std::span<const Segment> segments, std::int64_t out_rows, bool rowwise);
+                                              std::span<const Segment> segments, bool rowwise);
 
   std::vector<float> normed_;  // the final norm's rows of the current call
 };

@@ -76,22 +76,17 @@ HWY_INLINE void DotRow4(const W* w, const float* x, std::int64_t ldx, std::int64
   std::int64_t c = 0;
   for (; c + 4 * n <= cols; c += 4 * n) {
     const auto w0 = LoadW(w + c), w1 = LoadW(w + c + n), w2 = LoadW(w + c + 2 * n), w3 = LoadW(w + c + 3 * n);
-    a00 = hn::MulAdd(w0, hn::LoadU(d, x0 + c), a00);
-    a01 = hn::MulAdd(w1, hn::LoadU(d, x0 + c + n), a01);
-    a02 = hn::MulAdd(w2, hn::LoadU(d, x0 + c + 2 * n), a02);
-    a03 = hn::MulAdd(w3, hn::LoadU(d, x0 + c + 3 * n), a03);
-    a10 = hn::MulAdd(w0, hn::LoadU(d, x1 + c), a10);
-    a11 = hn::MulAdd(w1, hn::LoadU(d, x1 + c + n), a11);
-    a12 = hn::MulAdd(w2, hn::LoadU(d, x1 + c + 2 * n), a12);
-    a13 = hn::MulAdd(w3, hn::LoadU(d, x1 + c + 3 * n), a13);
-    a20 = hn::MulAdd(w0, hn::LoadU(d, x2 + c), a20);
-    a21 = hn::MulAdd(w1, hn::LoadU(d, x2 + c + n), a21);
-    a22 = hn::MulAdd(w2, hn::LoadU(d, x2 + c + 2 * n), a22);
-    a23 = hn::MulAdd(w3, hn::LoadU(d, x2 + c + 3 * n), a23);
-    a30 = hn::MulAdd(w0, hn::LoadU(d, x3 + c), a30);
-    a31 = hn::MulAdd(w1, hn::LoadU(d, x3 + c + n), a31);
-    a32 = hn::MulAdd(w2, hn::LoadU(d, x3 + c + 2 * n), a32);
-    a33 = hn::MulAdd(w3, hn::LoadU(d, x3 + c + 3 * n), a33);
+    // One activation row's four accumulators, as DotRow's loop updates them.
+    const auto fma4 = [&](const float* xt, hn::Vec<DF>& s0, hn::Vec<DF>& s1, hn::Vec<DF>& s2, hn::Vec<DF>& s3) {
+      s0 = hn::MulAdd(w0, hn::LoadU(d, xt + c), s0);
+      s1 = hn::MulAdd(w1, hn::LoadU(d, xt + c + n), s1);
+      s2 = hn::MulAdd(w2, hn::LoadU(d, xt + c + 2 * n), s2);
+      s3 = hn::MulAdd(w3, hn::LoadU(d, xt + c + 3 * n), s3);
+    };
+    fma4(x0, a00, a01, a02, a03);
+    fma4(x1, a10, a11, a12, a13);
+    fma4(x2, a20, a21, a22, a23);
+    fma4(x3, a30, a31, a32, a33);
   }
   for (; c + n <= cols; c += n) {
     const auto wv = LoadW(w + c);

@@ -57,6 +57,9 @@ TEST(EvalPrompts, ReadsQuestionsAndRejectsBadLines) {
 
 // A tokenizer.json with a byte-level vocabulary of the 64 tokens the tiny
 // model has: ids 0..63 for bytes 'A'..., no merges.
+// Text the tiny tokenizer maps one character to one token ('0'..'o').
+const std::string kTinyText = "0123456789:;<=>?@ABCDEFGHIJKLMNOabcdefg0123456789";
+
 void write_tiny_tokenizer(const std::string& dir) {
   nlohmann::json vocab = nlohmann::json::object();
   for (int i = 0; i < 64; ++i) vocab[std::string(1, static_cast<char>('0' + i))] = i;  // '0'..'o'
@@ -83,7 +86,7 @@ TEST(Evaluate, SelfComparisonIsPerfect) {
   o.max_tokens = 40;
   o.gen_tokens = 12;
   o.draft_k = 3;
-  std::string text = "0123456789:;<=>?@ABCDEFGHIJKLMNOabcdefg0123456789";
+  const std::string& text = kTinyText;
   auto rep = evaluate(dir, {dir}, text, "inline", {"012", "abc"}, "inline", o);
   ASSERT_EQ(rep.quantized.size(), 1u);
   const auto& q = rep.quantized[0];
@@ -118,7 +121,7 @@ TEST(Evaluate, BaseLogProbsCacheGivesTheSameReport) {
   o.gen_tokens = 6;
   o.draft_k = 3;
   o.base_cache_dir = cache;
-  const std::string text = "0123456789:;<=>?@ABCDEFGHIJKLMNOabcdefg0123456789";
+  const std::string& text = kTinyText;
   auto first = evaluate(dir, {dir}, text, "inline", {"012"}, "inline", o);
   EXPECT_FALSE(first.base_cache_hit);
   ASSERT_FALSE(first.base_cache_file.empty());
@@ -220,7 +223,7 @@ TEST(Evaluate, AcceptanceIsTheSameForAnyPromptBatch) {
   testing::write_tiny_llama(draft, c, true, 8);
   write_tiny_tokenizer(base);
   write_tiny_tokenizer(draft);
-  const std::string text = "0123456789:;<=>?@ABCDEFGHIJKLMNOabcdefg0123456789";
+  const std::string& text = kTinyText;
   const std::vector<std::string> prompts{"012", "abc", "9", "XYZ0", "klmno", "@@", "ab"};
   std::vector<std::vector<PromptSums>> sums;
   for (int batch : {1, 3, 16}) {
