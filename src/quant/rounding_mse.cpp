@@ -445,6 +445,26 @@ std::uint8_t MseE4m3E8m0Byte(const float* x, const float* w, std::size_t n, std:
   return static_cast<std::uint8_t>(e[k]);
 }
 
+void MagnitudeWeights(const float* x, std::size_t n, std::size_t block, float* out) {
+  for (std::size_t b = 0; b < n; b += block) {
+    const std::size_t len = std::min(n, b + block) - b;
+    const float* xb = x + b;
+    // Eight interleaved sums (element i into sum i mod 8), added pairwise:
+    // a fixed order the compiler can keep in vector lanes.
+    double acc[8] = {};
+    std::size_t i = 0;
+    for (; i + 8 <= len; i += 8)
+      for (std::size_t k = 0; k < 8; ++k) acc[k] += static_cast<double>(xb[i + k]) * static_cast<double>(xb[i + k]);
+    for (; i < len; ++i) acc[i % 8] += static_cast<double>(xb[i]) * static_cast<double>(xb[i]);
+    const double sum_sq = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    const double inv_mean = sum_sq > 0.0 ? static_cast<double>(len) / sum_sq : 0.0;
+    for (std::size_t j = 0; j < len; ++j) {
+      const double xj = xb[j];
+      out[b + j] = static_cast<float>(2.0 + xj * xj * inv_mean);
+    }
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace selq::quant::detail
 HWY_AFTER_NAMESPACE();
@@ -460,9 +480,31 @@ HWY_EXPORT(MseNvfp4Scales);
 HWY_EXPORT(MseIntScales);
 HWY_EXPORT(MseFp8Scale);
 HWY_EXPORT(MseE4m3E8m0Byte);
+HWY_EXPORT(MagnitudeWeights);
+
+bool mse_weighs_magnitude(const SchemeSpec& spec) {
+  const bool is_int = spec.kind == SchemeKind::IntGroup || spec.kind == SchemeKind::IntChannel;
+  return spec.kind == SchemeKind::MXFP4 || (is_int && spec.bits <= 4);
+}
+
+void magnitude_weights(const float* x, std::size_t n, std::size_t block, float* out) {
+  HWY_DYNAMIC_DISPATCH(MagnitudeWeights)(x, n, block, out);
+}
+
+namespace {
+// `mse`'s weights for a row (null w) where the scheme takes them; else w.
+const float* mse_weights(bool by_magnitude, const float* x, const float* w, std::size_t n, std::size_t block) {
+  if (w || !by_magnitude) return w;
+  thread_local std::vector<float> row;
+  row.resize(n);
+  magnitude_weights(x, n, block, row.data());
+  return row.data();
+}
+}  // namespace
 
 void mse_mx_scales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes, float* inv,
                    float* sc) {
+  w = mse_weights(fp4, x, w, nblk * 32, 32);
   HWY_DYNAMIC_DISPATCH(MseMxScales)(fp4, x, w, nblk, sbytes, inv, sc);
 }
 void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, const float* block_amax, std::size_t nblk,
@@ -471,7 +513,10 @@ void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, const float* bloc
 }
 void mse_int_scales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in, const float* mn,
                     const float* mx, float* s, float* zp) {
-  HWY_DYNAMIC_DISPATCH(MseIntScales)(p, qmin, qmax, x, in, mn, mx, s, zp);
+  IntRowParams q = p;
+  q.weights = mse_weights(p.bits <= 4, x, p.weights,
+                          static_cast<std::size_t>(in), static_cast<std::size_t>(p.gw));
+  HWY_DYNAMIC_DISPATCH(MseIntScales)(q, qmin, qmax, x, in, mn, mx, s, zp);
 }
 float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax, float nearest) {
   return HWY_DYNAMIC_DISPATCH(MseFp8Scale)(p, x, w, n, amax, nearest);

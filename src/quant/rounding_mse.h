@@ -12,6 +12,13 @@
 // what it adds to the linear's output error E‖(W − Q)x‖² when the input
 // channels are uncorrelated (llama.cpp's imatrix idea). Each function takes
 // the weights of its elements (null: `mse`).
+// On 4-bit INT and MXFP4 grids `mse` has weights too, from the weights
+// themselves: 2 + x²/mean(x²) over the block or group (llama.cpp's σ² + x²
+// without an imatrix, divided by the block's mean square so that it cannot
+// overflow). There the plain sum gave up each block's few largest weights to
+// fit its many small ones and cost KL (2.07x nearest's for INT4 g128 on
+// Qwen2.5-Coder); NVFP4 and the 8-bit grids measured better with the plain
+// sum (docs/QUALITY.md, "The data-free measure").
 //
 // Each function takes the scales the scale rule chose (the arrays the row
 // kernels then encode with) and replaces them in place: scale selection is
@@ -40,6 +47,7 @@
 #include <cstdint>
 
 #include "quant/detail_simd.h"
+#include "quant/scheme.h"
 
 namespace selq::quant::detail {
 
@@ -64,6 +72,17 @@ float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::siz
 // E4M3 elements under one E8M0 (power-of-two) scale over n elements: the
 // chosen scale byte, `nearest` unless another is strictly better.
 std::uint8_t mse_e4m3_e8m0_byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest);
+
+// Whether `mse` weighs each element's error by its magnitude on this scheme
+// (above): 4-bit INT (group or channel) and MXFP4. The searches below decide
+// the same from what they are given (MX: fp4; INT: p.bits).
+bool mse_weighs_magnitude(const SchemeSpec& spec);
+
+// `mse`'s magnitude weights of n elements in blocks of `block` (the last may
+// be shorter): out[i] = 2 + x[i]² · (len / Σ x²) of its block, 2 where the
+// block is all zero; in double (the sum in a fixed order of eight interleaved
+// partial sums), then rounded to float.
+void magnitude_weights(const float* x, std::size_t n, std::size_t block, float* out);
 
 // Whether the searches screen with float sums first (the default; the choice
 // is the same either way): tests compare both. Returns the previous setting.

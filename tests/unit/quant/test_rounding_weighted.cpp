@@ -1,7 +1,7 @@
 // Rounding `weighted` (quant/rounding_mse.h): the `mse` search with each
 // element's squared error weighted by its input channel's weight. Per block,
-// never worse than nearest in the weighted error; with all weights 1 the
-// bytes are `mse`'s; on a linear whose input channels have the variances the
+// never worse than nearest in the weighted error; with `mse`'s own weights
+// the bytes are `mse`'s; on a linear whose input channels have the variances the
 // weights say, the output error E‖(W − Q)x‖² is below `mse`'s; missing or bad
 // weights are refused naming the tensor; a 3-D stack takes each expert's slice.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "quant/rounding_mse.h"
 #include "quant/scheme.h"
 #include "quantize_roundtrip.h"
 
@@ -162,14 +163,25 @@ TEST(RoundingWeighted, NeverWorseThanNearestInTheWeightedErrorAndBelowMse) {
   }
 }
 
-TEST(RoundingWeighted, UniformWeightsAreMse) {
-  const auto x = gaussian(32 * 128, 7);
-  const auto bytes = bf16_bytes(x);
-  const std::vector<float> ones(128, 1.0f);
-  for (const Case& k : cases())
-    EXPECT_EQ(run(with(k.spec, Rounding::Weighted), {32, 128}, bytes, ones).bufs,
-              run(with(k.spec, Rounding::Mse), {32, 128}, bytes).bufs)
-        << k.what;
+// `mse` is `weighted` with the weights it takes itself: all 1, or on 4-bit
+// INT and MXFP4 the magnitude weights (quant/rounding_mse.h). A one-row
+// tensor's channel weights are per element, so the two must give the same bytes.
+TEST(RoundingWeighted, MseIsWeightedWithItsOwnWeights) {
+  constexpr std::int64_t in = 512;
+  for (unsigned seed = 7; seed < 10; ++seed) {
+    const auto x = gaussian(in, seed);
+    const auto bytes = bf16_bytes(x);
+    const auto xs = bf16_loaded(x);
+    for (const Case& k : cases()) {
+      std::vector<float> own(in, 1.0f);
+      if (detail::mse_weighs_magnitude(k.spec))
+        detail::magnitude_weights(xs.data(), in, static_cast<std::size_t>(k.block_cols ? k.block_cols : in),
+                                  own.data());
+      EXPECT_EQ(run(with(k.spec, Rounding::Weighted), {1, in}, bytes, own).bufs,
+                run(with(k.spec, Rounding::Mse), {1, in}, bytes).bufs)
+          << k.what << " seed " << seed;
+    }
+  }
 }
 
 // On a linear y = W x whose input channels are independent with variances v,
