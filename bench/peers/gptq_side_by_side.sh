@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # selq's GPTQ (`selq quantize --rounding gptq`) next to llm-compressor's
-# (oneshot + GPTQModifier), NVFP4 weight-only (NVFP4A16), on the same model, the
+# (oneshot + GPTQModifier), weight-only in one format ($SCHEME: NVFP4A16, MXFP4A16
+# or W4A16_G64, int4 symmetric group 64), on the same model, the
 # same calibration tokens (first $TOKENS tokens of GSM8K test, in sequences of
 # $CONTEXT) and the same held-out text (first 40000 bytes of WikiText-2 test):
 # wall time and peak RSS of each quantizer (/usr/bin/time -v) and quality
@@ -17,7 +18,7 @@
 #   WORK [/tmp/gptq_bench]         PEERS_VENV [~/.cache/selq/peers-venv]
 #   GSM8K [../shared/data/gsm8k-test.jsonl]  WIKI [../shared/data/wikitext2-test.txt]
 #   TOKENS [8192] CONTEXT [512]    EVAL_TOKENS [4096] EVAL_CONTEXT [256]
-#   MAX_LOAD [1.5] LOAD_WAIT [900]
+#   MAX_LOAD [1.5] LOAD_WAIT [900]  SCHEME [NVFP4A16]
 # While selq is being rebuilt, point SELQ at a copy so every step runs one build.
 set -euo pipefail
 
@@ -31,6 +32,7 @@ WIKI=${WIKI:-$repo/../shared/data/wikitext2-test.txt}
 TOKENS=${TOKENS:-8192}; CONTEXT=${CONTEXT:-512}
 EVAL_TOKENS=${EVAL_TOKENS:-4096}; EVAL_CONTEXT=${EVAL_CONTEXT:-256}
 MAX_LOAD=${MAX_LOAD:-1.5}; LOAD_WAIT=${LOAD_WAIT:-900}
+SCHEME=${SCHEME:-NVFP4A16}
 mkdir -p "$WORK"; cd "$WORK"
 [[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 
@@ -75,14 +77,22 @@ timed() {  # name, command...: /usr/bin/time -v into time-NAME.txt, load sampled
 }
 
 : >loads.txt
-Q=("$SELQ" quantize "$BASE" --recipe llama-nvfp4 --force)
+case $SCHEME in  # selq's recipe for the same format
+  NVFP4A16) RECIPE=llama-nvfp4 ;;
+  MXFP4A16) RECIPE=$WORK/mxfp4-w4a16.yaml
+    printf 'name: mxfp4-w4a16\ndefault: {scheme: mxfp4, options: {activations: none}}\n' >"$RECIPE" ;;
+  W4A16_G64) RECIPE=$WORK/int4-g64.yaml
+    printf 'name: int4-g64-w4a16\ndefault: {scheme: int4, options: {group_size: 64}}\n' >"$RECIPE" ;;
+  *) echo "SCHEME: NVFP4A16, MXFP4A16 or W4A16_G64" >&2; exit 2 ;;
+esac
+Q=("$SELQ" quantize "$BASE" --recipe "$RECIPE" --force)
 timed selq-nearest "${Q[@]}" selq-nearest
 timed selq-mse "${Q[@]}" selq-mse --rounding mse
 timed selq-gptq "${Q[@]}" selq-gptq --rounding gptq --calibration-text calib.txt \
   --calibration-tokens "$TOKENS" --calibration-context "$CONTEXT"
 rm -rf llmc-gptq
 timed llmc-gptq "$VENV/bin/python" "$repo/bench/peers/llmc_gptq.py" --model "$BASE" \
-  --calib calib.txt --tokens "$TOKENS" --context "$CONTEXT" --out llmc-gptq
+  --calib calib.txt --tokens "$TOKENS" --context "$CONTEXT" --out llmc-gptq --scheme "$SCHEME"
 
 EVAL_ARGS=(--text wiki40k.txt --context "$EVAL_CONTEXT" --max-prompts 0 -q)
 EVAL=("$SELQ" eval "$BASE" selq-nearest selq-mse selq-gptq llmc-gptq "${EVAL_ARGS[@]}" --max-tokens "$EVAL_TOKENS")

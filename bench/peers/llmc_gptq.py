@@ -1,10 +1,12 @@
-"""llm-compressor's GPTQ (oneshot + GPTQModifier, NVFP4A16) on a checkpoint, on
-CPU, calibrated on the same tokens `selq quantize --rounding gptq` uses: the
-first --tokens ids of --calib under the model's tokenizer.json (no BOS added),
-in sequences of --context. GPTQ settings are llm-compressor's defaults. Runs in
-the peers venv; used by bench/peers/gptq_side_by_side.sh.
+"""llm-compressor's GPTQ (oneshot + GPTQModifier) on a checkpoint, on CPU,
+calibrated on the same tokens `selq quantize --rounding gptq` uses: the first
+--tokens ids of --calib under the model's tokenizer.json (no BOS added), in
+sequences of --context. --scheme: a compressed-tensors preset (NVFP4A16,
+MXFP4A16, W4A16: int4 group 128) or W4A16_G64 (int4 symmetric, group 64, which
+SmolLM2's 576-wide layers take). GPTQ settings are llm-compressor's defaults.
+Runs in the peers venv; used by bench/peers/gptq_side_by_side.sh.
 
-  llmc_gptq.py --model BASE --calib calib.txt --tokens 8192 --context 512 --out DIR
+  llmc_gptq.py --model BASE --calib calib.txt --tokens 8192 --context 512 --out DIR [--scheme NVFP4A16]
 """
 import argparse
 import glob
@@ -22,6 +24,7 @@ def main():
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--out", required=True)
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    ap.add_argument("--scheme", default="NVFP4A16")
     a = ap.parse_args()
 
     import torch
@@ -41,7 +44,13 @@ def main():
 
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=getattr(torch, a.dtype),
                                                  device_map="cpu")
-    recipe = GPTQModifier(targets="Linear", scheme="NVFP4A16", ignore=["lm_head"])
+    if a.scheme == "W4A16_G64":
+        from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+        group64 = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
+            num_bits=4, type="int", symmetric=True, strategy="group", group_size=64))
+        recipe = GPTQModifier(config_groups={"group_0": group64}, ignore=["lm_head"])
+    else:
+        recipe = GPTQModifier(targets="Linear", scheme=a.scheme, ignore=["lm_head"])
     print(f"recipe: block_size={recipe.block_size} dampening_frac={recipe.dampening_frac} "
           f"actorder={recipe.actorder}", file=sys.stderr)
     # Unshuffled, so that reruns sum the Hessians in the same order.
