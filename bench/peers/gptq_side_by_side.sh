@@ -79,10 +79,8 @@ timed() {  # name, command...: /usr/bin/time -v into time-NAME.txt, load sampled
 : >loads.txt
 case $SCHEME in  # selq's recipe for the same format
   NVFP4A16) RECIPE=llama-nvfp4 ;;
-  MXFP4A16) RECIPE=$WORK/mxfp4-w4a16.yaml
-    printf 'name: mxfp4-w4a16\ndefault: {scheme: mxfp4, options: {activations: none}}\n' >"$RECIPE" ;;
-  W4A16_G64) RECIPE=$WORK/int4-g64.yaml
-    printf 'name: int4-g64-w4a16\ndefault: {scheme: int4, options: {group_size: 64}}\n' >"$RECIPE" ;;
+  MXFP4A16) RECIPE=$repo/bench/rounding/recipes/mxfp4-w4a16.yaml ;;
+  W4A16_G64) RECIPE=$repo/bench/rounding/recipes/int4-g64-w4a16.yaml ;;
   *) echo "SCHEME: NVFP4A16, MXFP4A16 or W4A16_G64" >&2; exit 2 ;;
 esac
 Q=("$SELQ" quantize "$BASE" --recipe "$RECIPE" --force)

@@ -11,9 +11,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$W"
 $S calibrate "$BASE" -o "$W/calib.json" > /dev/null
 for a in 0.25 0.5; do $PY "$HERE/awq_fold.py" "$BASE" "$W/calib.json" $a "$W/base-awq$a"; done
-printf 'name: mxfp4-w4a16\ndefault: {scheme: mxfp4, options: {activations: none}}\n' > "$W/mxfp4.yaml"
 q() { rm -rf "$W/$2"; $S quantize "$1" "$W/$2" --recipe "$3" "${@:4}" > /dev/null 2>&1; }
-for r in mxfp4:"$W/mxfp4.yaml" nvfp4:llama-nvfp4; do
+for r in mxfp4:"$HERE/recipes/mxfp4-w4a16.yaml" nvfp4:llama-nvfp4; do
   n=${r%%:*} rec=${r#*:}
   q "$BASE" q-$n-near "$rec"; q "$BASE" q-$n-gptq "$rec" --rounding gptq
   for a in 0.25 0.5; do q "$W/base-awq$a" q-$n-awq$a "$rec"; q "$W/base-awq$a" q-$n-awq$a-gptq "$rec" --rounding gptq; done

@@ -11,10 +11,8 @@ S=$(realpath "${SELQ:-build/release/src/selq}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$W"
 [ -f "$W/calib.json" ] || $S calibrate "$BASE" -o "$W/calib.json" > /dev/null
-printf 'name: mxfp4-w4a16\ndefault: {scheme: mxfp4, options: {activations: none}}\n' > "$W/mxfp4.yaml"
-printf 'name: int4-g64-w4a16\ndefault: {scheme: int4, options: {group_size: 64}}\n' > "$W/int4-g64.yaml"
 MODELS=()
-for f in nvfp4:llama-nvfp4 mxfp4:"$W/mxfp4.yaml" int4-g64:"$W/int4-g64.yaml"; do
+for f in nvfp4:llama-nvfp4 mxfp4:"$HERE/recipes/mxfp4-w4a16.yaml" int4-g64:"$HERE/recipes/int4-g64-w4a16.yaml"; do
   for r in nearest mse weighted gptq; do
     m=q-${f%%:*}-$r
     MODELS+=("$m")

@@ -206,12 +206,12 @@ TEST(RoundingMse, KeepsEachBlocksLargestWeightOn4BitGrids) {
     SCOPED_TRACE(k.what);
     const std::int64_t bc = k.block_cols ? k.block_cols : in;
     double near = 0, ls = 0, mse = 0;
+    const std::vector<float> ones(static_cast<std::size_t>(in), 1.0f);
+    TensorQuantizeOptions plain;  // `weighted` with all weights 1: the plain least squares
+    plain.channel_weights = ones;
     for (Dist d : {Dist::StudentT, Dist::Outliers}) {
       const auto x = sample(d, rows, in, 17);
       const auto bytes = to_bytes(x, DType::F32);
-      const std::vector<float> ones(static_cast<std::size_t>(in), 1.0f);
-      TensorQuantizeOptions plain;
-      plain.channel_weights = ones;
       const auto qn = run(k.spec, {rows, in}, bytes, DType::F32);
       const auto ql = test_util::quantize_roundtrip(with(k.spec, Rounding::Weighted),
                                                     TensorInfo{"w", DType::F32, {rows, in}}, bytes, plain);
