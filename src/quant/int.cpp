@@ -29,12 +29,18 @@ inline float rne_small(float v) {  // |v| < 2^22
 
 }  // namespace
 
+namespace {
+// round_to, without its NaN branch where the value is a number: the search
+// (rounding `mse`) asks for eight ranges per group.
+inline float round_scale(DType t, float v) { return v == v ? round_to_fast(t, v) : round_to(t, v); }
+}  // namespace
+
 void int_group_qparams(const IntRowParams& p, float qmin, float qmax, float mn, float mx, float& s, float& zp) {
-  const float range = std::ldexp(1.0f, p.bits) - 1.0f;
+  const float range = static_cast<float>((1 << p.bits) - 1);
   zp = 0.0f;
   if (p.sym) {
-    s = round_to(p.mt, std::max(-mn, mx) / (range / 2.0f));
-    if (p.sd != p.mt) s = round_to(p.sd, s);
+    s = round_scale(p.mt, std::max(-mn, mx) / (range / 2.0f));
+    if (p.sd != p.mt) s = round_scale(p.sd, s);
   } else {
     s = round_to(p.mt, round_to(p.mt, mx - mn) / range);
     if (p.sd != p.mt) s = round_to(p.sd, s);

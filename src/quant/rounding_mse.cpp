@@ -4,20 +4,19 @@
 // Each candidate's error is computed the way the row kernels encode (the
 // same quotient, the same rounding onto the element grid, the same F32
 // product for the dequantized value), so the error the search compares is
-// the error the stored block has. The candidates of a block are evaluated
-// side by side, one per lane of an 8-lane vector (GCC vector extensions:
-// elementwise IEEE operations, the same results in every SIMD target's
-// copy), one element at a time. The choice is defined by each lane's sum
-// of squares (x − dq)², exact differences in double, in element order: the
-// plain loop's sum, bit for bit, on every machine; lane 0 is nearest's
-// choice and the first lane with the least sum wins, so ties keep nearest.
+// the error the stored block has. The choice is defined by each candidate's
+// sum of w (x − dq)², exact differences in double, in element order: the
+// plain loop's sum, bit for bit, on every machine (DoubleSums); candidate 0
+// is nearest's choice and the first candidate with the least sum wins, so
+// ties keep nearest.
 //
-// The sums are first taken in float (no conversions, twice the lanes per
-// register; docs/BENCHMARKS.md has what it buys). A float sum is within
-// a known bound of the double one (screened_lane); where the least float sum
-// beats every other candidate by more than both bounds, the double sums
-// would choose the same lane. Only the rare blocks whose best two are that
-// close (or zero, or out of float range) are summed again in double.
+// The sums are first taken in float, in vector lanes over the block's
+// elements, every candidate against the same loaded elements (FloatSums;
+// docs/BENCHMARKS.md has what it buys). A float sum is within a known bound
+// of the double one (screened_lane); where the least float sum beats every
+// other candidate by more than both bounds, the double sums would choose the
+// same candidate. Only the rare blocks whose best two are that close (or
+// zero, or out of float range) are summed again in double.
 #include "quant/rounding_mse.h"
 
 #include <algorithm>
@@ -26,7 +25,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "quant/detail.h"
@@ -35,9 +33,9 @@
 // Highway compiles this file once per SIMD target (foreach_target.h
 // re-includes it) and HWY_DYNAMIC_DISPATCH picks the best at run time, so
 // the searches, their helpers and lambdas all run at the CPU's width. The
-// file is built with -ffp-contract=off: a square contracted into its sum
-// would change the sums, so the choice, and the bytes, are the same on
-// every machine.
+// file is built with -ffp-contract=off: a product contracted into a sum
+// would change the double sums, so the choice, and the bytes, would differ
+// between machines.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/rounding_mse.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -46,28 +44,38 @@
 #ifndef SELQ_ROUNDING_MSE_SHARED
 #define SELQ_ROUNDING_MSE_SHARED
 namespace selq::quant::detail {
-extern std::atomic<bool> g_mse_screening;  // set_mse_screening's
+
+// How a search weighs each element's squared error (rounding_mse.h).
+enum class Weighing {
+  kNone,       // `mse` on NVFP4 and the 8-bit grids
+  kChannel,    // `weighted`: the input channels' weights
+  kMagnitude,  // `mse` on 4-bit INT and MXFP4: 2 + x²/mean(x²) of the block
+};
+
+// 2^k for k in [-127, 127] (mx.cpp's pow2).
+inline float pow2(int k) {
+  return k >= -126 ? std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23)
+                   : std::bit_cast<float>(0x00400000u);
+}
 }  // namespace selq::quant::detail
 #endif
 
 HWY_BEFORE_NAMESPACE();
 namespace selq::quant::detail {
 namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void MagnitudeWeights(const float* x, std::size_t n, std::size_t block, float* out);
 
 namespace {
 
-typedef float V8f __attribute__((vector_size(32)));
-typedef std::int32_t V8i __attribute__((vector_size(32)));
-typedef std::uint32_t V8u __attribute__((vector_size(32)));
-typedef float V4f __attribute__((vector_size(16)));
-typedef double V4d __attribute__((vector_size(32)));
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
-// No function takes or returns a 32-byte vector by value (the ABI differs
-// between targets): results go to out.
-#define SELQ_SPLAT(v) (V8f{(v), (v), (v), (v), (v), (v), (v), (v)})
-#define SELQ_SPLAT_U(v) (V8u{(v), (v), (v), (v), (v), (v), (v), (v)})
-
-inline void load8(const float* p, V8f& v) { std::memcpy(&v, p, sizeof v); }
+// ------------------------------------------------ the grids, in vector lanes
 
 // The E2M1 magnitude a (>= 0) rounds to: RNE at the midpoints, as
 // e2m1_code, saturating at 6. The grid's step is 0.5 below 2, 1 below 4 and
@@ -75,131 +83,199 @@ inline void load8(const float* p, V8f& v) { std::memcpy(&v, p, sizeof v); }
 // a constant whose ulp is that step (equal to the chain of comparisons the
 // codes take for every non-negative float, +inf included; checked once over
 // all of them).
-inline void e2m1_mag8(const V8f& a, V8f& out) {
-  const V8f c = a < SELQ_SPLAT(2.0f) ? SELQ_SPLAT(0x1.8p22f) : a < SELQ_SPLAT(4.0f) ? SELQ_SPLAT(0x1.8p23f)
-                                                                                     : SELQ_SPLAT(0x1.8p24f);
-  const V8f q = (a + c) - c;
-  out = q < SELQ_SPLAT(6.0f) ? q : SELQ_SPLAT(6.0f);
+HWY_INLINE VF E2m1Mag(VF a) {
+  const DF d;
+  const VF c = hn::IfThenElse(hn::Lt(a, hn::Set(d, 2.0f)), hn::Set(d, 0x1.8p22f),
+                              hn::IfThenElse(hn::Lt(a, hn::Set(d, 4.0f)), hn::Set(d, 0x1.8p23f), hn::Set(d, 0x1.8p24f)));
+  return hn::Min(hn::Sub(hn::Add(a, c), c), hn::Set(d, 6.0f));
 }
 
-// The E4M3FN magnitude a (>= 0) rounds to, saturating at 448 (the SIMD E4m3).
-inline void e4m3_mag8(const V8f& a, V8f& out) {
-  const V8u u = (V8u)a;
-  const V8u mag = u < SELQ_SPLAT_U(0x43E00000u) ? u : SELQ_SPLAT_U(0x43E00000u);
-  const V8u nrm = (mag + SELQ_SPLAT_U(0x7FFFFu) + ((mag >> 20) & SELQ_SPLAT_U(1u))) & SELQ_SPLAT_U(~0xFFFFFu);
-  const V8f sub = ((V8f)mag + SELQ_SPLAT(16384.0f)) - SELQ_SPLAT(16384.0f);  // quantum 2^-9 below 2^-6
-  out = mag < SELQ_SPLAT_U(0x3C800000u) ? sub : (V8f)nrm;
+// The E4M3FN magnitude a (>= 0) rounds to, saturating at 448 (the SIMD
+// E4m3). a's sign bit is clear, so signed integer compares are the unsigned ones.
+HWY_INLINE VF E4m3Mag(VF a) {
+  const DF d;
+  const DI di;
+  const auto mag = hn::Min(hn::BitCast(di, a), hn::Set(di, 0x43E00000));
+  const auto odd = hn::And(hn::ShiftRight<20>(mag), hn::Set(di, 1));
+  const auto nrm = hn::And(hn::Add(hn::Add(mag, hn::Set(di, 0x7FFFF)), odd), hn::Set(di, ~0xFFFFF));
+  // Below 2^-6 the quantum is 2^-9: a magic-number add.
+  const VF sub = hn::Sub(hn::Add(hn::BitCast(d, mag), hn::Set(d, 16384.0f)), hn::Set(d, 16384.0f));
+  return hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, hn::Set(di, 0x3C800000))), sub, hn::BitCast(d, nrm));
 }
 
-// RNE of finite lanes to bf16 (torch's bf16 quotient), as f32, in place.
-inline void bf16_8(V8f& v) {
-  const V8u u = (V8u)v;
-  v = (V8f)((u + SELQ_SPLAT_U(0x7FFFu) + ((u >> 16) & SELQ_SPLAT_U(1u))) & SELQ_SPLAT_U(0xFFFF0000u));
+// RNE of finite lanes to bf16 (torch's bf16 quotient), as f32.
+HWY_INLINE VF Bf16(VF v) {
+  const DF d;
+  const DU du;
+  const auto u = hn::BitCast(du, v);
+  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  return hn::BitCast(d, hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), odd), hn::Set(du, 0xFFFF0000u)));
 }
 
 // The quotient as the kernels form it in dtype ct (F32 or BF16; F16 has
-// no vector path here), in place.
-inline void in_dtype(DType ct, V8f& v) {
-  if (ct == DType::BF16) bf16_8(v);
+// no vector path here).
+HWY_INLINE VF InDtype(DType ct, VF v) { return ct == DType::BF16 ? Bf16(v) : v; }
+
+// ------------------------------------------------------------------ the sums
+
+// Σ x² over n elements in double (the magnitude weights' scale in the screen).
+HWY_INLINE double SumSquares(const float* x, std::size_t n) {
+  double s = 0.0;
+  std::size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR  // one lane: no halves to promote
+  const DF d;
+  const hn::Half<DF> dh;
+  const hn::Repartition<double, DF> dd;
+  const std::size_t N = hn::Lanes(d);
+  auto acc = hn::Zero(dd);
+  for (; i + N <= n; i += N) {
+    const VF v = hn::LoadU(d, x + i);
+    const auto lo = hn::PromoteTo(dd, hn::LowerHalf(dh, v)), hi = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
+    acc = hn::Add(acc, hn::Add(hn::Mul(lo, lo), hn::Mul(hi, hi)));
+  }
+  s = hn::GetLane(hn::SumOfLanes(dd, acc));
+#endif
+  for (; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return s;
 }
 
-// 2^k for k in [-127, 127] (mx.cpp's pow2).
-inline float pow2(int k) {
-  return k >= -126 ? std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23)
-                   : std::bit_cast<float>(0x00400000u);
+// f[j] = Σ_i w_i (x_i − dq(j, x_i))² over the n elements of x in float, for
+// the K candidates j, the elements in vector lanes (in any order: the
+// screen's bound holds for every order). With kAbs x_i is |x_i| and dq(j, a)
+// its magnitude (the grid is symmetric). w: the elements' channel weights
+// (kChannel). kMagnitude forms 2 + x²·k in float, k = n / Σx² (within 5 float
+// ulps of the weights the double sums take); false where k is out of
+// 2^-100 ... 2^100, where x² could lose that (the double sums decide).
+template <int K, bool kAbs, Weighing kW, class Dq>
+HWY_INLINE bool FloatSums(const float* x, const float* w, std::size_t n, const Dq& dq, float* f) {
+  const DF d;
+  const std::size_t N = hn::Lanes(d);
+  VF k2 = hn::Zero(d);
+  if constexpr (kW == Weighing::kMagnitude) {
+    const float k = static_cast<float>(static_cast<double>(n) / SumSquares(x, n));
+    if (!(k >= 0x1p-100f && k <= 0x1p100f)) return false;
+    k2 = hn::Set(d, k);
+  }
+  VF acc[K];
+  for (int j = 0; j < K; ++j) acc[j] = hn::Zero(d);
+  const auto add = [&](VF xv, VF wv) HWY_ATTR {
+    if constexpr (kAbs) xv = hn::Abs(xv);
+    if constexpr (kW == Weighing::kMagnitude) wv = hn::Add(hn::Mul(hn::Mul(xv, xv), k2), hn::Set(d, 2.0f));
+    for (int j = 0; j < K; ++j) {
+      const VF e = hn::Sub(xv, dq(j, xv));
+      const VF e2 = hn::Mul(e, e);
+      acc[j] = hn::Add(acc[j], kW == Weighing::kNone ? e2 : hn::Mul(e2, wv));
+    }
+  };
+  std::size_t i = 0;
+  for (; i + N <= n; i += N) add(hn::LoadU(d, x + i), kW == Weighing::kChannel ? hn::LoadU(d, w + i) : k2);
+  if (i < n) {
+    // The tail through zero-padded copies: every grid holds 0 exactly (INT's
+    // zero point is an integer in its range), so the padding adds no error.
+    alignas(64) float xt[kMaxLanes] = {}, wt[kMaxLanes] = {};
+    std::memcpy(xt, x + i, (n - i) * sizeof(float));
+    if (kW == Weighing::kChannel) std::memcpy(wt, w + i, (n - i) * sizeof(float));
+    add(hn::Load(d, xt), hn::Load(d, wt));
+  }
+  for (int j = 0; j < K; ++j) f[j] = hn::GetLane(hn::SumOfLanes(d, acc[j]));
+  return true;
 }
 
-// err[m][k] = Σ_i w_i (x_i − dq_mk(x_i))² over n elements for M vectors m
-// of 8 lanes k: lanes 0-3 over xa[m] (weights wa[m]), lanes 4-7 over xb[m]
-// (wb[m]) (one block's 8 candidates, or two blocks' 4); w_i = 1 when wa is
-// null (`mse`), else the input channel's weight (`weighted`). With kAbs, x_i
-// is |x_i| and dq its magnitude (the kernels' grids are symmetric). dq(m, v,
-// d) gets x_i in every lane of its half and sets d. Each lane adds in element
-// order, in T (double: the defining sums; float: screened_lane's); the M
-// vectors are independent chains of adds, which the core overlaps.
-template <class T, bool kAbs, int M, class Dq>
-inline void sse8_multi(const float* const* xa, const float* const* xb, const float* const* wa,
-                       const float* const* wb, std::size_t n, Dq&& dq, T (*err)[8]) {
-  constexpr bool kFloat = std::is_same_v<T, float>;
-  V8f acc[M];       // float sums: all 8 lanes
-  V4d lo[M], hi[M];  // double sums: lanes 0-3 and 4-7
-  for (int m = 0; m < M; ++m) acc[m] = SELQ_SPLAT(0.0f), lo[m] = hi[m] = V4d{0.0, 0.0, 0.0, 0.0};
-  for (std::size_t i = 0; i < n; ++i) {
-    for (int m = 0; m < M; ++m) {
-      const float a = kAbs ? std::fabs(xa[m][i]) : xa[m][i], b = kAbs ? std::fabs(xb[m][i]) : xb[m][i];
-      const V8f x8{a, a, a, a, b, b, b, b};
-      V8f d;
-      dq(m, x8, d);
-      if constexpr (kFloat) {
-        const V8f e = x8 - d;
-        if (wa) {
-          const float u = wa[m][i], v = wb[m][i];
-          acc[m] += e * e * V8f{u, u, u, u, v, v, v, v};
-        } else {
-          acc[m] += e * e;
-        }
-      } else {
-        const V4f dl = __builtin_shufflevector(d, d, 0, 1, 2, 3), dh = __builtin_shufflevector(d, d, 4, 5, 6, 7);
-        const V4d el = static_cast<double>(a) - __builtin_convertvector(dl, V4d);
-        const V4d eh = static_cast<double>(b) - __builtin_convertvector(dh, V4d);
-        if (wa) {
-          lo[m] += el * el * static_cast<double>(wa[m][i]);
-          hi[m] += eh * eh * static_cast<double>(wb[m][i]);
-        } else {
-          lo[m] += el * el;
-          hi[m] += eh * eh;
-        }
+// e[j] = Σ_i w_i (x_i − dq(j, x_i))², each difference exact in double, added
+// in element order: the measure that defines the choice. w: null for 1.
+template <int K, bool kAbs, class Dq>
+HWY_NOINLINE void DoubleSums(const float* x, const float* w, std::size_t n, const Dq& dq, double* e) {
+  const DF d;
+  const std::size_t N = hn::Lanes(d);
+  alignas(64) float xt[kMaxLanes], dqt[K][kMaxLanes];
+  for (int j = 0; j < K; ++j) e[j] = 0.0;
+  for (std::size_t i = 0; i < n; i += N) {
+    const std::size_t len = std::min(N, n - i);
+    std::memset(xt, 0, sizeof xt);
+    std::memcpy(xt, x + i, len * sizeof(float));
+    VF xv = hn::Load(d, xt);
+    if constexpr (kAbs) xv = hn::Abs(xv);
+    hn::Store(xv, d, xt);
+    for (int j = 0; j < K; ++j) hn::Store(dq(j, xv), d, dqt[j]);
+    for (std::size_t l = 0; l < len; ++l)
+      for (int j = 0; j < K; ++j) {
+        const double diff = static_cast<double>(xt[l]) - static_cast<double>(dqt[j][l]);
+        e[j] += w ? diff * diff * static_cast<double>(w[i + l]) : diff * diff;
       }
+  }
+}
+
+// The candidate chosen for one block of n elements x (weights w: the
+// block's channel weights, or null), from the float sums where screened_lane
+// can tell, else from the double sums. w_max bounds the weights (the
+// screen's allowance for underflow); same(j, k): j and k are one candidate.
+template <int K, bool kAbs, Weighing kW, class Dq, class Same>
+HWY_INLINE int Choose(const float* x, const float* w, std::size_t n, float w_max, const Dq& dq, const Same& same) {
+  if (g_mse_screening.load(std::memory_order_relaxed)) {
+    float f[K];
+    if (FloatSums<K, kAbs, kW>(x, w, n, dq, f)) {
+      const int k = screened_lane(f, 0, K, n, w_max, same);
+      if (k >= 0) return k;
     }
   }
-  for (int m = 0; m < M; ++m)
-    for (int k = 0; k < 4; ++k) {
-      err[m][k] = kFloat ? acc[m][k] : lo[m][k];
-      err[m][4 + k] = kFloat ? acc[m][4 + k] : hi[m][k];
-    }
-}
-
-// The chosen lane of each lane group of each of the M vectors (G groups of
-// 8 / G lanes per vector; sse8_multi's arguments): from the float sums where
-// screened_lane can tell, else from the double sums. same(m, j, k): lanes j
-// and k of vector m are the same candidate.
-template <bool kAbs, int M, int G, class Dq, class Same>
-inline void choose_lanes(const float* const* xa, const float* const* xb, const float* const* wa,
-                         const float* const* wb, std::size_t n, Dq&& dq, Same&& same, int (*lane)[G]) {
-  constexpr int L = 8 / G;
-  bool undecided = !g_mse_screening.load(std::memory_order_relaxed);
-  if (!undecided) {
-    float f[M][8];
-    sse8_multi<float, kAbs, M>(xa, xb, wa, wb, n, dq, f);
-    for (int m = 0; m < M; ++m)
-      for (int g = 0; g < G; ++g) {
-        lane[m][g] = screened_lane(f[m], g * L, L, n, [&](int j, int k) { return same(m, j, k); });
-        undecided |= lane[m][g] < 0;
-      }
-    if (!undecided) return;
-  } else {
-    for (int m = 0; m < M; ++m)
-      for (int g = 0; g < G; ++g) lane[m][g] = -1;
+  if constexpr (kW == Weighing::kMagnitude) {
+    thread_local std::vector<float> mw;
+    mw.resize(n);
+    MagnitudeWeights(x, n, n, mw.data());
+    w = mw.data();
   }
-  double e[M][8];
-  sse8_multi<double, kAbs, M>(xa, xb, wa, wb, n, dq, e);
-  for (int m = 0; m < M; ++m)
-    for (int g = 0; g < G; ++g)
-      if (lane[m][g] < 0) lane[m][g] = best_lane(e[m], g * L, L);
+  double e[K];
+  DoubleSums<K, kAbs>(x, w, n, dq, e);
+  return best_lane(e, 0, K);
 }
 
-// One vector of 8 candidates over the n elements of x (weights w, or null):
-// the chosen lane (same(j, k): lanes j and k are the same candidate).
-template <bool kAbs, class Dq, class Same>
-inline int choose_lane(const float* x, const float* w, std::size_t n, Dq&& dq, Same&& same) {
-  const float* xs[1] = {x};
-  const float* ws[1] = {w};
-  int lane[1][1];
-  choose_lanes<kAbs, 1, 1>(xs, xs, w ? ws : nullptr, w ? ws : nullptr, n,
-                           [&](int, const V8f& v, V8f& d) { dq(v, d); },
-                           [&](int, int j, int k) { return same(j, k); }, lane);
-  return lane[0][0];
+// Choose with the weighing known at run time.
+template <int K, bool kAbs, class Dq, class Same>
+HWY_INLINE int ChooseWeighed(Weighing wg, const float* x, const float* w, std::size_t n, float w_max, const Dq& dq,
+                             const Same& same) {
+  switch (wg) {
+    case Weighing::kChannel: return Choose<K, kAbs, Weighing::kChannel>(x, w, n, w_max, dq, same);
+    case Weighing::kMagnitude: return Choose<K, kAbs, Weighing::kMagnitude>(x, nullptr, n, w_max, dq, same);
+    case Weighing::kNone: break;
+  }
+  return Choose<K, kAbs, Weighing::kNone>(x, nullptr, n, w_max, dq, same);
 }
+
+// A bound on every weight of a search over n elements in blocks of `block`:
+// the screen's allowance for products that underflow.
+float WeightBound(Weighing wg, const float* w, std::size_t n, std::size_t block) {
+  if (wg == Weighing::kMagnitude) return 2.0f + static_cast<float>(block);  // x²/mean(x²) <= block
+  if (wg == Weighing::kNone) return 1.0f;
+  float m = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) m = std::max(m, w[i]);
+  return m;
+}
+
+// INT candidate j's dequantized value of x, as the kernels form it: the
+// quotient in their dtype (BF16 or F32), plus the zero point where
+// asymmetric, rounded and clamped to [qmin, qmax]. (The kernels also clamp
+// to [qmin − 1, qmax + 1] before rounding, which only keeps the magic number
+// in its range: a quotient past that still rounds past qmin or qmax, so the
+// clamp after gives the same code.) A type of its own, not a lambda, so that
+// the dtype and the symmetry are fixed outside the search's loops.
+template <bool kAsym, bool kBf16>
+struct IntDq {
+  const float* s;  // the candidates' scales
+  const float* z;  // and zero points
+  float qmin, qmax;
+  HWY_INLINE VF operator()(int j, VF xv) const {
+    const DF d;
+    VF v = hn::Div(xv, hn::Set(d, s[j]));
+    if constexpr (kBf16) v = Bf16(v);
+    if constexpr (kAsym) {
+      v = hn::Add(v, hn::Set(d, z[j]));
+      if constexpr (kBf16) v = Bf16(v);
+    }
+    const VF magic = hn::Set(d, 12582912.0f);
+    const VF q = hn::Min(hn::Max(hn::Sub(hn::Add(v, magic), magic), hn::Set(d, qmin)), hn::Set(d, qmax));
+    return hn::Mul(kAsym ? hn::Sub(q, hn::Set(d, z[j])) : q, hn::Set(d, s[j]));
+  }
+};
 
 // The scalar measure for what the lanes cannot do (F16 quotients): the same
 // element-order double sum.
@@ -215,199 +291,98 @@ double sse_scalar(const float* x, const float* w, std::size_t n, DqOne&& dq) {
 
 inline float rne_small(float v) { return (v + 12582912.0f) - 12582912.0f; }  // |v| < 2^22
 
-// The E4M3 magnitude of one value, as e4m3_mag8 (scalar).
-inline float e4m3_mag1(float a) {
-  V8f m;
-  e4m3_mag8(SELQ_SPLAT(a), m);
-  return m[0];
-}
+// The E4M3 magnitude of one value, as E4m3Mag (scalar).
+inline float e4m3_mag1(float a) { return hn::GetLane(E4m3Mag(hn::Set(DF(), a))); }
 
 }  // namespace
 
-void MseMxScales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes, float* inv,
-                 float* sc) {
-  // Four blocks at once, two per vector, four lanes each: e (the rule's),
-  // e − 1, e + 1, e.
-  constexpr int M = 2;
-  for (std::size_t b0 = 0; b0 < nblk; b0 += 2 * M) {
-    int e[M][8];
-    float iv[M][8], sv[M][8];
-    V8f i8[M], s8[M];
-    const float* xa[M];
-    const float* xb[M];
-    const float* wa[M];
-    const float* wb[M];
-    std::size_t blk[2 * M];
-    for (int h = 0; h < 2 * M; ++h) {
-      // Past the row's end, the last block again (its result is discarded).
-      const std::size_t b = blk[h] = std::min(b0 + static_cast<std::size_t>(h), nblk - 1);
-      (h % 2 ? xb : xa)[h / 2] = x + b * 32;
-      (h % 2 ? wb : wa)[h / 2] = w ? w + b * 32 : nullptr;
-      const int e0 = sbytes[b];
-      const int cand[4] = {e0, e0 - 1, e0 + 1, e0};
-      for (int k = 0; k < 4; ++k) {
-        const int c = cand[k] < 0 || cand[k] > 254 ? e0 : cand[k];
-        const int lane = 4 * (h % 2) + k;
-        e[h / 2][lane] = c;
-        iv[h / 2][lane] = pow2(127 - c);
-        sv[h / 2][lane] = pow2(c - 127);
-      }
+void MseMxScales(bool fp4, Weighing wg, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes,
+                 float* inv, float* sc) {
+  const float w_max = WeightBound(wg, w, nblk * 32, 32);
+  const DF d;
+  for (std::size_t b = 0; b < nblk; ++b) {
+    // The rule's exponent e, e − 1, e + 1 (e where those leave E8M0's range).
+    const int e0 = sbytes[b];
+    int e[3] = {e0, e0 - 1, e0 + 1};
+    float iv[3], sv[3];
+    for (int k = 0; k < 3; ++k) {
+      if (e[k] < 0 || e[k] > 254) e[k] = e0;
+      iv[k] = pow2(127 - e[k]);
+      sv[k] = pow2(e[k] - 127);
     }
-    for (int m = 0; m < M; ++m) load8(iv[m], i8[m]), load8(sv[m], s8[m]);
-    int lane[M][2];
-    const float* const* wpa = w ? wa : nullptr;
-    const float* const* wpb = w ? wb : nullptr;
-    const auto same = [&](int m, int j, int k) { return e[m][j] == e[m][k]; };
-    if (fp4)
-      choose_lanes<true, M, 2>(xa, xb, wpa, wpb, 32,
-                               [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a * i8[m], d), d *= s8[m]; }, same, lane);
-    else
-      choose_lanes<true, M, 2>(xa, xb, wpa, wpb, 32,
-                               [&](int m, const V8f& a, V8f& d) { e4m3_mag8(a * i8[m], d), d *= s8[m]; }, same, lane);
-    for (int h = 0; h < 2 * M && b0 + static_cast<std::size_t>(h) < nblk; ++h) {
-      const int k = lane[h / 2][h % 2];
-      sbytes[blk[h]] = static_cast<std::uint8_t>(e[h / 2][k]);
-      inv[blk[h]] = iv[h / 2][k];
-      sc[blk[h]] = sv[h / 2][k];
-    }
+    const auto same = [&](int j, int k) { return e[j] == e[k]; };
+    const float* wb = w ? w + b * 32 : nullptr;
+    const int k =
+        fp4 ? ChooseWeighed<3, true>(
+                  wg, x + b * 32, wb, 32, w_max,
+                  [&](int j, VF a) HWY_ATTR { return hn::Mul(E2m1Mag(hn::Mul(a, hn::Set(d, iv[j]))), hn::Set(d, sv[j])); },
+                  same)
+            : ChooseWeighed<3, true>(
+                  wg, x + b * 32, wb, 32, w_max,
+                  [&](int j, VF a) HWY_ATTR { return hn::Mul(E4m3Mag(hn::Mul(a, hn::Set(d, iv[j]))), hn::Set(d, sv[j])); },
+                  same);
+    sbytes[b] = static_cast<std::uint8_t>(e[k]);
+    inv[b] = iv[k];
+    sc[b] = sv[k];
   }
 }
 
-void MseNvfp4Scales(const Nvfp4RowParams& p, const float* x, const float* block_amax, std::size_t nblk,
-                    std::uint8_t* sbytes, float* eff) {
-  constexpr int M = 4;  // blocks searched together
-  // b46: the bytes that map each block maximum to 4 instead of 6 (Four Over
-  // Six), the same arithmetic as nearest's bytes.
-  thread_local std::vector<std::uint8_t> b46;
-  thread_local std::vector<float> b46_eff;  // written by nvfp4_scales_simd, not needed here
-  b46.resize(nblk);
-  b46_eff.resize(nblk);
-  if (!p.ct || p.t != DType::F16)
-    nvfp4_scales_simd(block_amax, nblk, p.ct, p.t == DType::BF16, p.global, b46.data(), b46_eff.data(), 4.0f);
-  else
-    for (std::size_t b = 0; b < nblk; ++b) b46[b] = nvfp4_block_scale_byte(p, block_amax[b], 4.0f);
-  // Codes 0x01..0x7E are the positive E4M3 values in increasing order: the
-  // candidates are nearest's byte b0 and its neighbours, and b46's.
-  const V8i from_b0 = V8i{-1, -1, -1, -1, -1, 0, 0, 0}, step = V8i{0, -1, 1, 2, -2, -1, 0, 1};
-  const V8f global = SELQ_SPLAT(p.global);
-  for (std::size_t b0i = 0; b0i < nblk; b0i += M) {
-    int codes[M][8];
-    float e[M][8];
-    V8f e8[M];
-    const float* xs[M];
-    const float* ws[M];
-    std::size_t blk[M];
-    for (int m = 0; m < M; ++m) {
-      // Past the row's end, the last block again (its result is discarded).
-      const std::size_t b = blk[m] = std::min(b0i + static_cast<std::size_t>(m), nblk - 1);
-      xs[m] = x + b * 16;
-      ws[m] = p.weights ? p.weights + b * 16 : nullptr;
-      const int b0 = sbytes[b], b4 = b46[b];
-      const V8i c = ((from_b0 & b0) | (~from_b0 & b4)) + step;
-      const V8i in_range = (c >= 1) & (c <= 0x7E);
-      // The E4M3 value of code c (e4m3_value: subnormal below exponent 1), then
-      // the divisor it stands for.
-      const V8i ex = c >> 3, mant = c & 7;
-      const V8f sub = __builtin_convertvector(mant, V8f) * SELQ_SPLAT(0x1p-9f);
-      const V8f v = ex == 0 ? sub : (V8f)((ex + 120) << 23 | mant << 20);
-      const V8f ev = p.ct ? v / global : v * global;
-      const V8i ok = in_range & (ev > SELQ_SPLAT(0.0f)) & (ev < SELQ_SPLAT(std::numeric_limits<float>::infinity()));
-      const V8i lane0 = V8i{-1, 0, 0, 0, 0, 0, 0, 0};  // nearest's own, as the row kernel made it
-      const V8i keep = ok & ~lane0;
-      const V8i code = (keep & c) | (~keep & b0);
-      e8[m] = keep ? ev : SELQ_SPLAT(eff[b]);
-      std::memcpy(codes[m], &code, sizeof code);
-      std::memcpy(e[m], &e8[m], sizeof e8[m]);
-    }
-    int lane[M][1];
-    const float* const* wp = p.weights ? ws : nullptr;
-    choose_lanes<true, M, 1>(
-        xs, xs, wp, wp, 16, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a / e8[m], d), d *= e8[m]; },
-        [&](int m, int j, int k) { return e[m][j] == e[m][k]; }, lane);
-    for (int m = 0; m < M && b0i + static_cast<std::size_t>(m) < nblk; ++m) {
-      const int k = lane[m][0];
-      sbytes[blk[m]] = static_cast<std::uint8_t>(codes[m][k]);
-      eff[blk[m]] = e[m][k];
-    }
-  }
-}
-
-void MseIntScales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in, const float* mn,
-                  const float* mx, float* s, float* zp) {
+void MseIntScales(const IntRowParams& p, Weighing wg, float qmin, float qmax, const float* x, std::int64_t in,
+                  const float* mn, const float* mx, float* s, float* zp) {
   const std::int64_t ngroups = in / p.gw;
   const auto gw = static_cast<std::size_t>(p.gw);
+  const float w_max = WeightBound(wg, p.weights, static_cast<std::size_t>(in), gw);
   // The rule maps the range to (2^b − 1)/2 (7.5, 127.5), so the largest
   // positive element rounds past qmax and clips: r = that over qmax maps it
   // onto qmax instead. Then clips of 5% steps (int4) or 0.5% (int8).
   const float widen = (std::ldexp(1.0f, p.bits) - 1.0f) / 2.0f / qmax;
   const float step = p.bits <= 4 ? 0.05f : 0.005f;
   const bool asym = !p.sym;
-  // Two groups at once, one vector of 8 candidates each: nearest, the
-  // widened range, 6 clips.
-  constexpr int M = 2;
-  for (std::int64_t g0 = 0; g0 < ngroups; g0 += M) {
-    float cs[M][8], cz[M][8];
-    const float* xs[M];
-    const float* ws[M];
-    std::int64_t grp[M];
-    for (int m = 0; m < M; ++m) {
-      const std::int64_t g = grp[m] = std::min(g0 + m, ngroups - 1);  // past the end: the last group again
-      xs[m] = x + g * p.gw;
-      ws[m] = p.weights ? p.weights + g * p.gw : nullptr;
-      cs[m][0] = s[g];
-      cz[m][0] = zp[g];
-      for (int k = 1; k < 8; ++k) {
-        const float r = k == 1 ? widen : 1.0f - step * static_cast<float>(k - 1);
-        int_group_qparams(p, qmin, qmax, mn[g] * r, mx[g] * r, cs[m][k], cz[m][k]);
-      }
+  for (std::int64_t g = 0; g < ngroups; ++g) {
+    // Candidates: nearest, the widened range, 6 clips.
+    float cs[8], cz[8];
+    cs[0] = s[g];
+    cz[0] = zp[g];
+    for (int k = 1; k < 8; ++k) {
+      const float r = k == 1 ? widen : 1.0f - step * static_cast<float>(k - 1);
+      int_group_qparams(p, qmin, qmax, mn[g] * r, mx[g] * r, cs[k], cz[k]);
     }
-    int lane[M][1];
+    const float* xg = x + g * p.gw;
+    const float* wgp = p.weights ? p.weights + g * p.gw : nullptr;
+    int k = 0;
     if (p.ct == DType::F16) {
-      double err[M][8];
-      for (int m = 0; m < M; ++m) {
-        for (int k = 0; k < 8; ++k)
-          err[m][k] = sse_scalar(xs[m], ws[m], gw, [&](float xi) {
-            float v = round_to(DType::F16, xi / cs[m][k]);
-            if (asym) v = round_to(DType::F16, v + cz[m][k]);
-            const float q = rne_small(std::clamp(v, qmin - 1.0f, qmax + 1.0f));
-            return (std::clamp(q, qmin, qmax) - cz[m][k]) * cs[m][k];
-          });
-        lane[m][0] = best_lane(err[m], 0, 8);
+      const float* ws = wg == Weighing::kNone ? nullptr : wgp;
+      thread_local std::vector<float> mw;
+      if (wg == Weighing::kMagnitude) {
+        mw.resize(gw);
+        MagnitudeWeights(xg, gw, gw, mw.data());
+        ws = mw.data();
       }
+      double err[8];
+      for (int j = 0; j < 8; ++j)
+        err[j] = sse_scalar(xg, ws, gw, [&](float xi) {
+          float v = round_to(DType::F16, xi / cs[j]);
+          if (asym) v = round_to(DType::F16, v + cz[j]);
+          const float q = rne_small(std::clamp(v, qmin - 1.0f, qmax + 1.0f));
+          return (std::clamp(q, qmin, qmax) - cz[j]) * cs[j];
+        });
+      k = best_lane(err, 0, 8);
     } else {
-      const V8f lo1 = SELQ_SPLAT(qmin - 1.0f), hi1 = SELQ_SPLAT(qmax + 1.0f), lo = SELQ_SPLAT(qmin),
-                hi = SELQ_SPLAT(qmax), magic = SELQ_SPLAT(12582912.0f);
-      V8f s8[M], z8[M];
-      for (int m = 0; m < M; ++m) load8(cs[m], s8[m]), load8(cz[m], z8[m]);
-      const float* const* wp = p.weights ? ws : nullptr;
-      const auto dq = [&](int m, const V8f& xv, V8f& d) {
-        V8f v = xv / s8[m];
-        in_dtype(p.ct, v);
-        if (asym) {
-          v += z8[m];
-          in_dtype(p.ct, v);
-        }
-        v = v > lo1 ? v : lo1;  // clamp to [qmin - 1, qmax + 1], round, clamp to [qmin, qmax]
-        v = v < hi1 ? v : hi1;
-        V8f q = (v + magic) - magic;
-        q = q > lo ? q : lo;
-        q = q < hi ? q : hi;
-        d = (q - z8[m]) * s8[m];
-      };
-      choose_lanes<false, M, 1>(xs, xs, wp, wp, gw, dq,
-                                [&](int m, int j, int k) { return cs[m][j] == cs[m][k] && cz[m][j] == cz[m][k]; },
-                                lane);
+      const auto same = [&](int j, int i) { return cs[j] == cs[i] && cz[j] == cz[i]; };
+      const auto choose = [&](auto dq) HWY_ATTR { return ChooseWeighed<8, false>(wg, xg, wgp, gw, w_max, dq, same); };
+      const bool bf16 = p.ct == DType::BF16;
+      if (asym)
+        k = bf16 ? choose(IntDq<true, true>{cs, cz, qmin, qmax}) : choose(IntDq<true, false>{cs, cz, qmin, qmax});
+      else
+        k = bf16 ? choose(IntDq<false, true>{cs, cz, qmin, qmax}) : choose(IntDq<false, false>{cs, cz, qmin, qmax});
     }
-    for (int m = 0; m < M && g0 + m < ngroups; ++m) {
-      const int k = lane[m][0];
-      s[grp[m]] = cs[m][k];
-      zp[grp[m]] = cz[m][k];
-    }
+    s[g] = cs[k];
+    zp[g] = cz[k];
   }
 }
 
 float MseFp8Scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax, float nearest) {
-  // Lanes: nearest, then the scales of r·amax for r = 0.975 ... 0.825.
+  // Candidates: nearest, then the scales of r·amax for r = 0.975 ... 0.825.
   float cs[8];
   cs[0] = nearest;
   for (int k = 1; k < 8; ++k) cs[k] = fp8_scale_for_amax(p, amax * (1.0f - 0.025f * static_cast<float>(k)));
@@ -419,29 +394,34 @@ float MseFp8Scale(const Fp8Params& p, const float* x, const float* w, std::size_
       });
     return cs[best_lane(err, 0, 8)];
   }
-  V8f s8;
-  load8(cs, s8);
-  const auto dq = [&](const V8f& a, V8f& d) {
-    V8f v = a / s8;
-    in_dtype(p.ct, v);
-    e4m3_mag8(v, d);
-    d *= s8;
+  const Weighing wg = w ? Weighing::kChannel : Weighing::kNone;
+  const DF d;
+  const DType ct = p.ct;
+  const auto dq = [&](int j, VF a) HWY_ATTR {
+    const VF s = hn::Set(d, cs[j]);
+    return hn::Mul(E4m3Mag(InDtype(ct, hn::Div(a, s))), s);
   };
-  return cs[choose_lane<true>(x, w, n, dq, [&](int j, int k) { return cs[j] == cs[k]; })];
+  return cs[ChooseWeighed<8, true>(wg, x, w, n, WeightBound(wg, w, n, n), dq,
+                                   [&](int j, int k) { return cs[j] == cs[k]; })];
 }
 
 std::uint8_t MseE4m3E8m0Byte(const float* x, const float* w, std::size_t n, std::uint8_t nearest) {
   const int e0 = nearest;
-  int e[8] = {e0, e0 - 1, e0 + 1, e0, e0, e0, e0, e0};
-  float sv[8];
-  for (int k = 0; k < 8; ++k) {
+  int e[3] = {e0, e0 - 1, e0 + 1};
+  float sv[3];
+  for (int k = 0; k < 3; ++k) {
     if (e[k] < 0 || e[k] > 254) e[k] = e0;
     sv[k] = pow2(e[k] - 127);
   }
-  V8f s8;
-  load8(sv, s8);
-  const int k = choose_lane<true>(x, w, n, [&](const V8f& a, V8f& d) { e4m3_mag8(a / s8, d), d *= s8; },
-                                 [&](int j, int i) { return e[j] == e[i]; });
+  const Weighing wg = w ? Weighing::kChannel : Weighing::kNone;
+  const DF d;
+  const int k = ChooseWeighed<3, true>(
+      wg, x, w, n, WeightBound(wg, w, n, n),
+      [&](int j, VF a) HWY_ATTR {
+        const VF s = hn::Set(d, sv[j]);
+        return hn::Mul(E4m3Mag(hn::Div(a, s)), s);
+      },
+      [&](int j, int i) { return e[j] == e[i]; });
   return static_cast<std::uint8_t>(e[k]);
 }
 
@@ -476,7 +456,6 @@ std::atomic<bool> g_mse_screening{true};
 bool set_mse_screening(bool on) { return g_mse_screening.exchange(on); }
 
 HWY_EXPORT(MseMxScales);
-HWY_EXPORT(MseNvfp4Scales);
 HWY_EXPORT(MseIntScales);
 HWY_EXPORT(MseFp8Scale);
 HWY_EXPORT(MseE4m3E8m0Byte);
@@ -492,31 +471,19 @@ void magnitude_weights(const float* x, std::size_t n, std::size_t block, float* 
 }
 
 namespace {
-// `mse`'s weights for a row (null w) where the scheme takes them; else w.
-const float* mse_weights(bool by_magnitude, const float* x, const float* w, std::size_t n, std::size_t block) {
-  if (w || !by_magnitude) return w;
-  thread_local std::vector<float> row;
-  row.resize(n);
-  magnitude_weights(x, n, block, row.data());
-  return row.data();
+// How `mse` (w null) or `weighted` weighs a search's elements.
+Weighing weighing(bool by_magnitude, const float* w) {
+  return w ? Weighing::kChannel : by_magnitude ? Weighing::kMagnitude : Weighing::kNone;
 }
 }  // namespace
 
 void mse_mx_scales(bool fp4, const float* x, const float* w, std::size_t nblk, std::uint8_t* sbytes, float* inv,
                    float* sc) {
-  w = mse_weights(fp4, x, w, nblk * 32, 32);
-  HWY_DYNAMIC_DISPATCH(MseMxScales)(fp4, x, w, nblk, sbytes, inv, sc);
-}
-void mse_nvfp4_scales(const Nvfp4RowParams& p, const float* x, const float* block_amax, std::size_t nblk,
-                      std::uint8_t* sbytes, float* eff) {
-  HWY_DYNAMIC_DISPATCH(MseNvfp4Scales)(p, x, block_amax, nblk, sbytes, eff);
+  HWY_DYNAMIC_DISPATCH(MseMxScales)(fp4, weighing(fp4, w), x, w, nblk, sbytes, inv, sc);
 }
 void mse_int_scales(const IntRowParams& p, float qmin, float qmax, const float* x, std::int64_t in, const float* mn,
                     const float* mx, float* s, float* zp) {
-  IntRowParams q = p;
-  q.weights = mse_weights(p.bits <= 4, x, p.weights,
-                          static_cast<std::size_t>(in), static_cast<std::size_t>(p.gw));
-  HWY_DYNAMIC_DISPATCH(MseIntScales)(q, qmin, qmax, x, in, mn, mx, s, zp);
+  HWY_DYNAMIC_DISPATCH(MseIntScales)(p, weighing(p.bits <= 4, p.weights), qmin, qmax, x, in, mn, mx, s, zp);
 }
 float mse_fp8_scale(const Fp8Params& p, const float* x, const float* w, std::size_t n, float amax, float nearest) {
   return HWY_DYNAMIC_DISPATCH(MseFp8Scale)(p, x, w, n, amax, nearest);

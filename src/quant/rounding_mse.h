@@ -3,7 +3,8 @@
 // clip of the range) are chosen among a few candidates to minimise the
 // block's squared error Σ (x − dq)², summed in double over the block's
 // elements in order, with dq the F32 value the scheme's dequantizer gives
-// (the candidates side by side in vector lanes: rounding_mse.cpp).
+// (screened by float sums in vector lanes first: rounding_mse.cpp, and
+// rounding_mse_nvfp4.cpp for NVFP4's short blocks).
 // The nearest rounding's choice is always a candidate and is kept unless
 // another is strictly better, so no block is ever worse than `nearest`.
 // Rounding `weighted` is the same search with each element's squared error

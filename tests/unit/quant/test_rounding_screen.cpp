@@ -10,6 +10,7 @@
 // terms in another order) or a few ulps apart, whatever it decides is the
 // double sums' choice.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
@@ -87,6 +88,7 @@ std::vector<std::pair<std::string, SchemeSpec>> searching_kinds() {
       {"fp8-channel-e8m0", {.kind = SchemeKind::FP8ChannelE8M0}},
       {"int4-channel", {.kind = SchemeKind::IntChannel, .bits = 4}},
       {"int8-channel", {.kind = SchemeKind::IntChannel, .bits = 8}},
+      {"int4-channel-asym", {.kind = SchemeKind::IntChannel, .bits = 4, .symmetric = false}},
       {"int4-g128", {.kind = SchemeKind::IntGroup, .bits = 4, .group_size = 128}},
       {"int4-g64-asym", {.kind = SchemeKind::IntGroup, .bits = 4, .symmetric = false, .group_size = 64}},
       {"int8-g32", {.kind = SchemeKind::IntGroup, .bits = 8, .group_size = 32}},
@@ -107,23 +109,44 @@ std::vector<std::vector<std::uint8_t>> stored(SchemeSpec spec, const TensorInfo&
   return q.bufs;
 }
 
+// Every SIMD target compiled in and supported here: the searches are
+// compiled once per target, with other vector widths and tails.
+std::vector<std::int64_t> targets() { return hwy::SupportedAndGeneratedTargets(); }
+
 }  // namespace
 
-TEST(RoundingScreen, SameBytesAsTheDoubleSumsAlone) {
-  constexpr std::int64_t rows = 32, in = 256;
+// For every target, screened or not, the bytes of the double sums alone under
+// the default target. 231 columns: rows whose length no vector width
+// divides, so the per-channel and per-tensor searches take their tails.
+TEST(RoundingScreen, SameBytesAsTheDoubleSumsAloneOnEveryTarget) {
+  constexpr std::int64_t rows = 32;
   unsigned seed = 11;
   for (const auto& [what, spec] : searching_kinds())
-    for (DType dt : {DType::BF16, DType::F32, DType::F16})
-      for (Data d : kData)
-        for (bool weighted : {false, true}) {
-          ++seed;
-          SCOPED_TRACE(::testing::Message() << what << " " << dtype_name(dt) << " " << data_name(d)
-                                            << (weighted ? " weighted" : " mse") << " seed " << seed);
-          const auto bytes = to_bytes(sample(d, rows, in, seed), dt);
-          const TensorInfo info{"model.layers.0.mlp.down_proj.weight", dt, Shape{rows, in}};
-          const auto w = weighted ? channel_weights(in, seed) : std::vector<float>{};
-          ASSERT_EQ(stored(spec, info, bytes, w, true), stored(spec, info, bytes, w, false));
-        }
+    for (std::int64_t in : {256, 231}) {
+      const bool grouped = spec.kind == SchemeKind::MXFP4 || spec.kind == SchemeKind::MXFP8 ||
+                           spec.kind == SchemeKind::NVFP4 || spec.kind == SchemeKind::IntGroup ||
+                           spec.kind == SchemeKind::FP8Block;
+      if (in == 231 && grouped) continue;  // their blocks must divide the row
+      for (DType dt : {DType::BF16, DType::F32, DType::F16})
+        for (Data d : kData)
+          for (bool weighted : {false, true}) {
+            ++seed;
+            SCOPED_TRACE(::testing::Message() << what << " in " << in << " " << dtype_name(dt) << " " << data_name(d)
+                                              << (weighted ? " weighted" : " mse") << " seed " << seed);
+            const auto bytes = to_bytes(sample(d, rows, in, seed), dt);
+            const TensorInfo info{"model.layers.0.mlp.down_proj.weight", dt, Shape{rows, in}};
+            const auto w = weighted ? channel_weights(in, seed) : std::vector<float>{};
+            const auto want = stored(spec, info, bytes, w, false);
+            for (std::int64_t target : targets()) {
+              hwy::SetSupportedTargetsForTest(target);
+              SCOPED_TRACE(hwy::TargetName(target));
+              const auto screened = stored(spec, info, bytes, w, true), unscreened = stored(spec, info, bytes, w, false);
+              hwy::SetSupportedTargetsForTest(0);
+              ASSERT_EQ(screened, want);
+              ASSERT_EQ(unscreened, want);
+            }
+          }
+    }
 }
 
 // The switch is what the test above compares, so it must reach the search.
@@ -162,7 +185,7 @@ TEST(RoundingScreen, DecidesOnlyWhatTheDoubleSumsDecide) {
           d[lane] += static_cast<double>(v) * static_cast<double>(v);
         }
       }
-      const int k = detail::screened_lane(f, 0, 8, n, [](int, int) { return false; });
+      const int k = detail::screened_lane(f, 0, 8, n, 1.0f, [](int, int) { return false; });
       if (k < 0) continue;
       ++decided;
       ASSERT_EQ(k, detail::best_lane(d, 0, 8)) << "n " << n << " trial " << t;
