@@ -41,13 +41,23 @@ typedef double V4d __attribute__((vector_size(32)));
 // between targets): results go to out.
 #define SELQ_SPLAT(v) (V8f{(v), (v), (v), (v), (v), (v), (v), (v)})
 
-// The E2M1 magnitude a (>= 0) rounds to: rounding_mse.cpp's E2m1Mag, the
-// same operations on 8 lanes.
-inline void e2m1_mag8(const V8f& a, V8f& out) {
-  const V8f c = a < SELQ_SPLAT(2.0f) ? SELQ_SPLAT(0x1.8p22f) : a < SELQ_SPLAT(4.0f) ? SELQ_SPLAT(0x1.8p23f)
-                                                                                     : SELQ_SPLAT(0x1.8p24f);
-  const V8f q = (a + c) - c;
-  out = q < SELQ_SPLAT(6.0f) ? q : SELQ_SPLAT(6.0f);
+// A candidate divisor e of each lane and the bounds its quotients are told by.
+struct E2m1Divisor {
+  V8f e, e2, e4, e6;  // e, 2e, 4e, 6e (6e rounded)
+};
+
+// The E2M1 value of a / e (a >= 0) rounded as e2m1_code (RNE, saturating at
+// 6), times e: rounding_mse.cpp's E2m1Mag, with the grid's step (0.5 below
+// 2, 1 below 4, 2 above) and the saturation told from a against 2e, 4e and
+// 6e beside the division rather than from the quotient after it, which
+// shortens each element's chain of dependent operations (docs/BENCHMARKS.md).
+// The same value: a >= 2e exactly when a / e >= 2, and where the rounded
+// quotient is 2 although a < 2e, both steps keep 2 (likewise 4); on either
+// side of 6e the quotient rounds to 6.
+inline void e2m1_dq8(const V8f& a, const E2m1Divisor& s, V8f& out) {
+  const V8f c = a < s.e2 ? SELQ_SPLAT(0x1.8p22f) : a < s.e4 ? SELQ_SPLAT(0x1.8p23f) : SELQ_SPLAT(0x1.8p24f);
+  const V8f q = a / s.e;
+  out = (a < s.e6 ? (q + c) - c : SELQ_SPLAT(6.0f)) * s.e;
 }
 
 // err[m][k] = Σ_i w_i (|x_i| − dq_mk(|x_i|))² over the 16 elements of block
@@ -162,8 +172,10 @@ void MseNvfp4Scales(const Nvfp4RowParams& p, const float* x, const float* block_
       std::memcpy(e[m], &e8[m], sizeof e8[m]);
     }
     int lane[M];
+    E2m1Divisor div[M];
+    for (int m = 0; m < M; ++m) div[m] = {e8[m], e8[m] * 2.0f, e8[m] * 4.0f, e8[m] * 6.0f};
     choose_lanes<M>(
-        xs, p.weights ? ws : nullptr, w_max, [&](int m, const V8f& a, V8f& d) { e2m1_mag8(a / e8[m], d), d *= e8[m]; },
+        xs, p.weights ? ws : nullptr, w_max, [&](int m, const V8f& a, V8f& d) { e2m1_dq8(a, div[m], d); },
         [&](int m, int j, int k) { return e[m][j] == e[m][k]; }, lane);
     for (int m = 0; m < M && b0i + static_cast<std::size_t>(m) < nblk; ++m) {
       sbytes[blk[m]] = static_cast<std::uint8_t>(codes[m][lane[m]]);
