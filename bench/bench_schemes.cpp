@@ -4,10 +4,15 @@
 // run_scheme_f32/* take the same values as F32 input (ggml's row quantizers
 // read F32; see bench/ggml_side_by_side.sh).
 //   build/<dir>/bench/bench_schemes --benchmark_min_time=0.5
+//   SELQ_HWY_TARGET=AVX2 build/<dir>/bench/bench_schemes ...   # one SIMD target (Highway's name)
 #include <benchmark/benchmark.h>
+#include <hwy/targets.h>
 #include <tbb/global_control.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -20,6 +25,19 @@ using namespace selq::quant;
 namespace {
 
 constexpr std::int64_t kOut = 1024, kIn = 8192;
+
+// SELQ_HWY_TARGET: the kernels' dispatch limited to that target, if this CPU has it.
+const bool kTargetChosen = [] {
+  const char* want = std::getenv("SELQ_HWY_TARGET");
+  if (!want) return false;
+  for (std::int64_t t : hwy::SupportedAndGeneratedTargets())
+    if (std::string(hwy::TargetName(t)) == want) {
+      hwy::SetSupportedTargetsForTest(t);
+      return true;
+    }
+  std::fprintf(stderr, "SELQ_HWY_TARGET=%s: not a target this CPU runs\n", want);
+  std::exit(2);
+}();
 
 const std::vector<std::uint8_t>& bf16_weights() {
   static const std::vector<std::uint8_t> data = [] {
