@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/codecs.h"
@@ -27,7 +27,7 @@ namespace {
 constexpr std::int64_t kOut = 1024, kIn = 8192;
 
 // SELQ_HWY_TARGET: the kernels' dispatch limited to that target, if this CPU has it.
-const bool kTargetChosen = [] {
+[[maybe_unused]] const bool kTargetChosen = [] {
   const char* want = std::getenv("SELQ_HWY_TARGET");
   if (!want) return false;
   for (std::int64_t t : hwy::SupportedAndGeneratedTargets())

@@ -27,12 +27,10 @@ inline float rne_small(float v) {  // |v| < 2^22
   return (v + 12582912.0f) - 12582912.0f;
 }
 
-}  // namespace
-
-namespace {
 // round_to, without its NaN branch where the value is a number: the search
 // (rounding `mse`) asks for eight ranges per group.
 inline float round_scale(DType t, float v) { return v == v ? round_to_fast(t, v) : round_to(t, v); }
+
 }  // namespace
 
 void int_group_qparams(const IntRowParams& p, float qmin, float qmax, float mn, float mx, float& s, float& zp) {
