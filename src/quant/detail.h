@@ -58,6 +58,13 @@ inline std::uint8_t e4m3_sat_code(float v) {
 const float* e4m3_table();  // 256 decoded values (NaN for 0x7F/0xFF)
 inline float e4m3_value(std::uint8_t b) { return e4m3_table()[b]; }
 
+// 2^k for k in [-127, 127] (an E8M0 scale, k = byte − 127, or its inverse),
+// built from bits (ldexp is a libm call per block).
+inline float pow2(int k) {
+  return k >= -126 ? std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23)
+                   : std::bit_cast<float>(0x00400000u);
+}
+
 // ---- compute-dtype emulation ----
 // The reference tools do scale arithmetic in the weight's own dtype (torch
 // bf16 ops compute in f32 and round the result to bf16); we reproduce that by

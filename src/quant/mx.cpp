@@ -44,12 +44,6 @@ MxFormat mx_format(const SchemeSpec& spec) {
   return {false, 8, 1, 448.0f, 464.0000305f};
 }
 
-// 2^k for k in [-127, 127], built from bits (ldexp is a libm call per block).
-inline float pow2(int k) {
-  return k >= -126 ? std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23)
-                   : std::bit_cast<float>(0x00400000u);
-}
-
 std::uint8_t mx_scale_byte(float amax, ScaleRule rule, const MxFormat& f) {
   return e8m0_scale_from_amax_ref(amax, rule, f.emax, f.mbits_for_even, f.max);
 }

@@ -21,10 +21,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "quant/detail.h"
@@ -41,6 +39,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "quant/grid_simd-inl.h"
+
 #ifndef SELQ_ROUNDING_MSE_SHARED
 #define SELQ_ROUNDING_MSE_SHARED
 namespace selq::quant::detail {
@@ -51,12 +51,6 @@ enum class Weighing {
   kChannel,    // `weighted`: the input channels' weights
   kMagnitude,  // `mse` on 4-bit INT and MXFP4: 2 + x²/mean(x²) of the block
 };
-
-// 2^k for k in [-127, 127] (mx.cpp's pow2).
-inline float pow2(int k) {
-  return k >= -126 ? std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23)
-                   : std::bit_cast<float>(0x00400000u);
-}
 }  // namespace selq::quant::detail
 #endif
 
@@ -69,52 +63,22 @@ void MagnitudeWeights(const float* x, std::size_t n, std::size_t block, float* o
 
 namespace {
 
-using DF = hn::ScalableTag<float>;
-using DI = hn::RebindToSigned<DF>;
-using DU = hn::RebindToUnsigned<DF>;
-using VF = hn::Vec<DF>;
-constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
-
-// ------------------------------------------------ the grids, in vector lanes
-
-// The E2M1 magnitude a (>= 0) rounds to: RNE at the midpoints, as
-// e2m1_code, saturating at 6. The grid's step is 0.5 below 2, 1 below 4 and
-// 2 above, so a rounds to a multiple of its step by adding and subtracting
-// a constant whose ulp is that step (equal to the chain of comparisons the
-// codes take for every non-negative float, +inf included; checked once over
-// all of them).
-HWY_INLINE VF E2m1Mag(VF a) {
-  const DF d;
-  const VF c = hn::IfThenElse(hn::Lt(a, hn::Set(d, 2.0f)), hn::Set(d, 0x1.8p22f),
-                              hn::IfThenElse(hn::Lt(a, hn::Set(d, 4.0f)), hn::Set(d, 0x1.8p23f), hn::Set(d, 0x1.8p24f)));
-  return hn::Min(hn::Sub(hn::Add(a, c), c), hn::Set(d, 6.0f));
+// The grid values of the lanes, as the row kernels round them (the codes
+// are not needed here).
+HWY_INLINE VF E2m1Value(VF v) {
+  VF val;
+  (void)E2m1(v, val);
+  return val;
 }
-
-// The E4M3FN magnitude a (>= 0) rounds to, saturating at 448 (the SIMD
-// E4m3). a's sign bit is clear, so signed integer compares are the unsigned ones.
-HWY_INLINE VF E4m3Mag(VF a) {
-  const DF d;
-  const DI di;
-  const auto mag = hn::Min(hn::BitCast(di, a), hn::Set(di, 0x43E00000));
-  const auto odd = hn::And(hn::ShiftRight<20>(mag), hn::Set(di, 1));
-  const auto nrm = hn::And(hn::Add(hn::Add(mag, hn::Set(di, 0x7FFFF)), odd), hn::Set(di, ~0xFFFFF));
-  // Below 2^-6 the quantum is 2^-9: a magic-number add.
-  const VF sub = hn::Sub(hn::Add(hn::BitCast(d, mag), hn::Set(d, 16384.0f)), hn::Set(d, 16384.0f));
-  return hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, hn::Set(di, 0x3C800000))), sub, hn::BitCast(d, nrm));
-}
-
-// RNE of finite lanes to bf16 (torch's bf16 quotient), as f32.
-HWY_INLINE VF Bf16(VF v) {
-  const DF d;
-  const DU du;
-  const auto u = hn::BitCast(du, v);
-  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-  return hn::BitCast(d, hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), odd), hn::Set(du, 0xFFFF0000u)));
+HWY_INLINE VF E4m3Value(VF v) {
+  VF val;
+  (void)E4m3(v, val);
+  return val;
 }
 
 // The quotient as the kernels form it in dtype ct (F32 or BF16; F16 has
 // no vector path here).
-HWY_INLINE VF InDtype(DType ct, VF v) { return ct == DType::BF16 ? Bf16(v) : v; }
+HWY_INLINE VF InDtype(DType ct, VF v) { return ct == DType::BF16 ? RoundBf16(v) : v; }
 
 // ------------------------------------------------------------------ the sums
 
@@ -245,10 +209,7 @@ HWY_INLINE int ChooseWeighed(Weighing wg, const float* x, const float* w, std::s
 // the screen's allowance for products that underflow.
 float WeightBound(Weighing wg, const float* w, std::size_t n, std::size_t block) {
   if (wg == Weighing::kMagnitude) return 2.0f + static_cast<float>(block);  // x²/mean(x²) <= block
-  if (wg == Weighing::kNone) return 1.0f;
-  float m = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) m = std::max(m, w[i]);
-  return m;
+  return wg == Weighing::kNone ? 1.0f : largest_weight(w, n);
 }
 
 // INT candidate j's dequantized value of x, as the kernels form it: the
@@ -266,10 +227,10 @@ struct IntDq {
   HWY_INLINE VF operator()(int j, VF xv) const {
     const DF d;
     VF v = hn::Div(xv, hn::Set(d, s[j]));
-    if constexpr (kBf16) v = Bf16(v);
+    if constexpr (kBf16) v = RoundBf16(v);
     if constexpr (kAsym) {
       v = hn::Add(v, hn::Set(d, z[j]));
-      if constexpr (kBf16) v = Bf16(v);
+      if constexpr (kBf16) v = RoundBf16(v);
     }
     const VF magic = hn::Set(d, 12582912.0f);
     const VF q = hn::Min(hn::Max(hn::Sub(hn::Add(v, magic), magic), hn::Set(d, qmin)), hn::Set(d, qmax));
@@ -291,8 +252,8 @@ double sse_scalar(const float* x, const float* w, std::size_t n, DqOne&& dq) {
 
 inline float rne_small(float v) { return (v + 12582912.0f) - 12582912.0f; }  // |v| < 2^22
 
-// The E4M3 magnitude of one value, as E4m3Mag (scalar).
-inline float e4m3_mag1(float a) { return hn::GetLane(E4m3Mag(hn::Set(DF(), a))); }
+// The E4M3 value of one value, as E4m3Value (scalar).
+inline float e4m3_mag1(float a) { return hn::GetLane(E4m3Value(hn::Set(DF(), a))); }
 
 }  // namespace
 
@@ -315,11 +276,11 @@ void MseMxScales(bool fp4, Weighing wg, const float* x, const float* w, std::siz
     const int k =
         fp4 ? ChooseWeighed<3, true>(
                   wg, x + b * 32, wb, 32, w_max,
-                  [&](int j, VF a) HWY_ATTR { return hn::Mul(E2m1Mag(hn::Mul(a, hn::Set(d, iv[j]))), hn::Set(d, sv[j])); },
+                  [&](int j, VF a) HWY_ATTR { return hn::Mul(E2m1Value(hn::Mul(a, hn::Set(d, iv[j]))), hn::Set(d, sv[j])); },
                   same)
             : ChooseWeighed<3, true>(
                   wg, x + b * 32, wb, 32, w_max,
-                  [&](int j, VF a) HWY_ATTR { return hn::Mul(E4m3Mag(hn::Mul(a, hn::Set(d, iv[j]))), hn::Set(d, sv[j])); },
+                  [&](int j, VF a) HWY_ATTR { return hn::Mul(E4m3Value(hn::Mul(a, hn::Set(d, iv[j]))), hn::Set(d, sv[j])); },
                   same);
     sbytes[b] = static_cast<std::uint8_t>(e[k]);
     inv[b] = iv[k];
@@ -399,7 +360,7 @@ float MseFp8Scale(const Fp8Params& p, const float* x, const float* w, std::size_
   const DType ct = p.ct;
   const auto dq = [&](int j, VF a) HWY_ATTR {
     const VF s = hn::Set(d, cs[j]);
-    return hn::Mul(E4m3Mag(InDtype(ct, hn::Div(a, s))), s);
+    return hn::Mul(E4m3Value(InDtype(ct, hn::Div(a, s))), s);
   };
   return cs[ChooseWeighed<8, true>(wg, x, w, n, WeightBound(wg, w, n, n), dq,
                                    [&](int j, int k) { return cs[j] == cs[k]; })];
@@ -419,7 +380,7 @@ std::uint8_t MseE4m3E8m0Byte(const float* x, const float* w, std::size_t n, std:
       wg, x, w, n, WeightBound(wg, w, n, n),
       [&](int j, VF a) HWY_ATTR {
         const VF s = hn::Set(d, sv[j]);
-        return hn::Mul(E4m3Mag(hn::Div(a, s)), s);
+        return hn::Mul(E4m3Value(hn::Div(a, s)), s);
       },
       [&](int j, int i) { return e[j] == e[i]; });
   return static_cast<std::uint8_t>(e[k]);

@@ -46,9 +46,10 @@ struct E2m1Divisor {
   V8f e, e2, e4, e6;  // e, 2e, 4e, 6e (6e rounded)
 };
 
-// The E2M1 value of a / e (a >= 0) rounded as e2m1_code (RNE, saturating at
-// 6), times e: rounding_mse.cpp's E2m1Mag, with the grid's step (0.5 below
-// 2, 1 below 4, 2 above) and the saturation told from a against 2e, 4e and
+// The E2M1 value of a / e (a >= 0) times e: what the row kernels' E2m1
+// (grid_simd-inl.h) gives, RNE saturating at 6, here by adding and
+// subtracting a constant whose ulp is the grid's step (0.5 below 2, 1 below
+// 4, 2 above), the step and the saturation told from a against 2e, 4e and
 // 6e beside the division rather than from the quotient after it, which
 // shortens each element's chain of dependent operations (docs/BENCHMARKS.md).
 // The same value: a >= 2e exactly when a / e >= 2, and where the rounded
@@ -136,8 +137,7 @@ void MseNvfp4Scales(const Nvfp4RowParams& p, const float* x, const float* block_
     nvfp4_scales_simd(block_amax, nblk, p.ct, p.t == DType::BF16, p.global, b46.data(), b46_eff.data(), 4.0f);
   else
     for (std::size_t b = 0; b < nblk; ++b) b46[b] = nvfp4_block_scale_byte(p, block_amax[b], 4.0f);
-  float w_max = 1.0f;
-  if (p.weights) w_max = *std::max_element(p.weights, p.weights + nblk * 16);
+  const float w_max = p.weights ? largest_weight(p.weights, nblk * 16) : 1.0f;
   // Codes 0x01..0x7E are the positive E4M3 values in increasing order: the
   // candidates are nearest's byte b0 and its neighbours, and b46's.
   const V8i from_b0 = V8i{-1, -1, -1, -1, -1, 0, 0, 0}, step = V8i{0, -1, 1, 2, -2, -1, 0, 1};

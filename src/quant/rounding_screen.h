@@ -24,6 +24,9 @@ template <class T>
   return k;
 }
 
+// The largest of a row's n channel weights (`weighted`): screened_lane's w_max.
+inline float largest_weight(const float* w, std::size_t n) { return n ? *std::max_element(w, w + n) : 0.0f; }
+
 // The lane of [first, first + n) whose double sum is least (the first on
 // ties), told from the float sums f of `terms` terms each, or −1 when they
 // cannot tell. A float sum is within c·f + slack of the double one:
