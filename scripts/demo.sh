@@ -14,7 +14,8 @@ if [ -z "${SELQ:-}" ]; then
   # progress: Ninja's [done/total] and one line per compiled file or batch of a
   # module's files (the unity build, SELQ_UNITY_BUILD), one per linked library.
   t0=$SECONDS
-  cmake --preset release $(scripts/fresh_if_other_generator.sh release) -DSELQ_BUILD_TESTS=OFF -DSELQ_BUILD_BENCH=OFF | { grep --line-buffered '^-- selq:' || true; }
+  cmake --preset release $(scripts/fresh_if_other_generator.sh release) -DSELQ_BUILD_TESTS=OFF -DSELQ_BUILD_BENCH=OFF \
+    -DSELQ_WERROR="${SELQ_WERROR:-OFF}" | { grep --line-buffered '^-- selq:' || true; }
   cmake --build --preset release -j "$(nproc)" --target selq \
     | sed -u -E -e 's#Building CXX object src/CMakeFiles/([^/]+)\.dir/Unity/unity_([0-9]+)_cxx\.cxx\.o$#compiling \1, batch \2#' \
                 -e 's#Building CXX object src/CMakeFiles/[^/]+\.dir/(.*)\.o$#compiling src/\1#'

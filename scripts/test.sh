@@ -5,7 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh test
 JOBS="${JOBS:-$(nproc)}"
-cmake --preset release $(scripts/fresh_if_other_generator.sh release) -DSELQ_BUILD_TESTS=ON -DSELQ_BUILD_BENCH=ON -DSELQ_BUILD_PYTHON=ON >/dev/null
+# Warnings are errors here (the developers' and CI's build); the environment passes that
+# on to the builds the tests run themselves: the demo's in a bare clone, the wheel's.
+export SELQ_WERROR="${SELQ_WERROR:-ON}"
+cmake --preset release $(scripts/fresh_if_other_generator.sh release) -DSELQ_BUILD_TESTS=ON -DSELQ_BUILD_BENCH=ON -DSELQ_BUILD_PYTHON=ON \
+  -DSELQ_WERROR="$SELQ_WERROR" >/dev/null
 cmake --build --preset release -j "$JOBS"
 ctest --test-dir build/release --output-on-failure -j "$JOBS" --timeout 900
 scripts/check_wheel.sh  # the wheel from the same build tree, installed in a fresh venv

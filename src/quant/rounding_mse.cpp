@@ -396,7 +396,10 @@ void MagnitudeWeights(const float* x, std::size_t n, std::size_t block, float* o
     std::size_t i = 0;
     for (; i + 8 <= len; i += 8)
       for (std::size_t k = 0; k < 8; ++k) acc[k] += static_cast<double>(xb[i + k]) * static_cast<double>(xb[i + k]);
-    for (; i < len; ++i) acc[i % 8] += static_cast<double>(xb[i]) * static_cast<double>(xb[i]);
+    // The tail continues the same lanes (i is a multiple of 8 here, so element i + k goes
+    // to sum k); indexed by k rather than i % 8, which GCC 12 misreads as out of bounds.
+    for (std::size_t k = 0; i + k < len; ++k)
+      acc[k] += static_cast<double>(xb[i + k]) * static_cast<double>(xb[i + k]);
     const double sum_sq = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     const double inv_mean = sum_sq > 0.0 ? static_cast<double>(len) / sum_sq : 0.0;
     for (std::size_t j = 0; j < len; ++j) {
