@@ -42,7 +42,7 @@ def module_of(name):
 
 def unpack_fp4(packed):
     # Low nibble holds the even element: the layout of compressed-tensors,
-    # Quark and ModelOpt alike (FORMATS.md).
+    # Quark and ModelOpt alike (docs/FORMAT_RULES.md §3, §5, §6).
     lo = E2M1[(packed & 0x0F).long()]
     hi = E2M1[(packed >> 4).long()]
     return torch.stack([lo, hi], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)

@@ -8,7 +8,7 @@ Per module: its stored format on each side (bf16, mxfp4, fp8-ptpc). Per tensor
 present on both sides: dtype, shape, and whether the bytes are equal; where
 they are not, the first differing element decoded on both sides next to the
 source values it came from. Then the two quantization_configs: how vLLM and
-ATOM resolve every linear module under each (ENGINES.md §2.2, §4), and the
+ATOM resolve every linear module under each (docs/ENGINE_RULES.md §2.2, §4), and the
 key-by-key differences of the tensor specs and the top-level entries.
 --check then accounts for every difference (account(): names the synthetic
 spells unlike the released checkpoint, the sign of an MXFP4 zero, FP8 elements

@@ -1,6 +1,6 @@
 #pragma once
 // Scalar reference conversions between F32/BF16/F16 and the small float
-// formats of FORMATS.md §2-§4. These `*_ref` functions are the oracle: the
+// formats of docs/FORMAT_RULES.md §2-§4. These `*_ref` functions are the oracle: the
 // SIMD bulk paths (codecs_simd.h) are tested bit-exact against them, and they
 // are tested against ml_dtypes/torch in tests/crosscheck.
 //
@@ -46,7 +46,7 @@ std::uint8_t f32_to_e8m0_rne_ref(float f);
 
 enum class ScaleRule { Floor, Ceil, Even, RCeil };
 // Biased E8M0 exponent of the shared block scale for a block whose largest
-// magnitude is `amax` (FORMATS.md §2 "Scale rounding modes").
+// magnitude is `amax` (docs/FORMAT_RULES.md §2.4 "Scale rounding modes").
 //   elem_emax:      exponent of the element format's max (2 for E2M1, 8 for E4M3)
 //   elem_mbits:     mantissa bits of the element format (1 for E2M1, 3 for E4M3)
 //   elem_max:       largest element magnitude (6 for E2M1, 448 for E4M3)

@@ -1,5 +1,5 @@
 #pragma once
-// Element types of the safetensors spec (FORMATS.md §1), in the spec's enum
+// Element types of the safetensors spec (docs/FORMAT_RULES.md §1.3), in the spec's enum
 // order, with their bit widths and header strings.
 #include <cstdint>
 #include <optional>

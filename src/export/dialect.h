@@ -1,8 +1,8 @@
 #pragma once
 // Dialects: how a scheme is written down for one engine family: tensor names,
 // the scheme options the dialect requires (scale dtype/shape, NVFP4
-// convention), and the `quantization_config` JSON. FORMATS.md §5-§6 and
-// ENGINES.md §7 are the rules.
+// convention), and the `quantization_config` JSON. docs/FORMAT_RULES.md
+// §5-§6 and docs/ENGINE_RULES.md §7 are the rules.
 #include <array>
 #include <optional>
 #include <string>

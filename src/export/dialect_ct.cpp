@@ -1,4 +1,5 @@
-// compressed-tensors dialect (FORMATS.md §5, ENGINES.md §1 and §7).
+// compressed-tensors dialect (docs/FORMAT_RULES.md §5; docs/ENGINE_RULES.md §1
+// and §7). Bare § numbers below are sections of docs/ENGINE_RULES.md.
 //
 // Config shape choices, each with the rule it satisfies:
 // - One config group per distinct scheme ("group_0", "group_1", ...; renamed
@@ -6,14 +7,14 @@
 //   module names (q_proj, not qkv_proj): vLLM resolves a fused layer through
 //   its shards (get_scheme_dict step 2b) and the compressed-tensors library
 //   through its fused mapping, and exact names are the one target form both
-//   rank first and vLLM remaps for multimodal wrappers (§1.1, §1.3, §7.1).
+//   rank first and vLLM remaps for multimodal wrappers (§1.1, §1.3, §7 rule 1).
 //   No class targets ("Linear"): they would also catch float layers that an
 //   ignore entry misses.
 // - Routed experts: when every expert child of one MoE layer is in a list,
 //   it becomes one `re:<escaped layer prefix>\.experts\.\d+\.(down_proj|...)$`
-//   pattern (full prefix, ends with `$`: §7.2). vLLM probes expert 0 only
-//   (§1.2 MoE), so all experts of a layer must share the scheme, which
-//   build_quantization_config enforces (§7.4).
+//   pattern (full prefix, ends with `$`: §7 rule 2). vLLM probes expert 0 only
+//   (§1.2, routed experts), so all experts of a layer must share the scheme,
+//   which build_quantization_config enforces (§7 rule 4).
 // - `format` per group, and top-level `mixed-precision` when groups use more
 //   than one format; otherwise the top level carries the single format.
 // - `ignore` lists the exact names of every linear left in float (MTP layers
@@ -28,7 +29,7 @@
 // Tensor names: weight / weight_packed (int pack-quantized, nvfp4, mxfp4),
 // weight_scale, weight_global_scale (NVFP4, 448*6/amax: CT convention),
 // weight_zero_point, weight_shape. FP8 channel/tensor scales and int scales
-// are in the model dtype, channel scales (out,1) (§4 "Per-channel weights");
+// are in the model dtype, channel scales (out,1) (docs/FORMAT_RULES.md §4.3);
 // int4 and int8 pack into int32 words (pack-quantized: vLLM loads weight-only
 // int only in that format; int-quantized is its W8A8 format).
 #include <fmt/format.h>

@@ -65,7 +65,7 @@ std::vector<std::string> config_strings(const nlohmann::json& qc, const char* ke
 
 // Throws BadInput when fused shards (q/k/v, gate/up, q_a/kv_a) or the routed
 // experts of one MoE layer were given different schemes: no engine can load
-// that (ENGINES.md §7 rules 3-4).
+// that (docs/ENGINE_RULES.md §7 rules 3-4).
 void check_engine_groups_consistent(const ConfigInput& in);
 
 std::vector<std::string> all_module_names(const ConfigInput& in);

@@ -1,4 +1,5 @@
-// NVIDIA ModelOpt dialect (FORMATS.md §3, ENGINES.md §3, §7.6).
+// NVIDIA ModelOpt dialect (docs/FORMAT_RULES.md §3; docs/ENGINE_RULES.md §3 and
+// §7 rule 6). Bare § numbers below are sections of docs/ENGINE_RULES.md.
 //
 // Config shape choices, each with the rule it satisfies:
 // - Two files say the same thing: hf_quant_config.json {producer,
@@ -16,7 +17,7 @@
 //   entry's), 32 for MXFP8.
 // - quantized_layers keys: exact checkpoint names (vLLM's fused-shard step
 //   finds q/k/v and gate/up), and the `...mlp.experts` module for routed
-//   experts (the direct key, step 1; §7.6 "including the MoE parent").
+//   experts (the direct key, §3.3 step 1; §7 rule 6 "the MoE parent included").
 // - exclusions: vLLM matches them as SUBSTRINGS of the module name (§3.2
 //   step 2), so entries are full dotted names, float experts are excluded
 //   by their `...mlp.experts` module (step 1 and 2 both hit it), and an

@@ -1,15 +1,16 @@
-// AMD Quark dialect (FORMATS.md §6, ENGINES.md §2, §4, §7).
+// AMD Quark dialect (docs/FORMAT_RULES.md §6; docs/ENGINE_RULES.md §2, §4, §7).
+// Bare § numbers below are sections of docs/ENGINE_RULES.md.
 //
 // Config shape choices, each with the rule it satisfies:
 // - Always written: `export` {kv_cache_group: [], pack_method "reorder",
 //   weight_format "real_quantized", min_kv_scale 0.0} (vLLM raises without
-//   it, §2.1), `layer_type_quant_config: {}` (dead in vLLM, §2.2.3, §7.5),
+//   it, §2.1), `layer_type_quant_config: {}` (dead in vLLM, §2.2 step 3, §7 rule 5),
 //   `layer_quant_config`, `exclude` (a list), `global_quant_config`,
 //   quant_mode, version, algo_config null, kv_cache_quant_config {}.
 // - global_quant_config = the scheme used by the most modules, except that a
 //   non-FP4 scheme is preferred when excluded self_attn linears exist (vLLM
 //   re-quantizes those to MXFP4 online for deepseek_v3 models whose global
-//   weight dtype is fp4, §2.2.1).
+//   weight dtype is fp4, §2.2 step 1).
 // - layer_quant_config: one key per module whose scheme differs from global,
 //   keyed by the exact checkpoint module name; routed experts get one key,
 //   the `...mlp.experts` module itself (the name vLLM, SGLang and ATOM look
@@ -23,9 +24,9 @@
 // - exclude: exact checkpoint names of every float linear, MTP layers and
 //   lm_head included; float experts are listed child by child (vLLM's
 //   check_children, SGLang's per-expert names, ATOM's MoE children all match
-//   them, §2.2.1, §4). No globs, no `re:` (§7.2).
+//   them, §2.2 step 1, §4). No globs, no `re:` (§7 rule 2).
 // - Fused shards and the experts of one MoE layer share one scheme (§2.2
-//   deep_compare, §7.3-§7.4), enforced before building.
+//   deep_compare, §7 rules 3-4), enforced before building.
 // Schemes (§2.3): MXFP4 weight fp4/per_group/32/e8m0 with dynamic fp4
 // input (W4A4), none, or fp8 per-tensor input; FP8 PTPC = per_channel weight
 // + per_channel dynamic input; FP8 per-tensor; FP8 per_block [128,128] with

@@ -1,6 +1,6 @@
 #pragma once
 // Mimics how each serving engine finds the quantization scheme of one module
-// from a `quantization_config` (ENGINES.md §1-§4), so that selq can prove a
+// from a `quantization_config` (docs/ENGINE_RULES.md §1-§4), so that selq can prove a
 // config it writes (or a checkpoint it verifies) is read as intended.
 #include <memory>
 #include <optional>

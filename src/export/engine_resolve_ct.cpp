@@ -1,4 +1,4 @@
-// How vLLM and SGLang find a module's compressed-tensors scheme (ENGINES.md
+// How vLLM and SGLang find a module's compressed-tensors scheme (docs/ENGINE_RULES.md
 // §1.2): the ignore list, then the first target in target_scheme_map order
 // (exact name, `re:`, then class name), fused shards all-or-none, MoE layers
 // by expert 0's projections. SGLang also ignores by lowercase substring and
@@ -193,7 +193,7 @@ class CtRules final : public EngineRules {
                        w->value("num_bits", json()).dump(), format.dump()));
   }
 
-  // §1.2 MoE: only expert 0's projections are probed, and they must agree.
+  // §1.2 routed experts: only expert 0's projections are probed, and they must agree.
   std::optional<json> experts(const EngineModule& em) {
     std::vector<std::string> probes;
     for (const auto& m : em.members) {

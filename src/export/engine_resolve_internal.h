@@ -22,7 +22,7 @@
 namespace selq::exporter::detail {
 
 // One engine's lookup over one config, following the numbered steps of
-// ENGINES.md for that engine. EngineResolver maps names to engine modules,
+// docs/ENGINE_RULES.md (§1-§4) for that engine. EngineResolver maps names to engine modules,
 // leaves out the modules no engine quantizes and caches the answers.
 class EngineRules {
  public:

@@ -1,4 +1,4 @@
-// How vLLM finds a module's ModelOpt scheme (ENGINES.md §3), from config.json's
+// How vLLM finds a module's ModelOpt scheme (docs/ENGINE_RULES.md §3), from config.json's
 // quantization_config or hf_quant_config.json's `quantization`: the exclude
 // list (exact, fused shards all-or-none, substrings, globs, vision towers),
 // then `quant_algo`, or for MIXED_PRECISION the module's entry in

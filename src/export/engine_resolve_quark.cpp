@@ -1,4 +1,4 @@
-// How vLLM, SGLang and ATOM find a module's Quark layer config (ENGINES.md
+// How vLLM, SGLang and ATOM find a module's Quark layer config (docs/ENGINE_RULES.md
 // §2.2, §4): `exclude` (ATOM: exact, dotted prefix, fnmatch or re.search;
 // the others: exact or re.match; an experts module also by a non-`re:` entry at
 // or under it), then the first matching `layer_quant_config` key (vLLM and

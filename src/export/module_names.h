@@ -1,6 +1,6 @@
 #pragma once
 // How serving engines group checkpoint linear modules into their own modules
-// (ENGINES.md §1.3, §4, §6): fused shards (q/k/v -> qkv_proj, gate/up ->
+// (docs/ENGINE_RULES.md §1.3, §4, §6): fused shards (q/k/v -> qkv_proj, gate/up ->
 // gate_up_proj, q_a + kv_a -> fused_qkv_a_proj) and routed experts (one
 // `...mlp.experts` module for every `...mlp.experts.<n>.<proj>`). The fused
 // rules are recipe/fused_modules.h's; config writers and the engine resolvers
@@ -36,7 +36,7 @@ std::vector<EngineModule> engine_modules(EngineFamily family,
 std::optional<std::string> experts_parent(const std::string& module);
 
 // Modules the engines build without quant_config whatever the config says
-// (ENGINES.md §6: the MoE router `mlp.gate`, indexer wk/weights_proj, MTP eh_proj).
+// (docs/ENGINE_RULES.md §6: the MoE router `mlp.gate`, indexer wk/weights_proj, MTP eh_proj).
 bool engine_never_quantizes(const std::string& engine_module);
 
 // Heads an engine builds although the checkpoint stores no weight for them,

@@ -1,7 +1,7 @@
 #pragma once
 // safetensors reading (mmap, zero-copy, strict validation) and streaming
 // writing (header reserved up front, temp file, fsync, atomic rename).
-// Validation rules: FORMATS.md §1 plus the extra ones in issue #2.
+// Validation rules: docs/FORMAT_RULES.md §1.2 plus the extra ones in issue #2.
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -19,7 +19,7 @@ using quant::ActMode;
 using quant::SchemeKind;
 
 std::vector<Candidate> make_candidates() {
-  // Hardware per ENGINES.md: Blackwell runs NVFP4/MXFP4/MXFP8/FP8; Hopper FP8 and
+  // Hardware per docs/ENGINE_RULES.md §10: Blackwell runs NVFP4/MXFP4/MXFP8/FP8; Hopper FP8 and
   // INT4/INT8 weight-only (Marlin); MI355 MXFP4/MXFP8/FP8.
   return {
       {"bf16", std::nullopt, "keep the source weights (BF16/F16/F32)", {Blackwell, Hopper, Mi355}},

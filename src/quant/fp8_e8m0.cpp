@@ -1,6 +1,6 @@
 // FP8 E4M3FN weights with one E8M0 (power-of-two) scale per output channel:
 // X = 2^(byte-127) from the row's amax by the scale rule (E4M3: emax 8,
-// 3 mantissa bits, max 448; FORMATS.md §2), elements RNE(w / X) saturated to
+// 3 mantissa bits, max 448; docs/FORMAT_RULES.md §2), elements RNE(w / X) saturated to
 // ±448. A power-of-two scale makes the quotient exact (no scale dtype, no
 // rounding of the scale), as DeepSeek V3.1's ue8m0 scales are.
 #include "core/codecs_simd.h"

@@ -1,6 +1,6 @@
 // OCP MX (MXFP4 / MXFP8): one E8M0 scale per 32 consecutive input channels.
 //
-// Scale rule trade-offs (FORMATS.md §2, error table there):
+// Scale rule trade-offs (docs/FORMAT_RULES.md §2.4, error table there):
 //   Floor (OCP spec): amax/X lands in [4, 8) for FP4, so block maxima above 6
 //     saturate -- up to 25% error on the largest element of a block.
 //   Ceil: never clips but doubles the scale whenever amax is in (4, 6]*2^k,

@@ -47,7 +47,8 @@ struct SchemeTraits {
   SchemeKind kind;
   RecipeSchemeName recipe_names[2];  // {nullptr}: reached through another kind's options only
   unsigned options;                  // SchemeOption bits
-  // ActMode bits (1 << mode) this kind's weights pair with (ENGINES.md §1.2).
+  // ActMode bits (1 << mode) this kind's weights pair with
+  // (docs/ENGINE_RULES.md §1.2 step 4, §2.3).
   unsigned acts;
   // The canonical label (SchemeSpec::name(): manifest, journal, verify).
   std::string (*label)(const SchemeSpec&);

@@ -1,5 +1,5 @@
 #pragma once
-// Which checkpoint modules a serving engine loads as one module (ENGINES.md
+// Which checkpoint modules a serving engine loads as one module (docs/ENGINE_RULES.md
 // §1.2-§1.3): the one table. Members of one fused module need one scheme
 // (recipe resolution) and, in NVFP4, one global scale (the plan's groups);
 // export/module_names builds the engines' module lists from the same rules.

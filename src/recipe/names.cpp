@@ -274,7 +274,7 @@ std::string_view quantized_suffix(std::string_view tensor) {
 
 std::string fused_group_key(const NameInfo& n) {
   // All projections of all routed experts of one layer: engines build one
-  // fused MoE module and read the scheme of expert 0 (ENGINES.md §1.2).
+  // fused MoE module and read the scheme of expert 0 (docs/ENGINE_RULES.md §1.2).
   for (std::size_t i = 0; i + 1 < n.comps.size(); ++i) {
     if (n.comps[i] == "experts") {
       std::size_t len = static_cast<std::size_t>(n.comps[i].data() + n.comps[i].size() - n.module.data());

@@ -1,4 +1,4 @@
-// GGUF header parsing and validation (GGUF_AND_LLAMA.md §1) and the mmap'd file.
+// GGUF header parsing and validation (docs/GGUF.md §1) and the mmap'd file.
 #include "runtime/gguf.h"
 
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 #pragma once
 // GGUF reading (mmap, strict validation) and dequantization of ggml block
-// types to F32. Container and block layouts: GGUF_AND_LLAMA.md §1-§2. The
+// types to F32. Container and block layouts: docs/GGUF.md §1-§2. The
 // validation is at least as strict as ggml's own loader (gguf.cpp), so a
 // file selq accepts is one llama.cpp would load.
 #include <array>

@@ -1,4 +1,4 @@
-// Dequantization of ggml block types to F32 (GGUF_AND_LLAMA.md §2).
+// Dequantization of ggml block types to F32 (docs/GGUF.md §2).
 //
 // Bit-exactness with ggml / gguf-py needs each product rounded on its own:
 // a fused multiply-add (which GCC forms under its default -ffp-contract=fast

@@ -1,7 +1,7 @@
 #pragma once
 // `selq import-gguf`: a Llama- or Qwen2-architecture GGUF file as an HF-style
 // BF16 checkpoint (model.safetensors, config.json, tokenizer files). Mapping
-// and the Q/K row un-permutation (Llama only): GGUF_AND_LLAMA.md §3.
+// and the Q/K row un-permutation (Llama only): docs/GGUF.md §3.
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -1,4 +1,4 @@
-// Llama forward pass. Math follows HF LlamaForCausalLM (GGUF_AND_LLAMA.md):
+// Llama forward pass. Math follows HF LlamaForCausalLM (docs/GGUF.md §6):
 // RMSNorm in FP32, rotate-half RoPE, GQA with causal mask, SwiGLU. Qwen2 is
 // the same decoder with q/k/v biases, which the linears carry when stored.
 #include "runtime/model.h"

@@ -1,4 +1,4 @@
-// Byte-level BPE: vocabulary, merges, encode/decode (GGUF_AND_LLAMA.md §4).
+// Byte-level BPE: vocabulary, merges, encode/decode (docs/GGUF.md §4).
 #include "runtime/tokenizer.h"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // Byte-level BPE tokenizer (GPT-2 style, as used by SmolLM2/Llama-family and
 // Qwen2 checkpoints): added tokens matched literally, the model's split
 // pattern (PreTokenizer), byte-to-unicode mapping, merges by rank.
-// Pipeline and sources: GGUF_AND_LLAMA.md §4. Loads from an HF tokenizer.json
+// Pipeline and sources: docs/GGUF.md §4. Loads from an HF tokenizer.json
 // or from a GGUF file's tokenizer.ggml.* metadata, and writes tokenizer.json.
 #include <cstdint>
 #include <optional>

@@ -168,7 +168,7 @@ def torchao_rceil(amax, max_pos):
 
 
 def torchao_rceil_log2(amax, max_pos):
-    """The older torchao RCEIL (FORMATS.md's commit): clamp(ceil(log2(amax /
+    """The older torchao RCEIL (@36027d8, docs/FORMAT_RULES.md §2.4): clamp(ceil(log2(amax /
     max_pos)), -127, 127) + 127, NaN -> 0xFF. log2 here is float64 of the f32
     quotient, i.e. exact; torchao's float32 log2 can miss a round-up for
     quotients just above 2^k with large |k|."""

@@ -210,7 +210,7 @@ def main():
                  run_selq(driver, "json", tj, texts_path, work)) and ok
     if name != "smollm2":
         # SmolLM2 is left out: transformers builds its GGUF tokenizer without
-        # the Digits split (GGUF_AND_LLAMA.md section 4), so it is no reference there.
+        # the Digits split (docs/GGUF.md §4, the caveat), so it is no reference there.
         hf_ids, hf_dec = transformers_gguf_reference(gguf, texts)
         ok = compare("transformers from GGUF", texts, hf_ids, hf_dec,
                      run_selq(driver, "gguf", gguf, texts_path, work)) and ok

@@ -8,7 +8,7 @@ decompresses the weights on the first forward and quantizes activations as
 the config says) and checked three ways:
 
 1. weights: every quantized linear that transformers decompressed equals, bit
-   for bit (F32), a numpy decoding of selq's stored bytes (FORMATS.md §2-§5
+   for bit (F32), a numpy decoding of selq's stored bytes (docs/FORMAT_RULES.md §2-§5
    layouts, scale / global scale first as compressed-tensors and selq both do).
 2. engine-like logits: transformers as loaded (activations quantized on the
    fly by compressed-tensors) vs selq's runtime on the same directory

@@ -1,4 +1,4 @@
-// Scalar reference codecs: FORMATS.md §7 vectors plus exhaustive properties
+// Scalar reference codecs: docs/FORMAT_RULES.md §7 vectors plus exhaustive properties
 // (round trips over every code, monotonicity, ties to even, saturation).
 #include <gtest/gtest.h>
 

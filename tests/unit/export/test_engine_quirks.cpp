@@ -1,4 +1,4 @@
-// The resolvers reproduce the engines' documented quirks (ENGINES.md §1-§5)
+// The resolvers reproduce the engines' documented quirks (docs/ENGINE_RULES.md §1-§5)
 // on hand-written configs, including configs selq would never write.
 #include <gtest/gtest.h>
 

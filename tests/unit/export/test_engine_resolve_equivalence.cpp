@@ -110,7 +110,7 @@ struct Oracle {
     throw_bad_input(fmt::format("{} would raise: {}", engine_name(engine), what));
   }
 
-  // ---------------- compressed-tensors (ENGINES.md §1.2) ----------------
+  // ---------------- compressed-tensors (docs/ENGINE_RULES.md §1.2) ----------------
   std::optional<json> ct_linear(const std::string& prefix, Kind kind, const std::vector<std::string>& shards,
                                 const std::string& cls) {
     bool sglang = engine == Engine::SglangCompressedTensors;
@@ -175,7 +175,7 @@ struct Oracle {
 
   std::optional<json> ct(const EngineModule& em) {
     if (em.kind != Kind::Experts) return ct_linear(em.name, em.kind, em.members, class_name_of(em));
-    // §1.2 MoE: only expert 0's projections are probed, and they must agree.
+    // §1.2 routed experts: only expert 0's projections are probed, and they must agree.
     std::vector<std::string> probes;
     for (const auto& m : em.members) {
       if (expert_index(m) == "0") probes.push_back(m);
@@ -190,7 +190,7 @@ struct Oracle {
     return first;
   }
 
-  // ---------------- Quark (ENGINES.md §2.2, §4) ----------------
+  // ---------------- Quark (docs/ENGINE_RULES.md §2.2, §4) ----------------
   static std::string atom_rewrite(std::string s) {
     for (const auto& rule : packed_modules(EngineFamily::Atom)) {
       for (const auto& shard : rule.shards) {
@@ -269,7 +269,7 @@ struct Oracle {
     return first;
   }
 
-  // ---------------- ModelOpt (ENGINES.md §3) ----------------
+  // ---------------- ModelOpt (docs/ENGINE_RULES.md §3) ----------------
   static json normalize_modelopt_entry(const std::string& algo_in, const json& entry, const json& q) {
     std::string algo;
     for (char c : algo_in) algo += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

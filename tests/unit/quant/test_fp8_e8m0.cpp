@@ -1,6 +1,6 @@
 // fp8-channel-e8m0 (FP8 E4M3 weights, one E8M0 power-of-two scale per output
 // channel) against a scalar implementation written here from the format
-// definitions alone (OCP MX spec §5.4.1/§6.3 and FORMATS.md §2 for the scale
+// definitions alone (OCP MX spec §5.4.1/§6.3 and docs/FORMAT_RULES.md §2 for the scale
 // rules, E4M3FN by enumerating its 127 finite magnitudes): no selq codec is
 // used to compute the expected bytes.
 #include <gtest/gtest.h>

@@ -53,7 +53,7 @@ TEST(Gguf, ParsesMetadataTensorsAndLayout) {
 }
 
 TEST(GgufDequant, Q4_1WorkedExampleFromDoc) {
-  // GGUF_AND_LLAMA.md §2: d = 0.0625, m = -0.5, qs[0] = 0x3A, qs[15] = 0xF0, others 0x80.
+  // docs/GGUF.md §2, worked example: d = 0.0625, m = -0.5, qs[0] = 0x3A, qs[15] = 0xF0, others 0x80.
   std::vector<std::uint8_t> blk = {0x00, 0x2C, 0x00, 0xB8, 0x3A};
   for (int i = 0; i < 14; ++i) blk.push_back(0x80);
   blk.push_back(0xF0);
