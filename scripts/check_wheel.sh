@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
 # The Python package as a user installs it: builds the wheel with
-# scikit-build-core from the release build tree that scripts/test.sh just
-# built (SELQ_BUILD_PYTHON=ON, so the libraries are not compiled a second
-# time: a wheel built from scratch recompiles all of them, see
-# docs/PYTHON.md), installs it into a fresh venv with its dependencies, and
-# runs the installed module and the installed `selq` command. The wheel stays
-# in build/dist (SELQ_WHEEL_DIR), installable directly into any venv of the same
-# Python: `pip install build/dist/selq-*.whl` (docs/PYTHON.md).
-#   scripts/check_wheel.sh [BUILD_DIR]     (default build/release)
+# scikit-build-core the way `pip install .` does, from a clean build directory
+# with pyproject.toml's own settings (the Python module, no tests, no bench),
+# so that this configuration is compiled by CI as a user compiles it (warnings
+# are errors where the environment says SELQ_WERROR=ON: scripts/test.sh, CI);
+# installs it into a fresh venv with its dependencies, and runs the installed
+# module and the installed `selq` command. The wheel stays in build/dist
+# (SELQ_WHEEL_DIR), installable directly into any venv of the same Python:
+# `pip install build/dist/selq-*.whl` (docs/PYTHON.md).
+#   scripts/check_wheel.sh [BUILD_DIR]     (default: a fresh directory, removed after)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD="${1:-build/release}"
 PY="${SELQ_VENV:-$HOME/.cache/selq/venv}/bin/python"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+BUILD="${1:-$work/build}"
 start=$SECONDS
-# The build tree's own settings are kept (tests, bench): the wheel needs only
-# its `python` install component.
+# pyproject.toml's build requirements are installed in the venv already (scripts/setup.sh
+# test pins the same versions), so no build isolation: the same build, offline.
 dist="${SELQ_WHEEL_DIR:-build/dist}"
 mkdir -p "$dist" && rm -f "$dist"/selq-*.whl
-CMAKE_GENERATOR="Unix Makefiles" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" "$PY" -m pip wheel . -q --no-build-isolation --no-deps -w "$dist" \
-  -Cbuild-dir="$BUILD" -Ccmake.define.SELQ_BUILD_TESTS=ON -Ccmake.define.SELQ_BUILD_BENCH=ON
+CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" "$PY" -m pip wheel . -v --no-build-isolation --no-deps -w "$dist" \
+  -Cbuild-dir="$BUILD" >"$work/build.log" 2>&1 || { cat "$work/build.log"; echo "check_wheel: the wheel's build failed" >&2; exit 1; }
+if grep -nE '\.(c|cc|cpp|cxx|h|hpp)(:[0-9]+)+: warning:' "$work/build.log"; then
+  echo "check_wheel: the wheel's build printed compiler warnings (above)" >&2; exit 1
+fi
+echo "check_wheel: built from a clean tree in $((SECONDS - start)) s"
 wheel=$(realpath "$(ls "$dist"/selq-*.whl)")
 "$PY" -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --disable-pip-version-check "$wheel"

@@ -12,7 +12,7 @@ cmake --preset release $(scripts/fresh_if_other_generator.sh release) -DSELQ_BUI
   -DSELQ_WERROR="$SELQ_WERROR" >/dev/null
 cmake --build --preset release -j "$JOBS"
 ctest --test-dir build/release --output-on-failure -j "$JOBS" --timeout 900
-scripts/check_wheel.sh  # the wheel from the same build tree, installed in a fresh venv
+scripts/check_wheel.sh  # the wheel as `pip install .` builds it (a clean build directory), installed in a fresh venv
 if [ -x scripts/fuzz.sh ]; then
   scripts/fuzz.sh "${SELQ_FUZZ_SECONDS:-30}"
 fi

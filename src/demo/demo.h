@@ -26,7 +26,9 @@ struct DemoRequest {
   std::string model{"smollm2-135m"};  // runtime/demo_models.h
   std::string gguf;                   // empty: the model's default file
   std::string recipes_dir;            // empty: the shipped recipes
-  // Shipped recipe names; NAME+mse: that recipe with rounding mse (data-free).
+  // Shipped recipe names; NAME+mse or NAME+gptq: that recipe with that rounding.
+  // gptq is not in the default list: it would take the demo past 6 minutes on a
+  // 2-core machine (README); the demo's output says how to add it.
   std::vector<std::string> recipes{"llama-mxfp4",      "llama-fp8", "llama-nvfp4", "llama-nvfp4+mse",
                                    "llama-nvfp4-w4a4", "llama-mix"};
   double planned_bpw{-1};  // 0: no planned mix; below 0: the model's default
@@ -34,6 +36,7 @@ struct DemoRequest {
   std::string text;        // evaluation text file ("": Austen's Emma)
   std::string prompts;     // JSONL prompts ("": openings of Persuasion)
   runtime::EvalOptions eval = demo_eval_options();
+  std::int64_t gptq_tokens{8192};  // calibration tokens of NAME+gptq, as `selq quantize`'s default
   bool force{false};  // redo the import and quantizations even if present
   std::function<void(const std::string&)> say;  // one line per step (may be empty)
 };

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The README's two commands as a user meets them, in their order, in a copy of
 # the tree with nothing beside it (no ../shared), on a short budget:
-#  1. scripts/demo.sh as on a fresh machine, where Open MPI is not installed yet:
-#     the demo's own configure of build/release runs with Open MPI hidden (a
-#     mount namespace), then the demo itself runs offline (network namespace)
-#     with SELQ_BINARY instead of its build. It must exit 0 with the quality
-#     table filled for every recipe and its report.
+#  1. scripts/demo.sh as on a fresh machine, where Open MPI is not installed yet,
+#     whole: its own configure and build of the `selq` target alone (no tests, no
+#     Python, so no -fPIC: the configuration a user's first command builds, which
+#     no other build of the test run compiles), with Open MPI hidden (a mount
+#     namespace) and offline (a network namespace). Warnings fail it when the
+#     environment says SELQ_WERROR=ON (scripts/test.sh, CI), as in the test build.
+#     It must exit 0 with the quality table filled for every recipe and its report.
 #  2. scripts/test.sh's first steps in the same clone: `scripts/setup.sh test`
 #     (offline: installed already, it must only check) and the test build's
 #     configure of that same tree, which must now resolve SELQ_WITH_MPI to ON
@@ -13,7 +15,6 @@
 #     configure cached MPI OFF and test.sh silently built and skipped without it).
 #     Its build and ctest are the test run this test belongs to, so not repeated.
 #  3. SELQ_BINARY itself (the build under test) runs across 2 mpirun ranks.
-# Usage: demo_bare_clone.sh SOURCE_DIR SELQ_BINARY
 set -euo pipefail
 SRC="$1"; SELQ_BIN="$(realpath "$2")"
 T="$(mktemp -d /tmp/selq-bare-XXXXXX)"
@@ -29,14 +30,15 @@ fi
 [ ! -e "$T/shared" ] || fail "$T/shared exists"
 [ ! -e "$T/clone/build" ] || fail "the copy has a build tree"
 
+# One namespace for the demo: its own mounts (Open MPI hidden) and no network.
 isolate=()
-if unshare -n true 2>/dev/null; then isolate=(unshare -n)
-elif unshare -rn true 2>/dev/null; then isolate=(unshare -rn)
-else fail "cannot make a network namespace (unshare -n) to run the demo offline"; fi
-mountns=()
-if unshare -m true 2>/dev/null; then mountns=(unshare -m)
-elif unshare -rm true 2>/dev/null; then mountns=(unshare -rm)
-else fail "cannot make a mount namespace (unshare -m) to hide Open MPI from the demo's configure"; fi
+if unshare -m -n true 2>/dev/null; then isolate=(unshare -m -n)
+elif unshare -r -m -n true 2>/dev/null; then isolate=(unshare -r -m -n)
+else fail "cannot make a mount and network namespace (unshare -m -n) to run the demo offline without Open MPI"; fi
+offline=()
+if unshare -n true 2>/dev/null; then offline=(unshare -n)
+elif unshare -rn true 2>/dev/null; then offline=(unshare -rn)
+else fail "cannot make a network namespace (unshare -n)"; fi
 
 # Open MPI is what scripts/setup.sh test installs; this test runs after it.
 MPICC="$(command -v mpicc || true)"; MPIRUN="$(command -v mpirun || true)"
@@ -44,10 +46,10 @@ MPICC="$(command -v mpicc || true)"; MPIRUN="$(command -v mpirun || true)"
 MPI_WRAPPER="$(readlink -f "$MPICC")"
 MPI_INC="$("$MPICC" --showme:incdirs | awk '{print $1}')"
 MPI_HOME="$(dirname "$MPI_INC")"   # /usr/lib/x86_64-linux-gnu/openmpi on Debian: headers, libraries, pkg-config
-# The scripts' own configure lines, so that this test follows them as they change.
-DEMO_CONFIGURE="$(grep -m1 -E '^[[:space:]]*cmake --preset release' "$T/clone/scripts/demo.sh")"
+# test.sh's own configure line, so that this test follows it as it changes.
 TEST_CONFIGURE="$(grep -m1 -E '^[[:space:]]*cmake --preset release' "$T/clone/scripts/test.sh" | sed 's#>/dev/null##')"
-[ -n "$DEMO_CONFIGURE" ] && [ -n "$TEST_CONFIGURE" ] || fail "no 'cmake --preset release' line in scripts/demo.sh or scripts/test.sh"
+[ -n "$TEST_CONFIGURE" ] || fail "no 'cmake --preset release' line in scripts/test.sh"
+grep -q 'cmake --build --preset release .*--target selq' "$T/clone/scripts/demo.sh" || fail "scripts/demo.sh no longer builds the selq target"
 
 # selq_dist's SELQ_WITH_MPI definition as the build tree compiles it (Ninja keeps
 # it in build.ninja, make in the target's flags.make).
@@ -55,21 +57,27 @@ mpi_define() { cat build/release/build.ninja build/release/src/CMakeFiles/selq_d
   grep -o 'SELQ_WITH_MPI=[01]' | head -1; }
 
 cd "$T/clone"
-echo "== 1a. the demo's configure, Open MPI not installed yet ($MPI_HOME, $MPI_WRAPPER hidden)"
+echo "== 1. scripts/demo.sh with its own build, Open MPI not installed yet ($MPI_HOME, $MPI_WRAPPER hidden), offline," \
+  "SELQ_WERROR=${SELQ_WERROR:-OFF}"
 mkdir -p "$T/empty"; : >"$T/empty-file"
-"${mountns[@]}" bash -c 'set -euo pipefail
-  mount --bind "$1" "$2"; mount --bind "$3" "$4"; shift 4; eval "$1"' _ \
-  "$T/empty" "$MPI_HOME" "$T/empty-file" "$MPI_WRAPPER" "$DEMO_CONFIGURE" | tee "$T/configure-demo.txt"
-[ "$(mpi_define)" = SELQ_WITH_MPI=0 ] || fail "Open MPI was not hidden from the demo's configure ($(mpi_define))"
-echo "== 1b. scripts/demo.sh (offline, $SELQ_BIN instead of its build)"
 set +e
-SELQ="$SELQ_BIN" SELQ_DEMO_DIR="$T/work" "${isolate[@]}" scripts/demo.sh \
+"${isolate[@]}" bash -c 'set -euo pipefail
+  mount --bind "$1" "$2"; mount --bind "$3" "$4"; shift 4; exec "$@"' _ \
+  "$T/empty" "$MPI_HOME" "$T/empty-file" "$MPI_WRAPPER" \
+  env SELQ_DEMO_DIR="$T/work" scripts/demo.sh \
   --max-tokens 256 --context 32 --max-prompts 8 --gen-tokens 4 --quiet >"$T/out.txt" 2>&1
 rc=$?
 set -e
 # The whole demo output only when it failed: a short log keeps this test's own
 # FAIL line in view where CI shows the head and tail of a failing run.
 [ "$rc" -eq 0 ] || { cat "$T/out.txt"; echo "FAIL: scripts/demo.sh exited $rc"; exit 1; }
+[ "$(mpi_define)" = SELQ_WITH_MPI=0 ] || fail "Open MPI was not hidden from the demo's configure ($(mpi_define))"
+grep -q '^-- selq: SELQ_WITH_MPI=AUTO -> OFF' "$T/out.txt" || fail "the demo's configure did not run (no '-- selq:' line)"
+grep -E '^   built build/release/src/selq in [0-9]+ s$' "$T/out.txt" || fail "the demo did not build its selq"
+if [ "${SELQ_WERROR:-OFF}" = ON ]; then
+  grep -q -- '-Werror' build/release/build.ninja || fail "SELQ_WERROR=ON did not reach the demo's build"
+fi
+! grep -nE '\.(c|cc|cpp|cxx|h|hpp)(:[0-9]+)+: (warning|error):' "$T/out.txt" || fail "the demo's build printed compiler diagnostics (above)"
 echo "scripts/demo.sh: exit 0, $(wc -l <"$T/out.txt") lines; its last lines:"
 tail -n 4 "$T/out.txt"
 python3 - "$T/work/smollm2/eval.json" <<'PY' || { echo "FAIL: the demo's eval.json (above)"; exit 1; }
@@ -107,7 +115,7 @@ done
 echo "demo report: ok, $(wc -c <"$T/work/smollm2/report.html") bytes"
 
 echo "== 2. scripts/test.sh's setup (offline: it must find everything installed) and configure, same tree"
-"${isolate[@]}" scripts/setup.sh test >"$T/setup-offline.txt" 2>&1 ||
+"${offline[@]}" scripts/setup.sh test >"$T/setup-offline.txt" 2>&1 ||
   { tail -n 30 "$T/setup-offline.txt"; fail "scripts/setup.sh test failed offline after the test run's setup (its last lines above)"; }
 eval "$TEST_CONFIGURE" >"$T/configure-test.txt" || { cat "$T/configure-test.txt"; fail "test.sh's configure failed"; }
 grep '^-- selq:' "$T/configure-test.txt"

@@ -28,7 +28,7 @@ set_tests_properties(e2e_test_peer_sources PROPERTIES LABELS e2e TIMEOUT 900 PRO
 # then build with MPI; ~2 min), and every command the README shows.
 add_test(NAME e2e_demo_bare_clone
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/demo_bare_clone.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:selq>)
-set_tests_properties(e2e_demo_bare_clone PROPERTIES LABELS e2e TIMEOUT 900)
+set_tests_properties(e2e_demo_bare_clone PROPERTIES LABELS e2e TIMEOUT 1800)
 add_test(NAME e2e_readme_commands
          COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_readme_commands.py
          --selq $<TARGET_FILE:selq> --source-dir ${PROJECT_SOURCE_DIR})
