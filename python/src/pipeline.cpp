@@ -122,7 +122,7 @@ nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int 
     if (!h.plan.rounds_gptq()) return pipeline::run_quantize(*h.checkpoint, h.plan, h.recipe, dst, o);
     // Rounding gptq: the layer-by-layer pass first (as pipeline::quantize runs it for the CLI).
     runtime::GptqPassOptions pass;
-    pass.text_path = calibration_text.value_or("");
+    if (calibration_text) pass.texts = {*calibration_text};
     pass.max_tokens = calibration_tokens;
     pass.context = calibration_context;
     pass.hessian_budget = hessian_budget;  // 0: half of RAM

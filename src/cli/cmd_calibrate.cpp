@@ -7,13 +7,15 @@
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "runtime/calibrate.h"
-#include "runtime/default_text.h"
+#include "cli/calibration_text_option.h"
+#include "runtime/calibration_text.h"
 
 namespace selq::cli {
 namespace {
 
 struct CalibrateArgs {
-  std::string src, text, out;
+  std::string src, out;
+  std::vector<std::string> text;
   std::int64_t max_tokens{2048}, context{256};
   bool quiet{false};
 };
@@ -28,13 +30,11 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
       "named in the JSON) for `selq quantize --rounding weighted --calibration OUT`.");
   cmd->footer(
       "Examples:\n"
-      "  selq calibrate CKPT -o calib.json                  # default text (Austen)\n"
+      "  selq calibrate CKPT -o calib.json                  # the default calibration mix\n"
       "  selq calibrate CKPT --calibration-text my-domain.txt --calibration-tokens 8192 -o calib.json\n"
       "  selq quantize CKPT OUT --recipe llama-nvfp4 --rounding weighted --calibration calib.json");
   cmd->add_option("source", a->src, "Checkpoint directory (with tokenizer.json)")->required();
-  cmd->add_option("--calibration-text", a->text,
-                  "UTF-8 calibration text (default: Jane Austen's Sense and Sensibility, from Debian's "
-                  "r-cran-janeaustenr; `selq eval` defaults to another novel, so the two never overlap)");
+  add_calibration_text_option(cmd, a->text, "Calibration text");
   cmd->add_option("--out,-o", a->out, "Output JSON file (default: stdout)");
   cmd->add_option("--calibration-tokens", a->max_tokens, "Tokens of the text used (0: all)")->capture_default_str();
   cmd->add_option("--calibration-context", a->context, "Tokens per window")->capture_default_str();
@@ -44,7 +44,7 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
     ProgressBar bar("calibrate", !a->quiet && stderr_is_tty());
-    const auto text = runtime::text_or_default(a->text, runtime::DefaultTextUse::Calibration);
+    const auto text = runtime::calibration_text(a->text);
     auto r = runtime::calibrate(a->src, text.text, text.source, a->max_tokens, a->context,
                                 [&bar](std::uint64_t d, std::uint64_t t) { bar.update(d, t, "windows"); });
     bar.finish();

@@ -16,7 +16,8 @@
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "planner/target.h"
-#include "runtime/default_text.h"
+#include "cli/calibration_text_option.h"
+#include "runtime/calibration_text.h"
 
 namespace selq::cli {
 namespace {
@@ -29,7 +30,7 @@ struct TargetArgs {
   bool pareto{false};
   int pareto_points{12};
   int refine{0};
-  std::string refine_text;
+  std::vector<std::string> refine_text;
   std::int64_t refine_tokens{512}, refine_context{128};
   bool quiet{false};
 };
@@ -57,7 +58,7 @@ planner::TargetRequest target_request(const PlanArgs& args, const TargetArgs& t)
   if (t.refine > 0) {
     if (t.target_bpw <= 0) throw_bad_input("--refine needs --target-bpw (it refines that one mix)");
     if (t.refine_tokens < 2 || t.refine_context < 2) throw_bad_input("--calibration-tokens and --calibration-context must be >= 2");
-    const auto text = runtime::text_or_default(t.refine_text, runtime::DefaultTextUse::Calibration);
+    const auto text = runtime::calibration_text(t.refine_text);
     req.refine = t.refine;
     req.refine_text = {text.text, text.source, t.refine_tokens};
     req.refine_context = t.refine_context;
@@ -91,9 +92,7 @@ void add_target_options(CLI::App* cmd, TargetArgs& t) {
                   "After solving, improve the mix by local search: at most N end-to-end measurements on "
                   "calibration text (Llama-family models; each costs one forward pass over the text)")
       ->capture_default_str();
-  cmd->add_option("--calibration-text", t.refine_text,
-                  "Calibration text --refine measures on (default: Sense and Sensibility; never the evaluation "
-                  "text)");
+  add_calibration_text_option(cmd, t.refine_text, "Calibration text --refine measures on");
   cmd->add_option("--calibration-tokens", t.refine_tokens, "Tokens of it --refine measures on")->capture_default_str();
   cmd->add_option("--calibration-context", t.refine_context, "Window length for --refine")->capture_default_str();
   add_deprecated_option(cmd, "--refine-text", t.refine_text, "--calibration-text");

@@ -1,6 +1,7 @@
 // `selq quantize SRC DST --recipe R`: the main job, file to file.
 #include <fmt/format.h>
 
+#include "cli/calibration_text_option.h"
 #include "cli/command.h"
 #include "cli/plan_args.h"
 #include "cli/progress_bar.h"
@@ -31,7 +32,7 @@ struct QuantizeArgs {
   std::string memory_budget{"512MiB"};
   bool memory_budget_given{false};  // --memory-budget on the command line (then it also bounds GPTQ's Hessians)
   std::string split_by{"auto"};
-  std::string calibration_text;             // --rounding gptq
+  std::vector<std::string> calibration_text;  // --rounding gptq
   std::int64_t calibration_tokens{8192}, calibration_context{512};
 };
 
@@ -62,7 +63,7 @@ pipeline::QuantizeOptions quantize_options(const QuantizeArgs& a, ProgressBar& b
 // --rounding gptq's layer-by-layer pass (run only when the plan rounds gptq).
 runtime::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t memory_budget) {
   runtime::GptqPassOptions gptq;
-  gptq.text_path = a.calibration_text;
+  gptq.texts = a.calibration_text;
   gptq.max_tokens = a.calibration_tokens;
   gptq.context = a.calibration_context;
   gptq.threads = a.threads;
@@ -151,9 +152,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                 "Continue an interrupted run (the default anyway: committed shards are kept when their\n"
                 "hash matches the journal); fails if there is nothing to resume");
   cmd->add_flag("--force", args->force, "Replace DST if it exists");
-  cmd->add_option("--calibration-text", args->calibration_text,
-                  "--rounding gptq: UTF-8 text the model runs on layer by layer (default: Jane Austen's Sense "
-                  "and Sensibility, which `selq eval`'s default text never overlaps)");
+  add_calibration_text_option(cmd, args->calibration_text, "--rounding gptq: the text the model runs on layer by layer");
   cmd->add_option("--calibration-tokens", args->calibration_tokens,
                   "--rounding gptq: tokens of that text used (0: all); more lower KL at proportional time "
                   "(MXFP4 on SmolLM2: 0.63x nearest's at 8192, 0.56x at 32768; docs/QUALITY.md)")

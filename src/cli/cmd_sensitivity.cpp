@@ -14,14 +14,15 @@
 #include "planner/runtime_tiers.h"
 #include "planner/sensitivity.h"
 #include "planner/sensitivity_ranks.h"
-#include "runtime/default_text.h"
+#include "cli/calibration_text_option.h"
+#include "runtime/calibration_text.h"
 
 namespace selq::cli {
 namespace {
 
 struct SensitivityArgs {
-  std::string source, out, dialect, hardware{"any"}, tier{"data-free"}, text;
-  std::vector<std::string> candidates, probes;
+  std::string source, out, dialect, hardware{"any"}, tier{"data-free"};
+  std::vector<std::string> text, candidates, probes;
   std::int64_t tokens{512}, context{128}, rows{256};
   int probe_every{1};
   bool quiet{false};
@@ -48,8 +49,7 @@ void add_sensitivity_options(CLI::App* cmd, SensitivityArgs& a) {
   cmd->add_option("--hardware", a.hardware, "Only formats this hardware runs: blackwell, hopper, mi355, any")
       ->capture_default_str();
   cmd->add_option("--tier", a.tier, "data-free, activation-aware or measured")->capture_default_str();
-  cmd->add_option("--calibration-text", a.text,
-                  "Text for the runtime tiers (default: Jane Austen's Sense and Sensibility, never evaluated on)");
+  add_calibration_text_option(cmd, a.text, "Text for the runtime tiers");
   cmd->add_option("--calibration-tokens", a.tokens, "Tokens of the calibration text used (runtime tiers)")
       ->capture_default_str();
   cmd->add_option("--calibration-context", a.context, "Tokens per window (runtime tiers)")->capture_default_str();
@@ -82,7 +82,7 @@ int run_sensitivity(const SensitivityArgs& a) {
   bar.finish();
   if (dist::ranks().rank() != 0) return 0;
   if (tier != planner::Tier::DataFree) {
-    const auto text = runtime::text_or_default(a.text, runtime::DefaultTextUse::Calibration);
+    const auto text = runtime::calibration_text(a.text);
     planner::RuntimeTierOptions ropt;
     ropt.context = a.context;
     ropt.rows = a.rows;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/r_lazyload.h"
+#include "runtime/calibration_text.h"
 #include "runtime/eval.h"
 
 namespace selq::runtime {
@@ -114,9 +115,22 @@ std::vector<std::string> paragraphs_of(const std::vector<std::string>& lines) {
   return out;
 }
 
+std::string austen_display_title(const std::string& title) { return display_title(title); }
+
+const std::vector<std::pair<std::string, std::string>>& austen_novels() {
+  static const std::vector<std::pair<std::string, std::string>> v{
+      {"sense-and-sensibility", "sense and sensibility"}, {"pride-and-prejudice", "pride and prejudice"},
+      {"mansfield-park", "mansfield park"},               {"emma", "emma"},
+      {"northanger-abbey", "northanger abbey"},           {"persuasion", "persuasion"}};
+  return v;
+}
+
 DefaultText default_text(DefaultTextUse use) {
+  return use == DefaultTextUse::Evaluation ? austen_novel("emma") : calibration_text({});
+}
+
+DefaultText austen_novel(const std::string& title) {
   const std::string db = require_database(ErrorHint::TextFile);
-  const std::string title = use == DefaultTextUse::Evaluation ? "emma" : "sense and sensibility";
   Novel n = novel(db, title);
   std::string text;
   for (const auto& l : n.lines) {

@@ -1,14 +1,16 @@
 #pragma once
 // selq's default English text when no --text is given: Jane Austen's six
 // novels (public domain), as Debian's r-cran-janeaustenr package ships them
-// (scripts/setup.sh installs it). Each use takes a different novel, so that
-// calibration, evaluation and draft prompts never share a line:
+// (scripts/setup.sh installs it). Evaluation, calibration and draft prompts
+// never share a line:
 //   evaluation  Emma
-//   calibration Sense and Sensibility
+//   calibration a mix of Sense and Sensibility, Python's standard library and
+//               Linux man-pages (runtime/calibration_text.h)
 //   prompts     openings of paragraphs of Persuasion
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace selq::runtime {
@@ -38,6 +40,14 @@ DefaultPrompts default_prompts(std::size_t count, std::size_t words = 40);
 
 // What the commands read: the file when one is given, else the default.
 DefaultText text_or_default(const std::string& path, DefaultTextUse use);
+
+// The six novels as (slug, title as the package has it, lower case):
+// ("sense-and-sensibility", "sense and sensibility"), ...
+const std::vector<std::pair<std::string, std::string>>& austen_novels();
+// "sense and sensibility" -> "Sense and Sensibility".
+std::string austen_display_title(const std::string& title);
+// One novel by its lower-case title; BadInput when the package is not installed.
+DefaultText austen_novel(const std::string& title);
 // The prompts of a JSONL file (at most max_prompts, 0: all), else
 // max_prompts default prompts (none when max_prompts <= 0).
 DefaultPrompts prompts_or_default(const std::string& path, std::int64_t max_prompts);

@@ -17,7 +17,7 @@
 #include "quant/gptq_grid.h"
 #include "quant/scheme.h"
 #include "runtime/causal_lm.h"
-#include "runtime/default_text.h"
+#include "runtime/calibration_text.h"
 #include "runtime/eval.h"
 #include "runtime/gptq.h"
 #include "runtime/gptq_states.h"
@@ -40,7 +40,7 @@ struct Target {
 
 std::vector<std::vector<std::int32_t>> calibration_sequences(const std::string& dir, const GptqPassOptions& o,
                                                              nlohmann::json& provenance) {
-  const DefaultText text = text_or_default(o.text_path, DefaultTextUse::Calibration);
+  const DefaultText text = calibration_text(o.texts);
   std::vector<std::int32_t> toks = tokenizer_of(dir).encode(text.text);
   if (o.max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > o.max_tokens)
     toks.resize(static_cast<std::size_t>(o.max_tokens));

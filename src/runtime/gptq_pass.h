@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
@@ -35,9 +36,9 @@ inline constexpr const char* kUnreachedExpertGptqRule =
     "a routed expert's linear that no calibration token reached is rounded by mse (no Hessian to use)";
 
 struct GptqPassOptions {
-  // The calibration text: a UTF-8 file, or "" for the default calibration
-  // text (runtime/default_text.h), read when the pass runs.
-  std::string text_path;
+  // The calibration text's files, directories or text source names (none: the
+  // default mix; runtime/calibration_text.h), read when the pass runs.
+  std::vector<std::string> texts;
   std::int64_t max_tokens{4096};  // 0: all
   std::int64_t context{512};      // tokens per sequence
   std::string work_dir;      // per-layer results (created; kept for a rerun)

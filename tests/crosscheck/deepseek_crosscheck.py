@@ -374,12 +374,20 @@ def stacked_copy(src, dst):
     return dst
 
 
+TOY_TEXT = (
+    "The river valley was settled by farmers in the early nineteenth century. Over the following "
+    "decades the town grew around a mill, a school and two churches, and in 1871 the railway "
+    "reached it, which changed the local economy: timber and grain could be sent to the coast in "
+    "a day, and the population doubled within twenty years. The old mill closed in 1923 and is "
+    "now a museum that describes the history of the region and its people."
+)
+
+
 def eval_and_calibrate(selq_exe, work, base, quant, recipe, params):
     """selq eval and calibrate on a DeepSeek-V3 checkpoint (tokenizer trained here)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from runtime_crosscheck import FALLBACK_TEXT
-
-    text = (FALLBACK_TEXT + "\n") * 6
+    # A toy text for a toy model: the tokenizer is trained on it, and the prompts below open its sentences.
+    text = (TOY_TEXT + "\n") * 6
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

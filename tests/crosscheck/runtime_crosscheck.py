@@ -42,15 +42,6 @@ REL_TOL = 1e-4
 # model -> (tokens compared, of which the last `steps` go one at a time through the cache)
 SIZES = {"smollm2": (64, 32), "qwen2.5-coder-1.5b": (128, 16)}
 
-# Used when the shared wikitext copy is absent (the project commits no corpus).
-FALLBACK_TEXT = (
-    "The river valley was settled by farmers in the early nineteenth century. Over the following "
-    "decades the town grew around a mill, a school and two churches, and in 1871 the railway "
-    "reached it, which changed the local economy: timber and grain could be sent to the coast in "
-    "a day, and the population doubled within twenty years. The old mill closed in 1923 and is "
-    "now a museum that describes the history of the region and its people."
-)
-
 
 
 
@@ -65,15 +56,12 @@ except ImportError as e:  # pragma: no cover
 
 
 
-def eval_text():
-    root = pathlib.Path(__file__).resolve().parents[2]
-    wt = root.parent / "shared" / "data" / "wikitext2-test.txt"
-    if wt.is_file():
-        text = wt.read_text(encoding="utf-8")
-        # skip the leading title lines so the window is running prose
-        body = "\n".join(l for l in text.splitlines() if l.strip() and not l.strip().startswith("="))
-        return body[:4000], str(wt)
-    return FALLBACK_TEXT, "built-in paragraph"
+def eval_text(selq_exe):
+    """Encyclopedia text from an installed package (`selq text foldoc`, which
+    scripts/setup.sh test unpacks): the same window on every machine."""
+    out = subprocess.run([selq_exe, "text", "foldoc", "--max-bytes", "4000"], check=True, capture_output=True,
+                         text=True)
+    return out.stdout, "FOLDOC (selq text foldoc)"
 
 
 def main():
@@ -94,7 +82,7 @@ def main():
         t0 = time.perf_counter()
         subprocess.run([selq_exe, "import-gguf", str(gguf), str(model_dir), "--force"], check=True)
         print(f"import-gguf: {time.perf_counter() - t0:.1f} s")
-    text, source = eval_text()
+    text, source = eval_text(selq_exe)
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     ids = tok.encode(text).ids[:n_tokens]
     assert len(ids) >= 32, f"only {len(ids)} tokens from {source}"

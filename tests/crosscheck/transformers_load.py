@@ -367,7 +367,7 @@ def main():
     if not (src / "model.safetensors").is_file():
         subprocess.run([selq_exe, "import-gguf", str(smollm2_gguf()), str(src), "--force"], check=True,
                        stdout=subprocess.DEVNULL)
-    text, source = eval_text()
+    text, source = eval_text(selq_exe)
     ids = Tokenizer.from_file(str(src / "tokenizer.json")).encode(text).ids[:N_TOKENS]
     assert len(ids) >= 32, f"only {len(ids)} tokens from {source}"
     tokens_file = work / "tokens.txt"

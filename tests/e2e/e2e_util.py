@@ -31,6 +31,28 @@ def recipe(name):
     return os.path.join(ARGS.source_dir, "recipes", name + ".yaml")
 
 
+# Held-out text of three domains unlike the calibration mix's (prose by Austen, Python,
+# man pages), from the packages scripts/setup.sh test installs (`selq text`).
+HELD_OUT_SOURCES = {"encyclopedia": "foldoc", "code": "code/cpp", "prose": "melville/moby-dick"}
+
+
+def held_out_texts(directory, max_bytes=65536):
+    """{domain: file} of held-out text written by `selq text`, plus WikiText-2 where
+    ../shared/data has it (an optional extra: the three domains are always there)."""
+    out = {}
+    for domain, source in HELD_OUT_SOURCES.items():
+        path = os.path.join(directory, f"held-out-{domain}.txt")
+        selq("text", source, "--max-bytes", str(max_bytes), "-o", path)
+        out[domain] = path
+    wiki = os.path.join(ARGS.source_dir, "..", "shared", "data", "wikitext2-test.txt")
+    if os.path.exists(wiki):
+        path = os.path.join(directory, "held-out-wikitext2.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(open(wiki, encoding="utf-8").read()[:max_bytes])
+        out["wikitext2"] = path
+    return out
+
+
 def read_json(path):
     with open(path) as f:
         return json.load(f)

@@ -27,15 +27,6 @@ sys.path.insert(0, os.path.join(HERE, "..", "crosscheck"))
 import e2e_util as E  # noqa: E402
 from xref import smollm2_gguf  # noqa: E402
 
-# Used when the shared WikiText copy is absent (the project commits no corpus).
-FALLBACK_TEXT = (
-    "The river valley was settled by farmers in the early nineteenth century. Over the following "
-    "decades the town grew around a mill, a school and two churches, and in 1871 the railway "
-    "reached it, which changed the local economy: timber and grain could be sent to the coast in "
-    "a day, and the population doubled within twenty years. The old mill closed in 1923 and is "
-    "now a museum that describes the history of the region and its people. ") * 6
-
-
 class StaticActivationScales(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -43,12 +34,10 @@ class StaticActivationScales(unittest.TestCase):
         t = cls.tmp.name
         cls.base = os.path.join(t, "base")
         E.selq("import-gguf", smollm2_gguf(), cls.base)
-        shared = os.path.join(E.ARGS.source_dir, "..", "shared", "data", "wikitext2-test.txt")
-        cls.text = os.path.join(t, "text.txt")
-        with open(cls.text, "w") as f:
-            f.write(open(shared, encoding="utf-8").read()[:20000] if os.path.exists(shared) else FALLBACK_TEXT)
-        # Calibrated on the default text (Austen's Sense and Sensibility), evaluated on cls.text:
+        # Calibrated on the default mix, evaluated on held-out encyclopedia text (FOLDOC):
         # `selq eval` refuses text that shares a line with the calibration.
+        cls.text = os.path.join(t, "text.txt")
+        E.selq("text", "foldoc", "--max-bytes", "20000", "-o", cls.text)
         cls.calib = os.path.join(t, "calib.json")
         E.selq("calibrate", cls.base, "--calibration-tokens", "128", "--calibration-context", "64", "-o", cls.calib, "-q")
         cls.amax = E.read_json(cls.calib)["activation_amax"]

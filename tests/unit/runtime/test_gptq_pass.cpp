@@ -51,7 +51,7 @@ TEST(GptqPass, HessianBudgetGivesTheSameWeights) {
 
   auto pass = [&](std::uint64_t budget, const std::string& work) {
     GptqPassOptions o;
-    o.text_path = (dir / "text.txt").string();
+    o.texts = {(dir / "text.txt").string()};
     o.max_tokens = 256;
     o.context = 64;
     o.work_dir = (dir / work).string();

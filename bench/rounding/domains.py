@@ -1,0 +1,36 @@
+"""Summarises bench/rounding/domains.sh: per domain, format and rounding, the
+mean KL and its ratio to nearest's with the paired 95% interval of the difference.
+  python3 domains.py WORKDIR DOMAIN..."""
+import json
+import os
+import sys
+
+
+def name(path):
+    return os.path.basename(path.rstrip("/"))
+
+
+def main():
+    work, domains = sys.argv[1], sys.argv[2:]
+    print("| domain | format | rounding | KL mean [95%] | ratio to nearest | KL − nearest's (paired 95%) |")
+    print("|---|---|---|---|---|---|")
+    for d in domains:
+        rep = json.load(open(os.path.join(work, f"eval-{d}.json")))
+        kl = {name(q["path"]): q for q in rep["quantized"]}
+        paired = {(name(p["a"]), name(p["b"])): p["b_minus_a"]["kl_mean"] for p in rep["paired"]}
+        for fmt in ("nvfp4", "mxfp4", "int4-g64"):
+            near = kl[f"q-{fmt}-nearest"]["kl_mean"]
+            for r in ("nearest", "mse", "gptq"):
+                q = kl[f"q-{fmt}-{r}"]
+                ci = q["intervals"]["text"]["kl_mean"]
+                row = f"| {d} | {fmt} | {r} | {q['kl_mean']:.4f} [{ci['lo']:.4f}, {ci['hi']:.4f}] |"
+                if r == "nearest":
+                    print(row + " 1 | |")
+                    continue
+                p = paired[(f"q-{fmt}-nearest", f"q-{fmt}-{r}")]
+                print(row + f" {q['kl_mean'] / near:.2f}× | {p['value']:+.4f} [{p['lo']:+.4f}, {p['hi']:+.4f}] |")
+        print(f"| {d} | | | text: {rep['text_source'][:60]}, {rep['uncertainty']['windows']} windows | | |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Every 4-bit W4A16 format with nearest, mse and gptq (the default calibration mix, or
+# CALIB=... a --calibration-text list), evaluated on held-out domains the calibration never
+# saw (docs/QUALITY.md, "Rounding on held-out domains"): FOLDOC (encyclopedia), libstdc++
+# (C++), Melville's Moby-Dick (prose by another author), and WikiText-2 where ../shared/data
+# has it. One `selq eval` per domain, so the paired differences are on the same windows;
+# then a table of KL ratios to nearest's with the paired 95% intervals (domains.py).
+#   bench/rounding/domains.sh BASE WORKDIR [TOKENS]       # ~20 min on 2 cores for SmolLM2
+# BASE: a Llama-family checkpoint whose widths 64 divides (INT4 is group 64).
+set -euo pipefail
+BASE=$1 W=$2 TOKENS=${3:-2048}
+S=$(realpath "${SELQ:-build/release/src/selq}")
+HERE=$(cd "$(dirname "$0")" && pwd)
+SHARED=$HERE/../../../shared/data
+mkdir -p "$W"
+CAL=()
+for c in ${CALIB:-}; do CAL+=(--calibration-text "$c"); done
+MODELS=()
+for f in nvfp4:llama-nvfp4 mxfp4:"$HERE/recipes/mxfp4-w4a16.yaml" int4-g64:"$HERE/recipes/int4-g64-w4a16.yaml"; do
+  for r in nearest mse gptq; do
+    m=q-${f%%:*}-$r
+    MODELS+=("$m")
+    [ -f "$W/$m/selq-manifest.json" ] && continue
+    /usr/bin/time -f "$m: %e s, %M KB" $S quantize "$BASE" "$W/$m" --recipe "${f#*:}" --rounding $r "${CAL[@]}" -q
+  done
+done
+declare -A SRC=([encyclopedia]=foldoc [code]=code/cpp [prose]=melville/moby-dick)
+for d in encyclopedia code prose; do $S text "${SRC[$d]}" --max-bytes 65536 -o "$W/held-out-$d.txt" 2>/dev/null; done
+DOMAINS=(encyclopedia code prose)
+if [ -f "$SHARED/wikitext2-test.txt" ]; then head -c 65536 "$SHARED/wikitext2-test.txt" > "$W/held-out-wikitext2.txt"; DOMAINS+=(wikitext2); fi
+for d in "${DOMAINS[@]}"; do
+  [ -f "$W/eval-$d.json" ] && continue
+  (cd "$W" && $S eval "$BASE" "${MODELS[@]}" --text "held-out-$d.txt" --max-tokens "$TOKENS" --context 128 \
+    --max-prompts 0 --json -q > "eval-$d.json.tmp" && mv "eval-$d.json.tmp" "eval-$d.json")
+done
+python3 "$HERE/domains.py" "$W" "${DOMAINS[@]}"
