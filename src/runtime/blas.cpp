@@ -1,5 +1,6 @@
 #include "runtime/blas.h"
 
+#include <cstdlib>
 #include <exception>
 
 #include <fmt/format.h>
@@ -21,8 +22,21 @@ struct Api {
   LapackFactor dpotrf{nullptr}, dpotri{nullptr};
 };
 
+// Debian 12's OpenBLAS (0.3.21) does not know some newer x86 CPUs (a 2-vCPU Intel
+// Xeon with AVX-512 FP16 here) and falls back to its SSE3 "Prescott" kernels: half the
+// speed of its AVX2 "Haswell" ones on the same machine (docs/BENCHMARKS.md, "OpenBLAS's
+// core"). Where the user set no core and the CPU has AVX2 and FMA, the Haswell kernels
+// are asked for before the library loads; they run on every such CPU, and on AMD Zen
+// they are what OpenBLAS picks anyway. Read once, at load (OPENBLAS_CORETYPE).
+void choose_openblas_core() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ::setenv("OPENBLAS_CORETYPE", "Haswell", 0);
+}
+
 const Api& api() {
   static const Api loaded = [] {
+    choose_openblas_core();
     // Never closed (see ~SharedLibrary): OpenBLAS's threads outlive static destruction.
     static const SharedLibrary lib(SELQ_BLAS_SONAME, "the reference runtime's matrix products");
     // The runtime splits its products over TBB tasks (runtime/matrix.h), each
