@@ -34,6 +34,7 @@ struct QuantizeArgs {
   std::string split_by{"auto"};
   std::vector<std::string> calibration_text;  // --rounding gptq
   std::int64_t calibration_tokens{8192}, calibration_context{512};
+  bool gptq_gate{true};
 };
 
 // The run's options: progress on the bar, plan warnings on stderr, the HTML
@@ -64,6 +65,7 @@ pipeline::QuantizeOptions quantize_options(const QuantizeArgs& a, ProgressBar& b
 runtime::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t memory_budget) {
   runtime::GptqPassOptions gptq;
   gptq.texts = a.calibration_text;
+  gptq.gate = a.gptq_gate;
   gptq.max_tokens = a.calibration_tokens;
   gptq.context = a.calibration_context;
   gptq.threads = a.threads;
@@ -153,6 +155,9 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                 "hash matches the journal); fails if there is nothing to resume");
   cmd->add_flag("--force", args->force, "Replace DST if it exists");
   add_calibration_text_option(cmd, args->calibration_text, "--rounding gptq: the text the model runs on layer by layer");
+  cmd->add_flag("!--no-gptq-gate", args->gptq_gate,
+                "--rounding gptq: no gate (by default every eighth calibration sequence is held out of the fit and "
+                "each linear keeps GPTQ's or the nearest rounding on its scales, whichever errs less on those rows)");
   cmd->add_option("--calibration-tokens", args->calibration_tokens,
                   "--rounding gptq: tokens of that text used (0: all); more lower KL at proportional time "
                   "(MXFP4 on SmolLM2: 0.63x nearest's at 8192, 0.56x at 32768; docs/QUALITY.md)")

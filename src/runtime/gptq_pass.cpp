@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -20,8 +21,10 @@
 #include "runtime/calibration_text.h"
 #include "runtime/eval.h"
 #include "runtime/gptq.h"
+#include "runtime/gptq_gate.h"
 #include "runtime/gptq_states.h"
 #include "runtime/input_hessians.h"
+#include "runtime/linear.h"
 
 namespace selq::runtime {
 
@@ -65,7 +68,8 @@ std::string fingerprint(const std::vector<std::vector<std::int32_t>>& seqs, cons
     XXH3_64bits_update(st, &n, sizeof n);
     XXH3_64bits_update(st, s.data(), s.size() * sizeof(std::int32_t));
   }
-  std::string text = fmt::format("gptq dampening {:a} block 128 scales weighted by diag(H) {}\n", o.dampening, SELQ_VERSION);
+  std::string text = fmt::format("gptq dampening {:a} block 128 scales weighted by diag(H) {}{}\n", o.dampening,
+                                 SELQ_VERSION, o.gate ? fmt::format(" gate holding out 1 in {}", kGateHeldOutEvery) : "");
   for (const auto& t : targets)
     text += fmt::format("{} {} {}\n", t.tensor->source, t.tensor->scheme->name(),
                         t.global_amax ? fmt::format("{:a}", *t.global_amax) : "-");
@@ -191,12 +195,19 @@ std::vector<LayerTargets> hessian_batches(const LayerTargets& mine, std::uint64_
   return batches;
 }
 
+// What a layer's rounding recorded beyond its weights: the modules no row
+// reached (kUnreachedExpertGptqRule) and the gate's choice for each module.
+struct LayerRecord {
+  std::vector<std::string> unreached;
+  nlohmann::json gate = nlohmann::json::object();
+};
+
 // Rounds a batch of a layer's targets into `rounded` (swapped into the model
 // once the whole layer is done), as the tensors of its file: the rounded
-// weights and the scale search's channel weights. `unreached` gets the
-// modules no input row reached (kUnreachedExpertGptqRule).
+// weights and the scale search's channel weights. `held_out`: the gate's
+// Hessians (none: no gate).
 std::vector<io::TensorBytes> round_batch(const io::Checkpoint& source, const LayerTargets& mine, const InputHessians& hs,
-                                         double dampening, std::vector<std::string>& unreached,
+                                         const InputHessians* held_out, double dampening, LayerRecord& record,
                                          std::vector<std::pair<Linear*, Matrix>>& rounded) {
   std::vector<io::TensorBytes> out;
   for (const auto& [l, t] : mine) {
@@ -207,13 +218,29 @@ std::vector<io::TensorBytes> round_batch(const io::Checkpoint& source, const Lay
     go.quantize.global_amax = t->global_amax;
     std::vector<float> q;
     if (hs.rows[slot] > 0) {
-      q = gptq_round(*pt.scheme, source.view(pt.source), hs.h[slot], go).weight;
+      const TensorView weight = source.view(pt.source);
+      q = gptq_round(*pt.scheme, weight, hs.h[slot], go).weight;
       // The scale search's channel weights, for the writer to choose the same scales.
-      out.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source),
-                               hessian_diagonal(hs.h[slot], l->in), {l->in}));
+      const std::vector<float> diagonal = hessian_diagonal(hs.h[slot], l->in);
+      const std::size_t ho = held_out ? held_out->of(*l) : 0;
+      if (held_out && held_out->rows[ho] > 0) {
+        quant::TensorQuantizeOptions on_grid = go.quantize;
+        on_grid.channel_weights = diagonal;
+        const std::vector<float> nearest = mse_rounded(*pt.scheme, weight, on_grid);
+        const Matrix m = load_matrix(weight, l->out, l->in);
+        std::vector<float> w(static_cast<std::size_t>(l->out * l->in));
+        for (std::int64_t r = 0; r < l->out; ++r) m.row_f32(r, w.data() + r * l->in);
+        const GateChoice c = gate(w, q, nearest, l->out, l->in, held_out->h[ho]);
+        record.gate[pt.module] = {{"kept", c.gptq ? "gptq" : "nearest"},
+                                  {"gptq_error", c.gptq_error},
+                                  {"nearest_error", c.nearest_error},
+                                  {"held_out_rows", held_out->rows[ho]}};
+        if (!c.gptq) q = nearest;
+      }
+      out.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source), diagonal, {l->in}));
     } else {
       q = mse_rounded(*pt.scheme, source.view(pt.source), go.quantize);  // no channel weights: mse
-      unreached.push_back(pt.module);
+      record.unreached.push_back(pt.module);
     }
     out.push_back(f32_tensor(pt.source, q, pt.source_info.shape));
     rounded.emplace_back(l, Matrix::from_f32(std::move(q), l->out, l->in));
@@ -227,18 +254,49 @@ std::vector<io::TensorBytes> round_batch(const io::Checkpoint& source, const Lay
 std::vector<io::TensorBytes> round_layer(CausalLM& model, std::int64_t layer, const io::Checkpoint& source,
                                          const LayerTargets& mine, const std::vector<std::span<const float>>& hidden,
                                          std::int64_t hidden_size, const GptqPassOptions& options,
-                                         std::vector<std::string>& unreached) {
+                                         LayerRecord& record) {
   std::vector<io::TensorBytes> out;
   std::vector<std::pair<Linear*, Matrix>> rounded;
-  const std::uint64_t budget = options.hessian_budget > 0 ? options.hessian_budget : physical_memory_bytes() / 2;
+  // The fit's sequences and the gate's (every eighth, when the gate is on and there are enough).
+  std::vector<std::span<const float>> fit, held;
+  for (std::size_t s = 0; s < hidden.size(); ++s)
+    (options.gate && gate_holds_out(s, hidden.size()) ? held : fit).push_back(hidden[s]);
+  // The held-out Hessians take as many bytes again: the batches are made for both.
+  const std::uint64_t budget = (options.hessian_budget > 0 ? options.hessian_budget : physical_memory_bytes() / 2) /
+                               (held.empty() ? 1 : 2);
   for (const LayerTargets& batch : hessian_batches(mine, budget)) {
     std::vector<Linear*> linears;
     for (const auto& [l, t] : batch) linears.push_back(l);
-    const InputHessians hs = gather_hessians(model, layer, linears, hidden, hidden_size);
-    for (auto& t : round_batch(source, batch, hs, options.dampening, unreached, rounded)) out.push_back(std::move(t));
+    const InputHessians hs = gather_hessians(model, layer, linears, fit, hidden_size);
+    std::optional<InputHessians> ho;
+    if (!held.empty()) ho.emplace(gather_hessians(model, layer, linears, held, hidden_size));
+    for (auto& t : round_batch(source, batch, hs, ho ? &*ho : nullptr, options.dampening, record, rounded))
+      out.push_back(std::move(t));
   }
   for (auto& [l, w] : rounded) l->weight = std::move(w);
   return out;
+}
+
+std::size_t kept_nearest(const nlohmann::json& gate) {
+  std::size_t n = 0;
+  for (const auto& [m, c] : gate.items()) n += c.at("kept") == "nearest";
+  return n;
+}
+
+// The manifest's record of the gate: its rule, the sequences it held out, and per module its choice.
+nlohmann::json gate_provenance(const GptqPassOptions& o, std::size_t sequences, const nlohmann::json& modules) {
+  std::size_t held = 0;
+  for (std::size_t s = 0; s < sequences; ++s) held += o.gate && gate_holds_out(s, sequences);
+  nlohmann::json g = {{"rule", held > 0 ? kGptqGateRule
+                                         : (o.gate ? "off: fewer than 8 calibration sequences to hold one out"
+                                                   : "off: turned off")},
+                      {"held_out_sequences", held}};
+  if (held > 0) {
+    g["kept_gptq"] = modules.size() - kept_nearest(modules);
+    g["kept_nearest"] = kept_nearest(modules);
+    g["modules"] = modules;
+  }
+  return g;
 }
 
 std::string joined(const std::vector<std::string>& v) {
@@ -290,6 +348,7 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
 
   std::map<std::string, std::string> files;  // source tensor -> its layer file
   std::vector<std::string> unreached;        // linears rounded by mse for want of input rows
+  nlohmann::json gate = nlohmann::json::object();  // module -> the gate's choice
   for (std::int64_t layer = 0; layer < layers; ++layer) {
     const auto start = std::chrono::steady_clock::now();
     const std::string path = (fs::path(options.work_dir) / layer_file(layer)).string();
@@ -300,31 +359,38 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
       const auto& md = file->metadata();
       if (const auto it = md.find("unreached"); it != md.end() && !it->second.empty())
         for (auto& m : split(it->second)) unreached.push_back(std::move(m));
+      if (const auto it = md.find("gate"); it != md.end()) gate.update(nlohmann::json::parse(it->second));
     }
     if (layer <= done) continue;
     if (mine.empty()) {
       run_on(layer);
       continue;
     }
-    std::vector<std::string> missed;
+    LayerRecord record;
     const std::vector<io::TensorBytes> rounded =
-        round_layer(*model, layer, source, mine, states.inputs(), hidden_size, options, missed);
-    io::save_safetensors(path, rounded, {{"fingerprint", fp}, {"unreached", joined(missed)}});
+        round_layer(*model, layer, source, mine, states.inputs(), hidden_size, options, record);
+    const std::vector<std::string>& missed = record.unreached;
+    io::save_safetensors(path, rounded,
+                         {{"fingerprint", fp}, {"unreached", joined(missed)}, {"gate", record.gate.dump()}});
+    gate.update(record.gate);
     run_on(layer);
     // The sequences are past this layer and its file holds the rounded weights
     // for the writer: drop them, so the pass holds one layer's at a time.
     for (const auto& [l, t] : mine) l->weight = Matrix{};
     if (options.on_progress)
       options.on_progress(fmt::format(
-          "gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s{}", layer + 1, layers, mine.size(),
+          "gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s{}{}", layer + 1, layers, mine.size(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-          missed.empty() ? "" : fmt::format(" ({} that no calibration token reached: by mse alone)", missed.size())));
+          missed.empty() ? "" : fmt::format(" ({} that no calibration token reached: by mse alone)", missed.size()),
+          kept_nearest(record.gate) == 0 ? ""
+                                         : fmt::format(", {} kept the nearest rounding (the gate)", kept_nearest(record.gate))));
     unreached.insert(unreached.end(), missed.begin(), missed.end());
   }
   if (!unreached.empty()) {
     provenance["unreached"] = unreached;
     provenance["unreached_rule"] = kUnreachedExpertGptqRule;
   }
+  provenance["gate"] = gate_provenance(options, seqs.size(), gate);
   return std::make_shared<const pipeline::RoundedWeights>(files, fp, std::move(provenance));
 }
 

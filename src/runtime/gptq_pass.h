@@ -35,6 +35,10 @@ namespace selq::runtime {
 inline constexpr const char* kUnreachedExpertGptqRule =
     "a routed expert's linear that no calibration token reached is rounded by mse (no Hessian to use)";
 
+inline constexpr const char* kGptqGateRule =
+    "every eighth calibration sequence held out of the fit; each linear keeps GPTQ's weights or the nearest "
+    "rounding on the same scales, whichever has less output error on the held-out rows (a tie keeps GPTQ)";
+
 struct GptqPassOptions {
   // The calibration text's files, directories or text source names (none: the
   // default mix; runtime/calibration_text.h), read when the pass runs.
@@ -43,6 +47,10 @@ struct GptqPassOptions {
   std::int64_t context{512};      // tokens per sequence
   std::string work_dir;      // per-layer results (created; kept for a rerun)
   double dampening{0.01};
+  // The rounding gate (runtime/gptq_gate.h): every eighth sequence held out of the
+  // fit, each linear keeps GPTQ's or the nearest rounding on its scales, whichever
+  // has less output error on those rows. Off: GPTQ everywhere, fitted on every sequence.
+  bool gate{true};
   int threads{0};            // 0: all cores (the bytes do not depend on it)
   // Bytes a layer's Hessians may take (in x in doubles per input; 0: half of
   // the machine's memory). Beyond it the layer's linears are rounded in
