@@ -358,17 +358,22 @@ std::string foldoc_to_text(const std::string& dict) {
     out += q + "\n\n";
   };
   std::istringstream in(dict);
+  // The database's own entries ("00-database-*", and the introduction whose headwords
+  // are joined by %%%: its licence and how to cite it) are about the file, not entries.
+  bool about_the_file = false;
   for (std::string line; std::getline(in, line);) {
     const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
     const std::size_t b = line.find_first_not_of(" \t");
     if (!indented || b == std::string::npos) {  // a headword or a blank line ends the paragraph
-      if (!cur.empty()) flush();
+      if (!cur.empty()) about_the_file ? cur.clear() : flush();
+      if (!line.empty() && !indented)
+        about_the_file = line.rfind("00-database", 0) == 0 || line.find("%%%") != std::string::npos;
       continue;
     }
     if (!cur.empty()) cur.push_back(' ');
     cur += line.substr(b);
   }
-  if (!cur.empty()) flush();
+  if (!cur.empty() && !about_the_file) flush();
   while (out.ends_with("\n\n")) out.pop_back();  // one line end at the end
   return out;
 }

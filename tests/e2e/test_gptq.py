@@ -85,7 +85,12 @@ class Gptq(unittest.TestCase):
         self.assertTrue(all(t["rounding"] == "gptq" for t in quantized))
         cal = manifest["gptq_calibration"]
         self.assertIn("Sense and Sensibility", cal["text"])
+        self.assertIn("code/python", cal["text"])
         self.assertEqual((cal["tokens"], cal["context"]), (4096, 512))
+        gate = cal["gate"]  # 8 sequences: the 8th held out, every linear measured
+        self.assertEqual(gate["held_out_sequences"], 1)
+        self.assertEqual(len(gate["modules"]), 30 * 7)
+        self.assertEqual(gate["kept_gptq"] + gate["kept_nearest"], 30 * 7)
 
     def test_beats_nearest_on_every_held_out_domain(self):
         for domain, text in self.held_out.items():
@@ -144,6 +149,19 @@ class Gptq(unittest.TestCase):
         for k in want:
             if k.endswith(".safetensors"):
                 self.assertEqual(got[k], want[k], k)
+
+    def test_demo_rounds_a_recipe_with_gptq_when_asked(self):
+        # The demo's default list has no gptq row (6 minutes); NAME+gptq adds one.
+        w = os.path.join(self.tmp.name, "demo")
+        r = E.selq("demo", "--workdir", w, "--recipe", "llama-nvfp4+gptq", "--planned-bpw", "0",
+                   "--calibration-tokens", "1024", "--max-tokens", "128", "--context", "64", "--max-prompts", "0",
+                   "--json", "--quiet")
+        q = json.loads(r.stdout)["quantized"]
+        self.assertEqual([os.path.basename(m["path"].rstrip("/")) for m in q], ["smollm2-135m-llama-nvfp4-gptq"])
+        manifest = E.read_json(os.path.join(q[0]["path"], "selq-manifest.json"))
+        self.assertTrue(all(t["rounding"] == "gptq" for t in manifest["tensors"] if "scheme" in t))
+        self.assertEqual(manifest["gptq_calibration"]["tokens"], 1024)
+        self.assertFalse(os.path.exists(q[0]["path"].rstrip("/") + ".selq-gptq"))
 
     def test_one_thread_gives_the_same_bytes(self):
         dst = os.path.join(self.tmp.name, "j1")
