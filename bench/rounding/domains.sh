@@ -24,9 +24,12 @@ for f in nvfp4:llama-nvfp4 mxfp4:"$HERE/recipes/mxfp4-w4a16.yaml" int4-g64:"$HER
     /usr/bin/time -f "$m: %e s, %M KB" $S quantize "$BASE" "$W/$m" --recipe "${f#*:}" --rounding $r "${CAL[@]}" -q
   done
 done
-declare -A SRC=([encyclopedia]=foldoc [code]=code/cpp [prose]=melville/moby-dick)
-for d in encyclopedia code prose; do $S text "${SRC[$d]}" --max-bytes 65536 -o "$W/held-out-$d.txt" 2>/dev/null; done
-DOMAINS=(encyclopedia code prose)
+# The sources selq holds out of its calibration mix, by domain (selq text --json).
+DOMAINS=()
+while read -r d name; do
+  $S text "$name" --max-bytes 65536 -o "$W/held-out-$d.txt" 2>/dev/null
+  DOMAINS+=("$d")
+done < <($S text --json | python3 -c 'import json,sys; [print(s["domain"], s["name"]) for s in json.load(sys.stdin) if s["held_out"]]')
 if [ -f "$SHARED/wikitext2-test.txt" ]; then head -c 65536 "$SHARED/wikitext2-test.txt" > "$W/held-out-wikitext2.txt"; DOMAINS+=(wikitext2); fi
 for d in "${DOMAINS[@]}"; do
   [ -f "$W/eval-$d.json" ] && continue

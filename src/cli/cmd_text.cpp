@@ -24,15 +24,17 @@ struct TextArgs {
 };
 
 void list_sources(bool json) {
-  const auto& defaults = runtime::default_calibration_sources();
-  const auto in_default = [&](const std::string& n) {
-    return std::find(defaults.begin(), defaults.end(), n) != defaults.end();
+  const auto in = [](const std::vector<std::string>& names, const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
   };
+  const auto in_default = [&](const std::string& n) { return in(runtime::default_calibration_sources(), n); };
+  const auto held_out = [&](const std::string& n) { return in(runtime::held_out_sources(), n); };
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& s : runtime::text_sources())
       j.push_back({{"name", s.name}, {"domain", s.domain}, {"what", s.what}, {"install", s.install},
-                   {"installed", runtime::text_source_available(s.name)}, {"default_calibration", in_default(s.name)}});
+                   {"installed", runtime::text_source_available(s.name)}, {"default_calibration", in_default(s.name)},
+                   {"held_out", held_out(s.name)}});
     fmt::print("{}\n", j.dump(2));
     return;
   }
@@ -40,7 +42,8 @@ void list_sources(bool json) {
   for (const auto& s : runtime::text_sources()) w = std::max(w, s.name.size());
   for (const auto& s : runtime::text_sources()) {
     const bool have = runtime::text_source_available(s.name);
-    fmt::print("{:<{}}  {:<15}  {}{}{}\n", s.name, w, s.domain, s.what, in_default(s.name) ? " [default calibration]" : "",
+    fmt::print("{:<{}}  {:<15}  {}{}{}\n", s.name, w, s.domain, s.what,
+               in_default(s.name) ? " [default calibration]" : held_out(s.name) ? " [held out]" : "",
                have ? "" : fmt::format(" (not installed: {})", s.install));
   }
 }

@@ -49,6 +49,11 @@ const std::vector<std::string>& default_calibration_sources() {
   return v;
 }
 
+const std::vector<std::string>& held_out_sources() {
+  static const std::vector<std::string> v{"foldoc", "code/cpp", "melville/moby-dick"};
+  return v;
+}
+
 DefaultText mix_texts(const std::vector<DefaultText>& parts, std::size_t chunk_bytes) {
   std::vector<std::size_t> at(parts.size(), 0);
   DefaultText out;

@@ -17,6 +17,9 @@ namespace selq::runtime {
 
 // The default mix's sources, in the order their chunks are taken.
 const std::vector<std::string>& default_calibration_sources();
+// Sources of other domains and authors than the mix's, held out of it for
+// evaluation (the tests and bench/rounding/domains.sh read them from `selq text --json`).
+const std::vector<std::string>& held_out_sources();
 
 // Bytes read from each source of a mix (enough for 8192 tokens of each: about
 // 90,000 tokens in all, past `--calibration-tokens`' defaults and QUALITY.md's 32768).

@@ -150,6 +150,14 @@ GptqResult gptq_round(const quant::SchemeSpec& spec, const TensorView& weight, s
     const std::int64_t r0 = p * kPanelRows;
     round_panel(w, r0, std::min(kPanelRows, out - r0), cols, result.weight.data());
   });
+  if (options.with_nearest) {
+    result.nearest.resize(result.weight.size());
+    tbb::parallel_for(std::int64_t{0}, out, [&](std::int64_t r) {
+      float* row = result.nearest.data() + r * n;
+      w.row_f32(r, row);
+      for (std::int64_t c = 0; c < n; ++c) row[c] = grid.nearest(r, c, row[c]);
+    });
+  }
   return result;
 }
 

@@ -30,6 +30,9 @@ struct GptqOptions {
   // Scales from the `weighted` search with H's diagonal (else `mse`): better
   // output on SmolLM2 in NVFP4 and MXFP4 (docs/QUALITY.md, "gptq").
   bool scales_from_diagonal{true};
+  // Also the original rounded to nearest on the same grid (GptqResult::nearest),
+  // for the gptq pass's gate (runtime/gptq_gate.h): the grid is at hand here.
+  bool with_nearest{false};
 };
 
 // The channel weights the scale search takes from a Hessian: its diagonal
@@ -41,6 +44,7 @@ struct GptqResult {
   // channel_weights = hessian_diagonal(hessian) when scales_from_diagonal)
   std::vector<float> weight;
   double dampening{0};        // the fraction used (raised tenfold, up to 3 times, until H is positive definite)
+  std::vector<float> nearest;  // [out, in] with options.with_nearest: the original on the grid, each element to nearest
 };
 
 // `weight` a 2-D [out, in] float tensor of a kind quant::gptq_supports;

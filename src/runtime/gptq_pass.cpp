@@ -202,6 +202,22 @@ struct LayerRecord {
   nlohmann::json gate = nlohmann::json::object();
 };
 
+// GPTQ's weights of `l`, or the nearest rounding on the same grid where the gate
+// (runtime/gptq_gate.h) measures less output error on the held-out Hessian `h`;
+// the choice into `record`.
+std::vector<float> gated(GptqResult r, const TensorView& weight, const Linear& l, const std::string& module,
+                         std::span<const double> h, std::int64_t held_out_rows, LayerRecord& record) {
+  const Matrix m = load_matrix(weight, l.out, l.in);
+  std::vector<float> w(static_cast<std::size_t>(l.out * l.in));
+  for (std::int64_t row = 0; row < l.out; ++row) m.row_f32(row, w.data() + row * l.in);
+  const GateChoice c = gate(w, r.weight, r.nearest, l.out, l.in, h);
+  record.gate[module] = {{"kept", c.gptq ? "gptq" : "nearest"},
+                         {"gptq_error", c.gptq_error},
+                         {"nearest_error", c.nearest_error},
+                         {"held_out_rows", held_out_rows}};
+  return c.gptq ? std::move(r.weight) : std::move(r.nearest);
+}
+
 // Rounds a batch of a layer's targets into `rounded` (swapped into the model
 // once the whole layer is done), as the tensors of its file: the rounded
 // weights and the scale search's channel weights. `held_out`: the gate's
@@ -219,25 +235,14 @@ std::vector<io::TensorBytes> round_batch(const io::Checkpoint& source, const Lay
     std::vector<float> q;
     if (hs.rows[slot] > 0) {
       const TensorView weight = source.view(pt.source);
-      q = gptq_round(*pt.scheme, weight, hs.h[slot], go).weight;
-      // The scale search's channel weights, for the writer to choose the same scales.
-      const std::vector<float> diagonal = hessian_diagonal(hs.h[slot], l->in);
       const std::size_t ho = held_out ? held_out->of(*l) : 0;
-      if (held_out && held_out->rows[ho] > 0) {
-        quant::TensorQuantizeOptions on_grid = go.quantize;
-        on_grid.channel_weights = diagonal;
-        const std::vector<float> nearest = mse_rounded(*pt.scheme, weight, on_grid);
-        const Matrix m = load_matrix(weight, l->out, l->in);
-        std::vector<float> w(static_cast<std::size_t>(l->out * l->in));
-        for (std::int64_t r = 0; r < l->out; ++r) m.row_f32(r, w.data() + r * l->in);
-        const GateChoice c = gate(w, q, nearest, l->out, l->in, held_out->h[ho]);
-        record.gate[pt.module] = {{"kept", c.gptq ? "gptq" : "nearest"},
-                                  {"gptq_error", c.gptq_error},
-                                  {"nearest_error", c.nearest_error},
-                                  {"held_out_rows", held_out->rows[ho]}};
-        if (!c.gptq) q = nearest;
-      }
-      out.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source), diagonal, {l->in}));
+      go.with_nearest = held_out && held_out->rows[ho] > 0;
+      GptqResult r = gptq_round(*pt.scheme, weight, hs.h[slot], go);
+      q = go.with_nearest ? gated(std::move(r), weight, *l, pt.module, held_out->h[ho], held_out->rows[ho], record)
+                          : std::move(r.weight);
+      // The scale search's channel weights, for the writer to choose the same scales.
+      out.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source),
+                               hessian_diagonal(hs.h[slot], l->in), {l->in}));
     } else {
       q = mse_rounded(*pt.scheme, source.view(pt.source), go.quantize);  // no channel weights: mse
       record.unreached.push_back(pt.module);
@@ -287,13 +292,15 @@ std::size_t kept_nearest(const nlohmann::json& gate) {
 nlohmann::json gate_provenance(const GptqPassOptions& o, std::size_t sequences, const nlohmann::json& modules) {
   std::size_t held = 0;
   for (std::size_t s = 0; s < sequences; ++s) held += o.gate && gate_holds_out(s, sequences);
-  nlohmann::json g = {{"rule", held > 0 ? kGptqGateRule
-                                         : (o.gate ? "off: fewer than 8 calibration sequences to hold one out"
-                                                   : "off: turned off")},
+  nlohmann::json g = {{"rule", held > 0 ? std::string(kGptqGateRule)
+                                         : o.gate ? fmt::format("off: fewer than {} calibration sequences to hold one out",
+                                                                kGateHeldOutEvery)
+                                                  : std::string("off: turned off")},
                       {"held_out_sequences", held}};
   if (held > 0) {
-    g["kept_gptq"] = modules.size() - kept_nearest(modules);
-    g["kept_nearest"] = kept_nearest(modules);
+    const std::size_t nearest = kept_nearest(modules);
+    g["kept_gptq"] = modules.size() - nearest;
+    g["kept_nearest"] = nearest;
     g["modules"] = modules;
   }
   return g;
@@ -373,6 +380,7 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
     io::save_safetensors(path, rounded,
                          {{"fingerprint", fp}, {"unreached", joined(missed)}, {"gate", record.gate.dump()}});
     gate.update(record.gate);
+    const std::size_t nearest_kept = kept_nearest(record.gate);
     run_on(layer);
     // The sequences are past this layer and its file holds the rounded weights
     // for the writer: drop them, so the pass holds one layer's at a time.
@@ -382,8 +390,7 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
           "gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s{}{}", layer + 1, layers, mine.size(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
           missed.empty() ? "" : fmt::format(" ({} that no calibration token reached: by mse alone)", missed.size()),
-          kept_nearest(record.gate) == 0 ? ""
-                                         : fmt::format(", {} kept the nearest rounding (the gate)", kept_nearest(record.gate))));
+          nearest_kept == 0 ? "" : fmt::format(", {} kept the nearest rounding (the gate)", nearest_kept)));
     unreached.insert(unreached.end(), missed.begin(), missed.end());
   }
   if (!unreached.empty()) {

@@ -31,16 +31,14 @@ def recipe(name):
     return os.path.join(ARGS.source_dir, "recipes", name + ".yaml")
 
 
-# Held-out text of three domains unlike the calibration mix's (prose by Austen, Python,
-# man pages), from the packages scripts/setup.sh test installs (`selq text`).
-HELD_OUT_SOURCES = {"encyclopedia": "foldoc", "code": "code/cpp", "prose": "melville/moby-dick"}
-
-
 def held_out_texts(directory, max_bytes=65536):
-    """{domain: file} of held-out text written by `selq text`, plus WikiText-2 where
-    ../shared/data has it (an optional extra: the three domains are always there)."""
+    """{domain: file} of the text sources selq holds out of its calibration mix (`selq text
+    --json`: encyclopedia, code, prose, from the packages scripts/setup.sh test installs),
+    plus WikiText-2 where ../shared/data has it (an optional extra: the three are always there)."""
+    sources = {s["domain"]: s["name"] for s in json.loads(selq("text", "--json").stdout) if s["held_out"]}
+    assert sorted(sources) == ["code", "encyclopedia", "prose"], sources
     out = {}
-    for domain, source in HELD_OUT_SOURCES.items():
+    for domain, source in sources.items():
         path = os.path.join(directory, f"held-out-{domain}.txt")
         selq("text", source, "--max-bytes", str(max_bytes), "-o", path)
         out[domain] = path

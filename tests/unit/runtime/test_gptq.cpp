@@ -163,6 +163,22 @@ TEST(Gptq, DiagonalHessianIsTheScaleSearchsRounding) {
   }
 }
 
+// with_nearest: the original rounded to nearest on GPTQ's grid is, exactly, what
+// the scale search alone stores (the gate's candidate, runtime/gptq_gate.h).
+TEST(Gptq, NearestOnItsGridIsWhatTheScaleSearchStores) {
+  const Layer l = random_layer(3, 40, 192, true);
+  const SearchOptions weighted(l);
+  GptqOptions o;
+  o.with_nearest = true;
+  for (const SchemeSpec& spec : gptq_specs()) {
+    SCOPED_TRACE(spec.name());
+    const GptqResult r = gptq_round(spec, l.view(), l.h, o);
+    EXPECT_EQ(r.nearest, mse_values(spec, l, weighted.options));
+    EXPECT_EQ(r.weight, gptq_round(spec, l.view(), l.h).weight);  // the rounding itself unchanged
+  }
+  EXPECT_TRUE(gptq_round(gptq_specs().front(), l.view(), l.h).nearest.empty());
+}
+
 TEST(Gptq, CorrelatedInputsLowerTheOutputError) {
   const Layer l = random_layer(3, 64, 384, true);
   for (const SchemeSpec& spec : gptq_specs()) {
