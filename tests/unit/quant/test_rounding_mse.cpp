@@ -183,14 +183,16 @@ TEST(RoundingMse, NeverWorseThanNearestOnAnyBlock) {
             EXPECT_EQ(qm.bufs, qn.bufs);  // one scale: not searched
           }
         }
+    // Without data, MXFP4's search only tries the coarser exponent (rounding_mse.cpp:
+    // the finer one clips); on these samples it never beats OCP's rule or RCeil, only Floor.
+    const bool may_tie = k.spec.kind == SchemeKind::FP8Tensor ||
+                         (k.spec.kind == SchemeKind::MXFP4 && k.spec.scale_rule != ScaleRule::Floor);
     if (total_mse < total_nearest) ++improved_formats;
+    else EXPECT_TRUE(may_tie) << k.what;
     std::printf("%-24s %zu blocks, %5.1f%% improved, error x%.3f\n", k.what.c_str(), blocks,
                 100.0 * static_cast<double>(better) / static_cast<double>(blocks), total_mse / total_nearest);
-    if (k.spec.kind != SchemeKind::FP8Tensor) {
-      EXPECT_LT(total_mse, total_nearest) << k.what;
-    }
   }
-  EXPECT_EQ(improved_formats, static_cast<int>(cases().size()) - 1);  // all but fp8-tensor
+  EXPECT_GE(improved_formats, static_cast<int>(cases().size()) - 3);  // all but fp8-tensor and MXFP4's two rules
 }
 
 // Why 4-bit INT and MXFP4 weigh by magnitude: on heavy-tailed weights the
