@@ -18,7 +18,7 @@ def main():
         rep = json.load(open(os.path.join(work, f"eval-{d}.json")))
         kl = {name(q["path"]): q for q in rep["quantized"]}
         paired = {(name(p["a"]), name(p["b"])): p["b_minus_a"]["kl_mean"] for p in rep["paired"]}
-        for fmt in ("nvfp4", "mxfp4", "int4-g64"):
+        for fmt in (os.environ.get("FORMATS") or "nvfp4 mxfp4 int4-g64").split():
             near = kl[f"q-{fmt}-nearest"]["kl_mean"]
             for r in ("nearest", "mse", "gptq"):
                 q = kl[f"q-{fmt}-{r}"]

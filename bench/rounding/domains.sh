@@ -6,6 +6,7 @@
 # has it. One `selq eval` per domain, so the paired differences are on the same windows;
 # then a table of KL ratios to nearest's with the paired 95% intervals (domains.py).
 #   bench/rounding/domains.sh BASE WORKDIR [TOKENS]       # ~20 min on 2 cores for SmolLM2
+# FORMATS="mxfp4" (a subset of nvfp4 mxfp4 int4-g64) for fewer models.
 # BASE: a Llama-family checkpoint whose widths 64 divides (INT4 is group 64).
 set -euo pipefail
 BASE=$1 W=$2 TOKENS=${3:-2048}
@@ -16,7 +17,9 @@ mkdir -p "$W"
 CAL=()
 for c in ${CALIB:-}; do CAL+=(--calibration-text "$c"); done
 MODELS=()
-for f in nvfp4:llama-nvfp4 mxfp4:"$HERE/recipes/mxfp4-w4a16.yaml" int4-g64:"$HERE/recipes/int4-g64-w4a16.yaml"; do
+declare -A RECIPE=([nvfp4]=llama-nvfp4 [mxfp4]="$HERE/recipes/mxfp4-w4a16.yaml" [int4-g64]="$HERE/recipes/int4-g64-w4a16.yaml")
+for fmt in ${FORMATS:-nvfp4 mxfp4 int4-g64}; do
+  f=$fmt:${RECIPE[$fmt]}
   for r in nearest mse gptq; do
     m=q-${f%%:*}-$r
     MODELS+=("$m")
@@ -36,4 +39,4 @@ for d in "${DOMAINS[@]}"; do
   (cd "$W" && $S eval "$BASE" "${MODELS[@]}" --text "held-out-$d.txt" --max-tokens "$TOKENS" --context 128 \
     --max-prompts 0 --json -q > "eval-$d.json.tmp" && mv "eval-$d.json.tmp" "eval-$d.json")
 done
-python3 "$HERE/domains.py" "$W" "${DOMAINS[@]}"
+FORMATS="${FORMATS:-}" python3 "$HERE/domains.py" "$W" "${DOMAINS[@]}"

@@ -7,9 +7,9 @@ diagonal) and writes the same format: `selq verify
 --against SRC` is clean, the manifest records each tensor's rounding and the
 calibration that made it, and on three held-out domains the calibration never
 saw (`selq text`: FOLDOC's encyclopedia of computing, libstdc++'s C++ and
-Melville's Moby-Dick; WikiText-2 too where ../shared/data has it) NVFP4
-`gptq` beats `nearest` by more than the paired 95% interval, and `mse` is
-never worse than `nearest` by it. `-j 1` (the GPTQ pass on one thread too) writes the same bytes. A run killed with SIGKILL in the middle of its GPTQ pass and
+Melville's Moby-Dick; WikiText-2 too where ../shared/data has it) `gptq`
+beats `nearest` by more than the paired 95% interval in NVFP4, MXFP4 and
+INT4 g64 W4A16, and `mse` is never worse than `nearest` by it. `-j 1` (the GPTQ pass on one thread too) writes the same bytes. A run killed with SIGKILL in the middle of its GPTQ pass and
 run again gives the same bytes as an uninterrupted run. Schemes GPTQ does not
 round (fp8) and architectures the runtime does not run are one line of bad
 input. On a synthetic DeepSeek-V3 MoE fed few tokens, a killed and rerun pass lists
@@ -37,6 +37,10 @@ from xref import smollm2_gguf  # noqa: E402
 # A small pass (CI has 2 cores): 4096 calibration tokens in sequences of 512 (1024 were too few
 # for the 1536 inputs of down_proj: gptq then lost to mse on WikiText).
 GPTQ_ARGS = ("--calibration-tokens", "4096", "--calibration-context", "512")
+ROUNDINGS = ("nearest", "mse", "gptq")
+# The 4-bit W4A16 formats besides NVFP4 (the shipped llama-nvfp4 recipe), as recipe defaults.
+FORMATS = {"mxfp4": "{scheme: mxfp4, options: {activations: none}}",
+           "int4-g64": "{scheme: int4, options: {group_size: 64}}"}
 
 
 def kill_when(cmd, path, timeout=300):
@@ -61,12 +65,19 @@ class Gptq(unittest.TestCase):
         cls.base = os.path.join(t, "base")
         E.selq("import-gguf", smollm2_gguf(), cls.base)
         cls.held_out = E.held_out_texts(t)
-        cls.out = {}
-        for rounding in ("nearest", "mse", "gptq"):
-            dst = os.path.join(t, rounding)
-            E.selq("quantize", cls.base, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", rounding, "--quiet",
-                   *(GPTQ_ARGS if rounding == "gptq" else ()))
-            cls.out[rounding] = dst
+        recipes = {"nvfp4": E.recipe("llama-nvfp4")}
+        for fmt, scheme in FORMATS.items():
+            recipes[fmt] = os.path.join(t, fmt + ".yaml")
+            with open(recipes[fmt], "w") as f:
+                f.write(f"name: {fmt}\ndefault: {scheme}\n")
+        cls.models = {}  # (format, rounding): its directory
+        for fmt, recipe in recipes.items():
+            for rounding in ROUNDINGS:
+                dst = os.path.join(t, f"{fmt}-{rounding}")
+                E.selq("quantize", cls.base, dst, "--recipe", recipe, "--rounding", rounding, "--quiet",
+                       *(GPTQ_ARGS if rounding == "gptq" else ()))
+                cls.models[(fmt, rounding)] = dst
+        cls.out = {r: cls.models[("nvfp4", r)] for r in ROUNDINGS}  # NVFP4: the other tests' outputs
 
     @classmethod
     def tearDownClass(cls):
@@ -93,19 +104,25 @@ class Gptq(unittest.TestCase):
         self.assertEqual(gate["kept_gptq"] + gate["kept_nearest"], 30 * 7)
 
     def test_beats_nearest_on_every_held_out_domain(self):
+        # One eval per domain, every model on the same windows (the paired differences).
+        models = list(self.models.values())
+        name = lambda path: os.path.basename(path.rstrip("/"))  # noqa: E731
         for domain, text in self.held_out.items():
-            with self.subTest(domain=domain):
-                r = E.selq("eval", self.base, self.out["nearest"], self.out["mse"], self.out["gptq"], "--text", text,
-                           "--max-tokens", "2048", "--context", "128", "--max-prompts", "0", "--json", "--quiet")
-                rep = json.loads(r.stdout)
-                kl = {os.path.basename(q["path"].rstrip("/")): q["kl_mean"] for q in rep["quantized"]}
-                name = lambda path: os.path.basename(path.rstrip("/"))  # noqa: E731
-                paired = {(name(p["a"]), name(p["b"])): p["b_minus_a"]["kl_mean"] for p in rep["paired"]}
-                d = paired[("nearest", "gptq")]
-                self.assertIsNotNone(d["hi"], d)
-                self.assertLess(d["hi"], 0, f"{domain}: gptq - nearest: {d} (KL {kl})")
-                d = paired[("nearest", "mse")]
-                self.assertLess(d["lo"], 0, f"{domain}: mse is worse than nearest: {d} (KL {kl})")
+            r = E.selq("eval", self.base, *models, "--text", text, "--max-tokens", "2048", "--context", "128",
+                       "--max-prompts", "0", "--json", "--quiet")
+            rep = json.loads(r.stdout)
+            kl = {name(q["path"]): q["kl_mean"] for q in rep["quantized"]}
+            paired = {(name(p["a"]), name(p["b"])): p["b_minus_a"]["kl_mean"] for p in rep["paired"]}
+            for fmt in ("nvfp4", *FORMATS):
+                with self.subTest(domain=domain, format=fmt):
+                    near = f"{fmt}-nearest"
+                    d = paired[(near, f"{fmt}-gptq")]
+                    self.assertIsNotNone(d["hi"], d)
+                    self.assertLess(d["hi"], 0, f"{domain} {fmt}: gptq - nearest: {d} (KL {kl})")
+                    # mse: below nearest or the same (MXFP4's data-free search keeps nearest's
+                    # exponent unless a coarser one is better: docs/RECIPES.md).
+                    d = paired[(near, f"{fmt}-mse")]
+                    self.assertLessEqual(d["lo"], 0, f"{domain} {fmt}: mse is worse than nearest: {d} (KL {kl})")
 
     def test_killed_in_its_gptq_pass_then_rerun_gives_the_same_bytes(self):
         dst = os.path.join(self.tmp.name, "killed")
