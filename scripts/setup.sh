@@ -50,6 +50,11 @@ PIP_TEST=(numpy==2.4.6 ml_dtypes==0.6.0 safetensors==0.8.0 tokenizers==0.23.3 gg
 # references are named again so that pip keeps their versions.
 PIP_QUARK=(amd-quark==0.13 "${PIP_TEST[@]}")
 
+# lm-evaluation-harness: tests/e2e/test_serve.py drives selq serve with it and scores the same
+# tasks with its transformers backend as the reference (~40 packages, ~30 s); the test references
+# are named again so that pip keeps their versions.
+PIP_LMEVAL=("lm-eval[api,hf]==0.4.13" "${PIP_TEST[@]}")
+
 # The Python package's build and tests (pyproject.toml pins the same two for `pip install .`).
 PIP_PYPKG=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0)
 
@@ -58,6 +63,7 @@ DEMO_STAMP="$VENV/.selq-demo-v1"
 TEST_STAMP="$VENV/.selq-test-v2"
 PYPKG_STAMP="$VENV/.selq-pypkg-v1"
 QUARK_STAMP="$VENV/.selq-quark-v1"
+LMEVAL_STAMP="$VENV/.selq-lmeval-v1"
 
 apt_packages=("${APT_DEMO[@]}")
 [ "$MODE" = test ] && apt_packages+=("${APT_TEST[@]}")
@@ -95,6 +101,11 @@ if [ "$MODE" = test ] && [ ! -f "$QUARK_STAMP" ]; then
   echo "setup: installing AMD Quark (${PIP_QUARK[0]}) into $VENV" >&2
   pip_install "${PIP_QUARK[@]}"
   touch "$QUARK_STAMP"
+fi
+if [ "$MODE" = test ] && [ ! -f "$LMEVAL_STAMP" ]; then
+  echo "setup: installing lm-evaluation-harness (${PIP_LMEVAL[0]}) into $VENV" >&2
+  pip_install "${PIP_LMEVAL[@]}"
+  touch "$LMEVAL_STAMP"
 fi
 TEXTS="${SELQ_TEXTS_DIR:-$HOME/.cache/selq/texts}"
 if [ "$MODE" = test ]; then

@@ -1,6 +1,6 @@
 # End-to-end tests: the selq binary on synthetic checkpoints, checked from
 # Python (safetensors, numpy) so that the output is read by a second reader.
-foreach(script test_main_job test_shipped_recipes test_output_hashes test_resume test_memory test_static_activation test_requantize test_rounding test_gptq)
+foreach(script test_main_job test_shipped_recipes test_output_hashes test_resume test_memory test_static_activation test_requantize test_rounding test_gptq test_serve)
   add_test(NAME e2e_${script}
            COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script}.py
            --selq $<TARGET_FILE:selq> --source-dir ${PROJECT_SOURCE_DIR})
