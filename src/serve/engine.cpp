@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/eval.h"   // argmax, as selq eval chooses greedily
 #include "runtime/model.h"  // log_softmax_inplace
 
 namespace selq::serve {
@@ -29,10 +30,6 @@ bool cut_at_stop(std::string& text, const std::vector<std::string>& stop) {
 }
 
 }  // namespace
-
-std::int32_t argmax_row(const float* row, std::int64_t n) {
-  return static_cast<std::int32_t>(std::max_element(row, row + n) - row);  // first of equals
-}
 
 std::vector<std::pair<std::int32_t, float>> top_k(const float* logp, std::int64_t n, int k) {
   const auto kk = static_cast<std::int64_t>(std::min<std::int64_t>(std::max(k, 0), n));
@@ -203,7 +200,7 @@ void Engine::take(Active& a, std::vector<float>& logits) {
       return;
     }
   }
-  const std::int32_t next = argmax_row(last, V);
+  const std::int32_t next = runtime::argmax(last, V);
   if (s.top_logprobs >= 0) {
     runtime::log_softmax_inplace(last, V);
     s.logprobs.push_back(last[next]);

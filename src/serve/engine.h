@@ -106,8 +106,7 @@ class Engine {
   std::thread thread_;
 };
 
-// Greedy choice and log-softmax of one row, with the top k (token, logprob).
-std::int32_t argmax_row(const float* row, std::int64_t n);
+// The top k (token, logprob) of a log-softmaxed row, ties by the lower id.
 std::vector<std::pair<std::int32_t, float>> top_k(const float* logp, std::int64_t n, int k);
 
 }  // namespace selq::serve
