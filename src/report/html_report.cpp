@@ -163,6 +163,7 @@ class ReportBuilder {
     h += cards();
     h += layer_map_section();
     h += sizes_section();
+    if (m_.gptq) h += rounding_section(*m_.gptq);
     if (eval_) h += eval_section();
     h += front_section();
     h += footer();
@@ -234,6 +235,29 @@ class ReportBuilder {
     h += picture("sizes-by-format", render_size_bars("bars-format", "Size by format", by_format));
     h += picture("sizes-by-kind", render_size_bars("bars-kind", "Size by module kind", by_kind));
     return h + "</div>\n";
+  }
+
+  // GPTQ's calibration and, per linear, what its gate kept and measured.
+  static std::string rounding_section(const GptqData& g) {
+    std::string h = fmt::format(
+        "<h2 id=\"rounding\">Rounding: GPTQ</h2>\n<p class=\"note\">Calibrated on {:.0f} tokens in sequences of {:.0f}: "
+        "{}.</p>\n",
+        g.tokens, g.context, xml_escape(g.text));
+    if (!g.gated) return h + "<p class=\"note\">No gate (--no-gptq-gate): every linear kept GPTQ's weights.</p>\n";
+    h += fmt::format(
+        "<p class=\"note\">The gate held {:.0f} calibration sequence(s) out of the fit and kept, per linear, GPTQ's "
+        "weights or the nearest rounding on the same scales, whichever had less output error on them: "
+        "<b>GPTQ on {:.0f}</b>, <b>nearest on {:.0f}</b>. Errors relative to the output's energy.</p>\n",
+        g.held_out_sequences, g.kept_gptq, g.kept_nearest);
+    std::string rows;
+    for (const auto& e : g.modules)
+      rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3g}</td><td>{:.3g}</td><td>{:.2f}</td></tr>\n",
+                          xml_escape(e.module), e.kept == "gptq" ? "gptq" : "<b>nearest</b>", e.gptq_error,
+                          e.nearest_error, e.nearest_error > 0 ? e.gptq_error / e.nearest_error : 0.0);
+    return h + fmt::format("<details{}><summary>Each linear ({})</summary>\n<table><tr><th>module</th><th>kept</th>"
+                           "<th>gptq error</th><th>nearest error</th><th>gptq / nearest</th></tr>\n{}</table>"
+                           "</details>\n",
+                           g.modules.size() <= 12 ? " open" : "", g.modules.size(), rows);
   }
 
   std::string eval_section() {

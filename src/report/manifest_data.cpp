@@ -53,6 +53,7 @@ class ManifestSax : public nlohmann::json_sax<nlohmann::json> {
  public:
   std::map<std::string, std::string> header, recipe;
   std::vector<RawTensor> tensors;
+  std::optional<GptqData> gptq;
   std::string error;
 
   bool null() override { return value(std::nullopt, nullptr); }
@@ -93,6 +94,9 @@ class ManifestSax : public nlohmann::json_sax<nlohmann::json> {
     if (in({"", "tensors", "#"})) tensors.emplace_back();
     if (in({"", "tensors", "#", "metrics"})) tensors.back().metrics = true;
     if (in({"", "tensors", "#", "outputs", "#"})) tensors.back().outputs.emplace_back();
+    if (in({"", "gptq_calibration"})) gptq.emplace();
+    if (in({"", "gptq_calibration", "gate"})) gptq->gated = true;
+    if (gate_module()) gptq->modules.push_back({path_.back(), "", 0, 0});
     return true;
   }
   bool close() {
@@ -100,7 +104,29 @@ class ManifestSax : public nlohmann::json_sax<nlohmann::json> {
     array_.pop_back();
     return true;
   }
+  // Inside gptq_calibration.gate.modules.<module>.
+  bool gate_module() const {
+    return path_.size() == 5 && path_[1] == "gptq_calibration" && path_[2] == "gate" && path_[3] == "modules";
+  }
+  void gptq_value(std::optional<double> num, const std::string* str) {
+    const double v = num.value_or(0);
+    if (in({"", "gptq_calibration"})) {
+      if (str && key_ == "text") gptq->text = *str;
+      if (key_ == "tokens") gptq->tokens = v;
+      if (key_ == "context") gptq->context = v;
+    } else if (in({"", "gptq_calibration", "gate"})) {
+      if (key_ == "held_out_sequences") gptq->held_out_sequences = v;
+      if (key_ == "kept_gptq") gptq->kept_gptq = v;
+      if (key_ == "kept_nearest") gptq->kept_nearest = v;
+    } else if (gate_module()) {
+      auto& e = gptq->modules.back();
+      if (str && key_ == "kept") e.kept = *str;
+      if (key_ == "gptq_error") e.gptq_error = v;
+      if (key_ == "nearest_error") e.nearest_error = v;
+    }
+  }
   bool value(std::optional<double> num, const std::string* str) {
+    if (gptq && path_.size() >= 2 && path_[1] == "gptq_calibration") gptq_value(num, str);
     if (in({""}) && str && (key_ == "source" || key_ == "dialect")) header[key_] = *str;
     else if (in({"", "recipe"}) && str) recipe[key_] = *str;
     else if (in({"", "tensors", "#"}) && str) tensors.back().text[key_] = *str;
@@ -133,6 +159,7 @@ ManifestData load_manifest(const std::string& dir) {
   m.dialect = sax.header["dialect"];
   m.recipe_name = sax.recipe["name"];
   m.recipe_text = sax.recipe["text"];
+  m.gptq = std::move(sax.gptq);
   std::set<std::string> formats;
   m.tensors.reserve(sax.tensors.size());
   for (std::size_t i = 0; i < sax.tensors.size(); ++i) {

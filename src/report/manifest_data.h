@@ -24,12 +24,26 @@ struct TensorEntry {
   bool linear{false};     // a weight matrix the layer map shows (quantized, or an unquantized 2-D weight)
 };
 
+// `--rounding gptq`'s calibration and its gate (the manifest's gptq_calibration):
+// which rounding each linear kept and the held-out output errors that chose it.
+struct GateEntry {
+  std::string module, kept;  // kept: "gptq" or "nearest"
+  double gptq_error{0}, nearest_error{0};  // relative to the output's energy
+};
+struct GptqData {
+  std::string text;  // the calibration text, as the manifest describes it
+  double tokens{0}, context{0}, held_out_sequences{0}, kept_gptq{0}, kept_nearest{0};
+  bool gated{false};  // the run had a gate (not --no-gptq-gate)
+  std::vector<GateEntry> modules;  // manifest order
+};
+
 struct ManifestData {
   std::string dir, path;  // checkpoint directory and its manifest
   std::string source, dialect, recipe_name, recipe_text;
   std::vector<TensorEntry> tensors;  // manifest order
   std::vector<std::string> formats;  // every format, sorted
   int layers{0};                     // 1 + the largest layer index (0: none)
+  std::optional<GptqData> gptq;      // a gptq run's calibration and gate
   bool planned() const;              // the recipe was written by `selq plan --target-bpw`
   // Quantized formats used (not "unquantized" or "pre-quantized"), sorted.
   std::vector<std::string> quantized_formats() const;

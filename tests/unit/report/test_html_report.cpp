@@ -272,3 +272,27 @@ TEST(ReportPalette, FamiliesAndScale) {
 }
 
 }  // namespace
+
+// A gptq run's manifest: the report says what the calibration was and, per
+// linear, what the gate kept with both errors; without gptq_calibration no section.
+TEST_F(ReportTest, RoundingSectionShowsTheGatesChoices) {
+  EXPECT_EQ(report::build_report((dir_ / "mix").string()).html.find("id=\"rounding\""), std::string::npos);
+  const fs::path gated = dir_ / "gated";
+  fs::remove_all(gated);
+  fs::copy(dir_ / "mix", gated);
+  const auto path = gated / io::kManifestName;
+  auto m = nlohmann::json::parse(io::read_file(path.string()));
+  m["gptq_calibration"] = {
+      {"text", "a mix of <3> texts"}, {"tokens", 4096}, {"context", 512},
+      {"gate", {{"held_out_sequences", 1}, {"kept_gptq", 1}, {"kept_nearest", 1}, {"rule", "r"},
+                {"modules", {{"model.layers.0.mlp.down_proj", {{"kept", "nearest"}, {"gptq_error", 0.02}, {"nearest_error", 0.01}, {"held_out_rows", 512}}},
+                             {"model.layers.0.mlp.up_proj", {{"kept", "gptq"}, {"gptq_error", 0.005}, {"nearest_error", 0.01}, {"held_out_rows", 512}}}}}}}};
+  io::write_file_atomic(path.string(), m.dump());
+  const std::string h = report::build_report(gated.string()).html;
+  EXPECT_NE(h.find("Calibrated on 4096 tokens in sequences of 512: a mix of &lt;3&gt; texts."), std::string::npos);
+  EXPECT_NE(h.find("<b>GPTQ on 1</b>, <b>nearest on 1</b>"), std::string::npos);
+  EXPECT_NE(h.find("<tr><td>model.layers.0.mlp.down_proj</td><td><b>nearest</b></td><td>0.02</td><td>0.01</td><td>2.00</td></tr>"),
+            std::string::npos);
+  EXPECT_NE(h.find("<tr><td>model.layers.0.mlp.up_proj</td><td>gptq</td><td>0.005</td><td>0.01</td><td>0.50</td></tr>"),
+            std::string::npos);
+}
