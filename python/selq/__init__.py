@@ -30,6 +30,7 @@ from ._api import (  # noqa: E402
     Calibration, EvalReport, Plan, Progress, QuantizeResult, Recipe, RecipeLike, Sensitivity, VerifyResult,
     calibrate, eval, inspect, load_recipe, plan, quantize, recipes, sensitivity, verify)
 from ._errors import BadInput, Error, Internal, Io, Unsupported  # noqa: E402
+from ._serve import Server, serve  # noqa: E402
 from ._tensor import QuantizedTensor, dequantize, quantize_tensor, scheme_outputs  # noqa: E402
 
 __version__ = _selq.__version__
@@ -37,6 +38,7 @@ __version__ = _selq.__version__
 __all__ = [
     "Error", "BadInput", "Unsupported", "Io", "Internal",
     "Recipe", "RecipeLike", "recipes", "load_recipe",
+    "Server", "serve",
     "inspect", "Plan", "plan", "Progress", "QuantizeResult", "quantize", "VerifyResult", "verify",
     "EvalReport", "eval", "Sensitivity", "sensitivity", "Calibration", "calibrate",
     "QuantizedTensor", "quantize_tensor", "dequantize", "scheme_outputs",

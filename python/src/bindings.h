@@ -9,5 +9,6 @@ namespace selq::python {
 void bind_errors(nanobind::module_& m);
 void bind_pipeline(nanobind::module_& m);
 void bind_tensor(nanobind::module_& m);
+void bind_serve(nanobind::module_& m);
 
 }  // namespace selq::python

@@ -7,4 +7,5 @@ NB_MODULE(_selq, m) {
   selq::python::bind_errors(m);
   selq::python::bind_pipeline(m);
   selq::python::bind_tensor(m);
+  selq::python::bind_serve(m);
 }

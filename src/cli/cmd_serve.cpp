@@ -3,7 +3,6 @@
 // `selq eval` does, so that lm-evaluation-harness can score it. SIGTERM or
 // SIGINT stops it: requests being answered finish, queued ones get 503.
 #include <csignal>
-#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -11,23 +10,18 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "runtime/causal_lm.h"
-#include "runtime/eval.h"
-#include "serve/tokenizer_config.h"
-#include "serve/engine.h"
-#include "serve/http_server.h"
+#include "serve/service.h"
 
 namespace selq::cli {
 namespace {
 
 struct ServeArgs {
   std::string checkpoint;
-  serve::ServerOptions server;
-  serve::EngineOptions engine;
+  serve::ServiceOptions o;
   bool quiet{false};
 };
 
-int run_serve(ServeArgs a) {
+int run_serve(const ServeArgs& a) {
   // Signals are taken by one thread (sigwait), so every thread started below
   // inherits them blocked.
   sigset_t sigs;
@@ -35,33 +29,21 @@ int run_serve(ServeArgs a) {
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-
-  if (a.server.model_name.empty())
-    a.server.model_name = std::filesystem::path(a.checkpoint).lexically_normal().filename().string();
-  if (a.server.model_name.empty()) a.server.model_name = "selq";
-  auto tok = runtime::tokenizer_of(a.checkpoint);
-  auto model = runtime::load_model(a.checkpoint);
-  const int slots = std::min(a.engine.slots, model->max_slots());
-  const std::string arch = model->model_type(), dialect = model->dialect();
-  serve::Engine engine(std::move(model), std::move(tok), a.engine);
-  serve::HttpServer server(engine, serve::read_tokenizer_config(a.checkpoint), a.server);
-  const int port = server.bind();
+  serve::Service service(a.checkpoint, a.o);
   if (!a.quiet)
-    fmt::print(stderr, "selq serve: {} ({}{}), {} sequence slot{}, listening on http://{}:{}/v1\n",
-               a.server.model_name, arch, dialect.empty() ? "" : ", " + dialect, slots, slots == 1 ? "" : "s",
-               a.server.host, port);
+    fmt::print(stderr, "selq serve: {}, listening on http://{}:{}/v1\n", service.description(), a.o.server.host,
+               service.port());
   std::fflush(stderr);
-  std::thread signals([&server, sigs, quiet = a.quiet] {
+  std::thread signals([&service, sigs, quiet = a.quiet] {
     int sig = 0;
     sigwait(&sigs, &sig);
     if (sig == SIGTERM || sig == SIGINT) {
       if (!quiet) fmt::print(stderr, "selq serve: {} received, finishing what is running\n", strsignal(sig));
-      server.stop();
+      service.stop();
     }
   });
-  server.listen();
-  engine.shutdown();
-  pthread_kill(signals.native_handle(), SIGTERM);  // listen ended on its own: release the signal thread
+  service.serve();
+  pthread_kill(signals.native_handle(), SIGTERM);  // serve() ended on its own: release the signal thread
   signals.join();
   return 0;
 }
@@ -82,17 +64,17 @@ const CommandRegistration kServe(28, [](CLI::App& root, int& status) {
       "  curl -s localhost:8000/v1/completions -d '{\"prompt\": \"It is a truth\", \"max_tokens\": 8}'\n"
       "docs/SERVE.md: every route and field, limits, and lm-eval set-ups.");
   cmd->add_option("CHECKPOINT", a->checkpoint, "A checkpoint directory selq eval runs")->required();
-  cmd->add_option("--host", a->server.host, "Address to bind")->capture_default_str();
-  cmd->add_option("--port", a->server.port, "Port (0: any free one, printed at start)")->capture_default_str();
-  cmd->add_option("--model-name", a->server.model_name, "The model's name in answers (default: the directory's)");
-  cmd->add_option("--slots", a->engine.slots, "Sequences decoded together")->capture_default_str()->check(CLI::Range(1, 256));
-  cmd->add_option("--queue", a->engine.queue, "Sequences that may wait beyond those; more get 503")
+  cmd->add_option("--host", a->o.server.host, "Address to bind")->capture_default_str();
+  cmd->add_option("--port", a->o.server.port, "Port (0: any free one, printed at start)")->capture_default_str();
+  cmd->add_option("--model-name", a->o.server.model_name, "The model's name in answers (default: the directory's)");
+  cmd->add_option("--slots", a->o.engine.slots, "Sequences decoded together")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--queue", a->o.engine.queue, "Sequences that may wait beyond those; more get 503")
       ->capture_default_str();
-  cmd->add_option("--step-tokens", a->engine.step_tokens, "Prompt tokens admitted into one step")
+  cmd->add_option("--step-tokens", a->o.engine.step_tokens, "Prompt tokens admitted into one step")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--threads", a->server.threads, "Connections handled at once")->capture_default_str()->check(CLI::Range(1, 1024));
-  cmd->add_option("--max-body", a->server.max_body, "Largest request body in bytes (more: 413)")->capture_default_str();
-  cmd->add_option("--timeout", a->server.timeout_s, "Seconds a request may wait for its answer (then 504)")
+  cmd->add_option("--threads", a->o.server.threads, "Connections handled at once")->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-body", a->o.server.max_body, "Largest request body in bytes (more: 413)")->capture_default_str();
+  cmd->add_option("--timeout", a->o.server.timeout_s, "Seconds a request may wait for its answer (then 504)")
       ->capture_default_str()->check(CLI::Range(1, 86400));
   cmd->add_flag("-q,--quiet", a->quiet, "No start and stop lines on stderr");
   cmd->callback([a, &status] { status = run_serve(*a); });
