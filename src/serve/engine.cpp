@@ -94,7 +94,7 @@ void Engine::run() {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !active.empty(); });
       if (stopping_) {  // what is queued fails; what runs finishes
-        for (auto& [w, i] : queue_) fail(w, "the server is shutting down");
+        for (auto& [w, i] : queue_) fail(w, kShuttingDown);
         queue_.clear();
         if (active.empty()) break;
       } else {

@@ -51,6 +51,9 @@ struct Work {
   std::atomic<int> remaining{0};
 };
 
+// Work::error of what was queued when the server stopped.
+inline constexpr const char* kShuttingDown = "the server is shutting down";
+
 struct EngineOptions {
   int slots{16};                  // sequences decoded at once (at most the model's max_slots)
   std::size_t queue{256};         // sequences waiting beyond those: more is 503

@@ -77,8 +77,8 @@ struct HttpServer::Impl {
       reply_error(res, 504, fmt::format("no answer within {} s (--timeout); the request was dropped", o.timeout_s));
       return false;
     }
-    if (!work->error.empty()) {
-      reply_error(res, 503, work->error);
+    if (!work->error.empty()) {  // shutting down (503, retry elsewhere), or the model failed (500)
+      reply_error(res, work->error == kShuttingDown ? 503 : 500, work->error);
       return false;
     }
     return true;
