@@ -119,20 +119,17 @@ nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int 
     auto o = qo;
     set_progress(o, s, progress);
     write_report(o, warnings);
-    if (!h.plan.rounds_gptq()) return pipeline::run_quantize(*h.checkpoint, h.plan, h.recipe, dst, o);
-    // Rounding gptq: the layer-by-layer pass first (as pipeline::quantize runs it for the CLI).
+    // Rounding gptq's pass where the plan has it, as `selq quantize` runs it.
     runtime::GptqPassOptions pass;
     if (calibration_text) pass.texts = {*calibration_text};
     pass.max_tokens = calibration_tokens;
     pass.context = calibration_context;
     pass.hessian_budget = hessian_budget;  // 0: half of RAM
-    pass.work_dir = runtime::gptq_work_dir(dst);
+    pass.threads = threads;
+    runtime::use_gptq_pass(o, pass, dst);
     pipeline::Plan plan = h.plan;
-    o.rounded = runtime::run_gptq_pass(*h.checkpoint, plan, pass);
-    plan.rounded_fingerprint = o.rounded->fingerprint();
-    plan.gptq_calibration = o.rounded->provenance();
-    auto res = pipeline::run_quantize(*h.checkpoint, plan, h.recipe, dst, o);
-    runtime::remove_gptq_work_dir(dst);
+    auto res = pipeline::quantize_planned(*h.checkpoint, plan, h.recipe, dst, o);
+    if (plan.rounds_gptq()) runtime::remove_gptq_work_dir(dst);
     return res;
   });
   return result_tuple(r, warnings);

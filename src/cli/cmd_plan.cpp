@@ -90,7 +90,7 @@ void add_target_options(CLI::App* cmd, TargetArgs& t) {
   cmd->add_flag("--prefill-query-quant", t.prefill_query_quant, "Serving quantizes prefill queries to FP8");
   cmd->add_option("--refine", t.refine,
                   "After solving, improve the mix by local search: at most N end-to-end measurements on "
-                  "calibration text (Llama-family models; each costs one forward pass over the text)")
+                  "calibration text (architectures the runtime runs; each costs one forward pass over the text)")
       ->capture_default_str();
   add_calibration_text_option(cmd, t.refine_text, "Calibration text --refine measures on");
   cmd->add_option("--calibration-tokens", t.refine_tokens, "Tokens of it --refine measures on")->capture_default_str();

@@ -279,6 +279,13 @@ QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options, 
   if (job.in_place) return run_quantize_in_place(job.source, job.recipe, job.plan_options, options, plan_out);
   const auto source = io::Checkpoint::open(job.source);
   Plan plan = make_plan(*source, job.recipe, job.plan_options);
+  QuantizeResult result = quantize_planned(*source, plan, job.recipe, job.destination, options);
+  if (plan_out) *plan_out = std::move(plan);
+  return result;
+}
+
+QuantizeResult quantize_planned(const io::Checkpoint& source, Plan& plan, const recipe::Recipe& recipe,
+                                const std::string& dst, const QuantizeOptions& options) {
   QuantizeOptions run_options = options;
   if (plan.rounds_gptq()) {
     if (dist::ranks().size() > 1)
@@ -286,13 +293,11 @@ QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options, 
     if (!options.round_weights)
       throw_unsupported("rounding 'gptq' needs the model run layer by layer, which `selq quantize` and "
                         "selq.quantize do");
-    run_options.rounded = options.round_weights(*source, plan);
+    run_options.rounded = options.round_weights(source, plan);
     plan.rounded_fingerprint = run_options.rounded->fingerprint();
     plan.gptq_calibration = run_options.rounded->provenance();
   }
-  QuantizeResult result = run_quantize(*source, plan, job.recipe, job.destination, run_options);
-  if (plan_out) *plan_out = std::move(plan);
-  return result;
+  return run_quantize(source, plan, recipe, dst, run_options);
 }
 
 std::string staging_dir(const std::string& dst) { return dst + ".selq-partial"; }

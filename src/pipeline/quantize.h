@@ -76,6 +76,14 @@ struct QuantizeJob {
   bool must_resume{false};  // refuse when no interrupted run is there to resume (--resume)
 };
 
+// A plan already made, file to file: rounding gptq's pass first where the plan
+// has it (options.round_weights, which runtime::use_gptq_pass sets; refused
+// under mpirun), its fingerprint and provenance into the plan, then
+// run_quantize. quantize() ends here; selq.quantize, which holds its plan,
+// calls it too.
+QuantizeResult quantize_planned(const io::Checkpoint& source, Plan& plan, const recipe::Recipe& recipe,
+                                const std::string& dst, const QuantizeOptions& options);
+
 // The one entry for both modes: checks the job, plans the recipe (in place,
 // on the original headers even after a crash) and runs it with
 // run_quantize or run_quantize_in_place. `plan_out`: the plan that ran.

@@ -23,8 +23,8 @@ namespace {
 
 runtime::Linear& linear_of(runtime::CausalLM& model, const std::string& module) {
   runtime::Linear* l = model.find_linear(module);
-  if (!l) throw_unsupported(fmt::format("the runtime has no linear {} (the planner's runtime tiers run Llama-family "
-                                        "models only; use the data-free tier)",
+  if (!l) throw_unsupported(fmt::format("the runtime has no linear {} (the runtime tiers measure only the linears "
+                                        "the runtime runs; the data-free tier measures any weight)",
                                         module));
   return *l;
 }

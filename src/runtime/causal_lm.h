@@ -78,7 +78,7 @@ class CausalLM {
   // untied head, scales included (LinearLoader::stored_bits).
   virtual double linear_bits_per_weight() const = 0;
 
-  // Layer by layer (GPTQ, runtime/gptq_layers.h): the token embeddings of one
+  // Layer by layer (GPTQ, runtime/gptq_pass.h): the token embeddings of one
   // sequence [n, hidden_size()], and decoder layer `layer` run over a
   // sequence's hidden states in place (positions 0..n-1; the KV cache of
   // what forward() ran is not kept: reset() before forward() again). The
