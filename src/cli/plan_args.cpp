@@ -17,7 +17,7 @@ void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required) {
                                 "Recipe YAML (see docs/RECIPES.md; shipped ones are in recipes/)");
   if (recipe_required) recipe->required();
   cmd.add_option("--dialect", args.dialect,
-                 "Config dialect, overriding the recipe's: compressed-tensors, quark or modelopt");
+                 "Config dialect, overriding the recipe's: " + exporter::dialect_names_text());
   cmd.add_option("--max-shard-size", args.max_shard_size,
                  "Re-shard the output with this cap (e.g. 5GB); default keeps the source's shard layout");
   cmd.add_option("--calibration", args.calibration,

@@ -45,6 +45,19 @@ using detail::dialect_ops;
 
 std::string dialect_name(Dialect d) { return kDialectNames.at(static_cast<std::size_t>(d)); }
 
+std::string dialect_names_text() {
+  std::string s;
+  for (std::size_t i = 0; i < kDialectNames.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == kDialectNames.size() ? " or " : ", ") + std::string(kDialectNames[i]);
+  return s;
+}
+
+std::string readable_quant_methods_text() {
+  std::string s;
+  for (const char* n : kDialectNames) s += std::string(n) + ", ";
+  return s + "or fp8 with weight_block_size (block FP8 as DeepSeek-V3 ships it)";
+}
+
 std::optional<Dialect> dialect_from_name(const std::string& name) {
   for (auto d : kAllDialects)
     if (name == dialect_name(d)) return d;

@@ -26,6 +26,11 @@ static_assert(rows_in_enum_order<kDialectNames.size()>(
               "kAllDialects: every Dialect in enum order, one per name in kDialectNames");
 
 std::string dialect_name(Dialect d);                   // "compressed-tensors", "quark", "modelopt"
+// "compressed-tensors, quark or modelopt", from kDialectNames (for messages).
+std::string dialect_names_text();
+// The quantization_configs selq reads in a source: the dialects, and DeepSeek-V3's
+// native block FP8 ("... or fp8 with weight_block_size").
+std::string readable_quant_methods_text();
 std::optional<Dialect> dialect_from_name(const std::string& name);
 // Same, for a name a user typed: BadInput listing the dialects when unknown.
 Dialect parse_dialect(const std::string& name);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "export/dialect.h"
 #include "export/dialect_read.h"
 #include "export/module_names.h"
 #include "pipeline/calibration.h"
@@ -218,9 +219,8 @@ const nlohmann::json& readable_source_config(const io::Checkpoint& ckpt) {
                                  : none;
   if (auto method = exporter::unread_quant_method(qc))
     throw_unsupported(fmt::format("the source's quantization_config (quant_method '{}') is not one selq reads "
-                                  "(compressed-tensors, quark, modelopt, or fp8 with weight_block_size); its "
-                                  "quantized tensors cannot pass through or be re-quantized",
-                                  *method),
+                                  "({}); its quantized tensors cannot pass through or be re-quantized",
+                                  *method, exporter::readable_quant_methods_text()),
                       {ckpt.dir() + "/config.json"});
   return qc;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "export/dialect.h"
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
 #include "export/native_fp8.h"
@@ -86,9 +87,8 @@ StoredWeight StoredWeightFinder::find(const std::string& module) {
                         {m.ckpt.dir(), module});
     return m.match(module, *spec, [&](quant::OutRole r) { return exporter::output_tensor_name(d, *spec, r, module); });
   }
-  throw_unsupported(fmt::format("cannot dequantize a '{}' source for requantize: compressed-tensors, quark, modelopt "
-                                "and block FP8 (quant_method fp8 with weight_block_size) sources are supported",
-                                m.method.empty() ? "unknown" : m.method),
+  throw_unsupported(fmt::format("cannot dequantize a '{}' source for requantize; these are supported: {}",
+                                m.method.empty() ? "unknown" : m.method, exporter::readable_quant_methods_text()),
                     {m.ckpt.dir(), module});
 }
 

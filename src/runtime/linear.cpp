@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/machine.h"
+#include "export/dialect.h"
 #include "export/dialect_read.h"
 #include "export/engine_resolve.h"
 #include "export/native_fp8.h"
@@ -254,9 +255,10 @@ LinearLoader::LinearLoader(const io::Checkpoint& ckpt, std::vector<std::string> 
       return;
     }
     if (!impl_->dialect)
-      throw_unsupported(fmt::format("{}/config.json: quantization_config.quant_method '{}' is not one of "
-                                    "compressed-tensors, quark, modelopt or fp8 (block FP8 as DeepSeek-V3 ships it)",
-                                    ckpt.dir(), qc.is_object() ? qc.value("quant_method", "") : ""));
+      throw_unsupported(fmt::format("{}/config.json: quantization_config.quant_method '{}' is not one the runtime "
+                                    "reads ({})",
+                                    ckpt.dir(), qc.is_object() ? qc.value("quant_method", "") : "",
+                                    exporter::readable_quant_methods_text()));
     dialect_ = exporter::dialect_name(*impl_->dialect);
     if (const auto what = exporter::unimplemented_numerics(*impl_->dialect, qc); !what.empty())
       throw_unsupported(fmt::format("{}/config.json: quantization_config.{}, which the runtime does not implement "
