@@ -72,7 +72,7 @@ const CommandRegistration kServe(28, [](CLI::App& root, int& status) {
       ->capture_default_str();
   cmd->add_option("--step-tokens", a->o.engine.step_tokens, "Prompt tokens admitted into one step")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--threads", a->o.server.threads, "Connections handled at once")->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--connections", a->o.server.connections, "Connections handled at once")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--max-body", a->o.server.max_body, "Largest request body in bytes (more: 413)")->capture_default_str();
   cmd->add_option("--timeout", a->o.server.timeout_s, "Seconds a request may wait for its answer (then 504)")
       ->capture_default_str()->check(CLI::Range(1, 86400));

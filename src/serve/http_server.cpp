@@ -202,7 +202,7 @@ HttpServer::HttpServer(Engine& engine, TokenizerConfig chat, ServerOptions optio
   s.set_payload_max_length(impl_->o.max_body);
   s.set_read_timeout(30);
   s.set_write_timeout(30);
-  const int threads = impl_->o.threads;
+  const int threads = impl_->o.connections;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   impl_->routes();
 }

@@ -17,7 +17,7 @@ struct ServerOptions {
   std::string host{"127.0.0.1"};
   int port{8000};                        // 0: any free port
   std::size_t max_body{8u << 20};        // bytes of a request body
-  int threads{16};                       // connections handled at once
+  int connections{16};                   // handled at once (each a thread)
   int timeout_s{600};                    // a request's wait for its answer
   std::string model_name;                // what /v1/models and every answer call the model
 };
