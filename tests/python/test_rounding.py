@@ -25,7 +25,11 @@ def test_quantize_tensor_mse_same_format_lower_error(scheme, options):
     assert list(mse) == list(near)
     for k in near:
         assert mse[k].dtype == near[k].dtype and mse[k].shape == near[k].shape, k
-    assert mse.metrics["rel_frobenius"] < near.metrics["rel_frobenius"]
+    if scheme == "mxfp4":  # without data, only the coarser exponent is tried (docs/RECIPES.md): ties are fine
+        assert mse.metrics["rel_frobenius"] <= near.metrics["rel_frobenius"]
+        assert np.all(mse["weight_scale"].view(np.uint8) >= near["weight_scale"].view(np.uint8))
+    else:
+        assert mse.metrics["rel_frobenius"] < near.metrics["rel_frobenius"]
     # It decodes with the unchanged dequantizer, to the error the kernel measured.
     ref = w.astype(np.float32)
     dq = selq.dequantize(mse)
