@@ -1,6 +1,8 @@
 // selq eval: perplexity, KL, top-1 agreement and draft acceptance.
 #include "runtime/eval.h"
 
+#include "runtime/chatml.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -223,12 +225,12 @@ std::uint64_t stored_bytes(const std::string& dir) {
 
 std::vector<std::vector<std::int32_t>> prompt_tokens(const Tokenizer& tok, const std::vector<std::string>& prompts,
                                                      bool chat, std::set<std::int32_t>& stop) {
-  const bool chatml = chat && tok.token_id("<|im_start|>") && tok.token_id("<|im_end|>");
-  if (chatml) stop.insert(*tok.token_id("<|im_end|>"));
+  const bool chatml = chat && tok.token_id(kImStart) && tok.token_id(kImEnd);
+  if (chatml) stop.insert(*tok.token_id(kImEnd));
   if (tok.special_ids().eos) stop.insert(*tok.special_ids().eos);
   std::vector<std::vector<std::int32_t>> out;
   for (const auto& p : prompts)
-    out.push_back(tok.encode(chatml ? "<|im_start|>user\n" + p + "<|im_end|>\n<|im_start|>assistant\n" : p));
+    out.push_back(tok.encode(chatml ? render_chatml({{"user", p}}) : p));
   return out;
 }
 

@@ -215,12 +215,23 @@ void Engine::take(Active& a, std::vector<float>& logits) {
     return;
   }
   const bool at_length = static_cast<std::int64_t>(s.generated.size()) >= s.max_tokens;
-  if (!s.stop.empty() || at_length) {
+  if (at_length || ends_in_stop(s)) {
     std::string text = tok_.decode(s.generated);
-    if (cut_at_stop(text, s.stop)) s.finish_reason = "stop";
-    else if (at_length) s.finish_reason = "length";
-    if (!s.finish_reason.empty()) s.text = std::move(text);
+    s.finish_reason = cut_at_stop(text, s.stop) ? "stop" : "length";
+    s.text = std::move(text);
   }
+}
+
+// Whether a stop string ends in the newest token: only the last tokens are
+// decoded (a stop string of n bytes spans at most n + 1 of them, a partial
+// character's bytes included), not the whole completion at every step.
+bool Engine::ends_in_stop(const Sequence& s) const {
+  std::size_t longest = 0;
+  for (const auto& t : s.stop) longest = std::max(longest, t.size());
+  if (longest == 0) return false;
+  const std::size_t n = std::min(s.generated.size(), longest + 1);
+  std::string tail = tok_.decode(std::span<const std::int32_t>(s.generated.data() + s.generated.size() - n, n));
+  return cut_at_stop(tail, s.stop);
 }
 
 void Engine::finish(Active& a, std::vector<int>& free_slots) {

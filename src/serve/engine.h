@@ -95,6 +95,7 @@ class Engine {
   void step(std::vector<Active>& active);
   // Takes the step's logits of one sequence (its finish_reason set when done).
   void take(Active& a, std::vector<float>& logits);
+  bool ends_in_stop(const Sequence& s) const;
   void finish(Active& a, std::vector<int>& free_slots);
   static void fail(const std::shared_ptr<Work>& w, const std::string& why);
 

@@ -18,8 +18,10 @@ struct HttpServer::Impl {
   ServerOptions o;
   httplib::Server svr;
   std::atomic<std::uint64_t> next_id{1};
+  std::set<std::int32_t> stop_ids;  // what every completion may end on (stop_tokens)
 
-  Impl(Engine& e, TokenizerConfig c, ServerOptions opt) : engine(e), chat(std::move(c)), o(std::move(opt)) {}
+  Impl(Engine& e, TokenizerConfig c, ServerOptions opt)
+      : engine(e), chat(std::move(c)), o(std::move(opt)), stop_ids(stop_tokens()) {}
 
   RequestLimits limits() const {
     RequestLimits l;
@@ -40,14 +42,14 @@ struct HttpServer::Impl {
   }
 
   // The tokens a completion may end on: end of sequence, and end of turn for ChatML.
-  std::set<std::int32_t> stop_ids() const {
+  std::set<std::int32_t> stop_tokens() const {
     std::set<std::int32_t> s;
     const auto& tok = engine.tokenizer();
     if (tok.special_ids().eos) s.insert(*tok.special_ids().eos);
     if (!chat.eos_token.empty())
       if (auto id = tok.token_id(chat.eos_token)) s.insert(*id);
     if (chat.chatml)
-      if (auto id = tok.token_id("<|im_end|>")) s.insert(*id);
+      if (auto id = tok.token_id(runtime::kImEnd)) s.insert(*id);
     return s;
   }
 
@@ -94,7 +96,7 @@ struct HttpServer::Impl {
       s.prompt = encode(p);
       s.max_tokens = r.max_tokens;
       s.stop = r.stop;
-      s.stop_ids = stop_ids();
+      s.stop_ids = stop_ids;
       s.prompt_logprobs = r.echo && r.logprobs >= 0;
       s.top_logprobs = r.logprobs;
       work->sequences.push_back(std::move(s));
@@ -111,10 +113,10 @@ struct HttpServer::Impl {
                                              "use /v1/completions with the template applied by the client");
     auto work = std::make_shared<Work>();
     Sequence s;
-    s.prompt = engine.tokenizer().encode(render_chatml(r.messages));
+    s.prompt = engine.tokenizer().encode(runtime::render_chatml(r.messages));
     s.max_tokens = r.max_tokens;
     s.stop = r.stop;
-    s.stop_ids = stop_ids();
+    s.stop_ids = stop_ids;
     work->sequences.push_back(std::move(s));
     if (!run(work, res)) return;
     reply(res, 200, chat_response(work->sequences[0], o.model_name, id("chatcmpl")));
@@ -142,7 +144,7 @@ struct HttpServer::Impl {
       text = j["prompt"].get<std::string>();
     } else if (j.contains("messages")) {
       if (!chat.chatml) throw RequestError("'messages' needs a ChatML chat template, which this checkpoint lacks");
-      text = render_chatml(chat_request(j, limits()).messages);
+      text = runtime::render_chatml(chat_request(j, limits()).messages);
     } else {
       throw RequestError("'prompt' (a string) or 'messages' is required");
     }
@@ -152,11 +154,8 @@ struct HttpServer::Impl {
 
   void detokenize(const httplib::Request& req, httplib::Response& res) {
     const auto j = parse_body(req.body);
-    if (!j.contains("tokens") || !j["tokens"].is_array()) throw RequestError("'tokens' (a list of token ids) is required");
-    nlohmann::json wrapped = {{"prompt", j["tokens"].empty() ? nlohmann::json::array({0}) : j["tokens"]}};
-    const auto p = completion_request({{"prompt", wrapped["prompt"]}, {"max_tokens", 1}}, limits()).prompts;
-    if (p.size() != 1 || !p[0].is_ids) throw RequestError("'tokens' must be a list of token ids");
-    reply(res, 200, {{"prompt", j["tokens"].empty() ? std::string() : engine.tokenizer().decode(p[0].ids)}});
+    if (!j.contains("tokens")) throw RequestError("'tokens' (a list of token ids) is required");
+    reply(res, 200, {{"prompt", engine.tokenizer().decode(token_ids(j["tokens"], limits()))}});
   }
 
   void routes() {

@@ -62,12 +62,7 @@ bool is_token_list(const nlohmann::json& a) {
 Prompt ids_prompt(const nlohmann::json& a, const RequestLimits& limits) {
   Prompt p;
   p.is_ids = true;
-  for (const auto& e : a) {
-    const auto id = e.get<std::int64_t>();
-    if (id < 0 || (limits.vocab > 0 && id >= limits.vocab))
-      bad(fmt::format("token id {} is outside the vocabulary (0..{})", id, limits.vocab - 1));
-    p.ids.push_back(static_cast<std::int32_t>(id));
-  }
+  p.ids = token_ids(a, limits);
   return p;
 }
 
@@ -95,6 +90,19 @@ std::vector<Prompt> prompts(const nlohmann::json& j, const RequestLimits& limits
 }
 
 }  // namespace
+
+std::vector<std::int32_t> token_ids(const nlohmann::json& a, const RequestLimits& limits) {
+  if (!a.is_array()) bad("token ids must be a list of integers");
+  std::vector<std::int32_t> ids;
+  for (const auto& e : a) {
+    if (!e.is_number_integer()) bad("token ids must be a list of integers");
+    const auto id = e.get<std::int64_t>();
+    if (id < 0 || (limits.vocab > 0 && id >= limits.vocab))
+      bad(fmt::format("token id {} is outside the vocabulary (0..{})", id, limits.vocab - 1));
+    ids.push_back(static_cast<std::int32_t>(id));
+  }
+  return ids;
+}
 
 nlohmann::json parse_body(const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);

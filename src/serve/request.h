@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/chatml.h"
+
 namespace selq::serve {
 
 struct RequestError : std::runtime_error {
@@ -34,10 +36,7 @@ struct CompletionRequest {
   std::string model;                  // as sent; answered with the served name
 };
 
-struct ChatMessage {
-  std::string role;
-  std::string content;
-};
+using ChatMessage = runtime::ChatTurn;
 
 struct ChatRequest {
   std::vector<ChatMessage> messages;
@@ -52,6 +51,9 @@ struct RequestLimits {
   std::int64_t max_tokens{4096};       // max_tokens
   std::int64_t vocab{0};               // token ids must be below this
 };
+
+// A list of token ids, each checked against the vocabulary (empty allowed).
+std::vector<std::int32_t> token_ids(const nlohmann::json& a, const RequestLimits& limits);
 
 // The body as JSON (RequestError when it is not).
 nlohmann::json parse_body(const std::string& body);

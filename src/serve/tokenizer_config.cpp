@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/chatml.h"
+
 namespace selq::serve {
 namespace {
 
@@ -26,18 +28,12 @@ TokenizerConfig read_tokenizer_config(const std::string& checkpoint_dir) {
   const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return t;
   if (j.contains("chat_template") && j["chat_template"].is_string()) t.chat_template = j["chat_template"].get<std::string>();
-  t.chatml = t.chat_template.find("<|im_start|>") != std::string::npos &&
-             t.chat_template.find("<|im_end|>") != std::string::npos;
+  t.chatml = t.chat_template.find(runtime::kImStart) != std::string::npos &&
+             t.chat_template.find(runtime::kImEnd) != std::string::npos;
   t.bos_token = token_text(j, "bos_token");
   t.eos_token = token_text(j, "eos_token");
   t.pad_token = token_text(j, "pad_token");
   return t;
-}
-
-std::string render_chatml(const std::vector<ChatMessage>& messages) {
-  std::string out;
-  for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  return out + "<|im_start|>assistant\n";
 }
 
 }  // namespace selq::serve

@@ -45,8 +45,8 @@ def held_out_texts(directory, max_bytes=65536):
     wiki = os.path.join(ARGS.source_dir, "..", "shared", "data", "wikitext2-test.txt")
     if os.path.exists(wiki):
         path = os.path.join(directory, "held-out-wikitext2.txt")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(open(wiki, encoding="utf-8").read()[:max_bytes])
+        with open(wiki, encoding="utf-8") as src, open(path, "w", encoding="utf-8") as f:
+            f.write(src.read()[:max_bytes])
         out["wikitext2"] = path
     return out
 
