@@ -31,6 +31,7 @@
 #include "runtime/default_text.h"
 #include "runtime/eval.h"
 #include "runtime/gptq_pass.h"
+#include "quant/rounding_traits.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -129,7 +130,7 @@ nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int 
     runtime::use_gptq_pass(o, pass, dst);
     pipeline::Plan plan = h.plan;
     auto res = pipeline::quantize_planned(*h.checkpoint, plan, h.recipe, dst, o);
-    if (plan.rounds_gptq()) runtime::remove_gptq_work_dir(dst);
+    if (plan.needs_model_pass()) runtime::remove_gptq_work_dir(dst);
     return res;
   });
   return result_tuple(r, warnings);

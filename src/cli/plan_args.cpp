@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "export/dialect.h"
 #include "pipeline/calibration.h"
+#include "quant/rounding_traits.h"
 
 namespace selq::cli {
 
@@ -25,14 +26,9 @@ void add_plan_args(CLI::App& cmd, PlanArgs& args, bool recipe_required) {
                  "activation scales (fp8-static, nvfp4 activations) and by --rounding weighted (the input "
                  "second moments written beside it)");
   cmd.add_option("--rounding", args.rounding,
-                 "How scales are chosen, for every rule whose options name no rounding: nearest (default: the\n"
-                 "format's scale rule), mse (per block, the candidate scale with the least squared error, on\n"
-                 "int4 and mxfp4 each element's weighted by its magnitude; same formats, never a worse block in\n"
-                 "that error; KL 0.65-0.95x nearest's for nvfp4 and int4, 0.99-1.02x for mxfp4: leave that at\n"
-                 "nearest; docs/QUALITY.md), weighted (mse with each input channel's error weighted by its mean\n"
-                 "squared activation; needs --calibration) or gptq (quantize only: GPTQ onto searched scales,\n"
-                 "the model run layer by layer on --calibration-text; mxfp4, mxfp8, nvfp4 and int schemes)\n"
-                 "(docs/RECIPES.md \"Rounding\")");
+                 "How scales are chosen, for every rule whose options name no rounding (docs/RECIPES.md\n"
+                 "\"Rounding\"; weighted needs --calibration, gptq --calibration-text):\n" +
+                     quant::rounding_help_text());
   cmd.add_flag("--strict", args.strict,
                "Refuse a plan with warnings (e.g. a rule asking for a format that already-quantized modules of "
                "the source are not in, without `requantize: true`), before anything is written");

@@ -17,6 +17,7 @@
 #include "planner/target.h"
 #include "planner/units.h"
 #include "quant/scheme.h"
+#include "quant/rounding_traits.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
 #include "report/html_report.h"
@@ -38,7 +39,7 @@ std::pair<std::string, quant::Rounding> recipe_and_rounding(const std::string& e
   const auto plus = entry.rfind('+');
   if (plus == std::string::npos) return {entry, quant::Rounding::Nearest};
   const auto rounding = quant::parse_rounding(std::string_view(entry).substr(plus + 1), "recipe NAME+ROUNDING");
-  if (rounding == quant::Rounding::Weighted)
+  if (quant::rounding_input(rounding) == quant::RoundingInput::InputMoments)
     throw_bad_input(fmt::format("recipe {}: the demo rounds with nearest, mse or gptq; quantize with "
                                 "rounding {} and evaluate the result with the others",
                                 entry, quant::rounding_name(rounding)));

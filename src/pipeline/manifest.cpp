@@ -14,6 +14,7 @@
 #include "export/module_names.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "quant/rounding_traits.h"
 
 namespace fs = std::filesystem;
 

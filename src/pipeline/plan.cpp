@@ -16,6 +16,7 @@
 #include "export/module_names.h"
 #include "pipeline/calibration.h"
 #include "quant/scheme_traits.h"
+#include "quant/rounding_traits.h"
 #include "recipe/fused_modules.h"
 
 namespace selq::pipeline {
@@ -149,9 +150,9 @@ std::uint64_t Plan::output_bytes() const {
   return b;
 }
 
-bool Plan::rounds_gptq() const {
+bool Plan::needs_model_pass() const {
   for (const auto& t : tensors)
-    if (t.scheme && t.scheme->rounding.value == quant::Rounding::Gptq) return true;
+    if (t.scheme && quant::rounding_input(t.scheme->rounding.value) == quant::RoundingInput::ModelPass) return true;
   return false;
 }
 
@@ -183,7 +184,7 @@ namespace {
 void check_gptq_tensor(const quant::SchemeSpec& spec, const PlannedTensor& pt, const Shape& shape,
                        const std::string& recipe_path) {
   try {
-    quant::check_gptq_supported(spec, pt.source);
+    quant::check_rounding_supported(spec, pt.source);
   } catch (const Error& e) {
     throw Error(e.kind(), e.message(), {recipe_path, pt.source}, e.hint());
   }
@@ -285,9 +286,10 @@ class PlanBuilder {
     // No rounding does better than keeping every value (error 0 against the source).
     pt.exact_from_mxfp4 = pt.stored && pt.stored->scheme.kind == quant::SchemeKind::MXFP4 &&
                           spec.kind == quant::SchemeKind::NVFP4;
-    if (spec.rounding.value == quant::Rounding::Weighted && spec.kind != quant::SchemeKind::FP8Tensor)
+    const quant::RoundingInput needs = quant::rounding_input(spec.rounding.value);
+    if (needs == quant::RoundingInput::InputMoments && spec.kind != quant::SchemeKind::FP8Tensor)
       pt.channel_weights = channel_weights(pt.module, shape, pt.source);
-    if (spec.rounding.value == quant::Rounding::Gptq) check_gptq_tensor(spec, pt, shape, recipe_.path);
+    if (needs == quant::RoundingInput::ModelPass) check_gptq_tensor(spec, pt, shape, recipe_.path);
     if (quant::scheme_traits(spec.kind).fused_group_amax && shape.size() == 2)
       pt.fused_group = recipe::fused_shard_key(pt.module);
     pt.scheme = spec;

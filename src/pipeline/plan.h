@@ -89,7 +89,7 @@ struct Plan {
   // ... and what it read (RoundedWeights::provenance), in the manifest.
   nlohmann::json gptq_calibration;
   // Whether any tensor rounds gptq (and so needs RoundedWeights).
-  bool rounds_gptq() const;
+  bool needs_model_pass() const;
   // The dialect's quantization_config and side files, built (and checked
   // against every engine) by make_plan, so a plan that cannot be written
   // fails before anything is written; unset for a plan put together by hand.

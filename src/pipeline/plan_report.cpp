@@ -11,6 +11,7 @@
 
 #include "recipe/recipe.h"
 #include "pipeline/plan.h"
+#include "quant/rounding_traits.h"
 
 namespace selq::pipeline {
 

@@ -287,7 +287,7 @@ QuantizeResult quantize(const QuantizeJob& job, const QuantizeOptions& options, 
 QuantizeResult quantize_planned(const io::Checkpoint& source, Plan& plan, const recipe::Recipe& recipe,
                                 const std::string& dst, const QuantizeOptions& options) {
   QuantizeOptions run_options = options;
-  if (plan.rounds_gptq()) {
+  if (plan.needs_model_pass()) {
     if (dist::ranks().size() > 1)
       throw_unsupported("rounding 'gptq' runs the model on one process; run it without mpirun");
     if (!options.round_weights)

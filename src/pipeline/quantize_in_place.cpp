@@ -169,7 +169,7 @@ Plan plan_in_place(const io::Checkpoint& original, const recipe::Recipe& recipe,
   try {
     Plan plan = make_plan(original, recipe, plan_options);
     refuse_in_place_requantize(plan, dir);
-    if (plan.rounds_gptq())
+    if (plan.needs_model_pass())
       throw_unsupported("rounding 'gptq' in place is not implemented; quantize to a new directory");
     plan.source = dir;
     return plan;

@@ -23,6 +23,7 @@
 #include "pipeline/shard_schedule.h"
 #include "quant/gptq_grid.h"
 #include "quant/row_blocks.h"
+#include "quant/rounding_traits.h"
 
 namespace fs = std::filesystem;
 
@@ -300,7 +301,7 @@ void produce(const TensorSource& source, const PlannedTensor& t, const QuantizeO
     }
   }
   quant::ErrorMetrics metrics;
-  if (t.scheme->rounding.value == quant::Rounding::Gptq) {
+  if (quant::rounding_input(t.scheme->rounding.value) == quant::RoundingInput::ModelPass) {
     qo.channel_weights = rounded_weights(options, t).channel_weights(t.source);
     quant::store_gptq_weights(*t.scheme, in, rounded_weights(options, t).view(t.source), weight_outs, metrics, qo);
   } else {
@@ -377,7 +378,7 @@ void produce_block(const PlannedTensor& t, const QuantizeOptions& options, Buffe
   qo.first_element = static_cast<std::uint64_t>(item.u0) * (shape_numel(info.shape) / static_cast<std::uint64_t>(units));
   quant::ErrorMetrics unused;
   const TensorView block{&block_info, f.block_source};
-  if (t.scheme->rounding.value == quant::Rounding::Gptq) {
+  if (quant::rounding_input(t.scheme->rounding.value) == quant::RoundingInput::ModelPass) {
     const TensorView whole = rounded_weights(options, t).view(t.source);
     qo.channel_weights = rounded_weights(options, t).channel_weights(t.source);
     const TensorInfo rounded_info{info.name, DType::F32, block_info.shape};

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "quant/act_modes.h"
+#include "quant/rounding_traits.h"
 
 namespace selq::planner {
 namespace {
@@ -65,7 +66,7 @@ std::string hardware_name(Hardware h) {
 bool Candidate::calibrated() const { return spec && quant::act_mode_traits(spec->act).is_static(); }
 
 bool Candidate::rounds_with_calibration() const {
-  return spec && (spec->rounding.value == quant::Rounding::Weighted || spec->rounding.value == quant::Rounding::Gptq);
+  return spec && quant::rounding_input(spec->rounding.value) != quant::RoundingInput::None;
 }
 
 const std::vector<Candidate>& all_candidates() {
@@ -81,9 +82,9 @@ const Candidate* find_candidate(const std::string& id) {
   const Candidate* base = find_candidate(id.substr(0, plus));
   if (!base || !base->spec) return nullptr;
   const quant::Rounding r = quant::parse_rounding(id.substr(plus + 1), "candidate rounding");
-  if (r == quant::Rounding::Gptq && !quant::gptq_supports(base->spec->kind))
-    throw_bad_input(fmt::format("candidate '{}': rounding 'gptq' rounds mxfp4, mxfp8, nvfp4 and int formats, not {}",
-                                id, base->id));
+  if (!quant::rounding_takes(r, base->spec->kind))
+    throw_bad_input(fmt::format("candidate '{}': rounding '{}' rounds {}, not {}", id, quant::rounding_name(r),
+                                quant::rounding_traits(r).takes_text, base->id));
   if (r == quant::Rounding::Nearest) return base;
   // Derived candidates live as long as the process, one per id (pointers are handed out).
   static std::mutex mu;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "export/module_names.h"
 #include "quant/scheme_traits.h"
+#include "quant/rounding_traits.h"
 #include "recipe/fused_modules.h"
 #include "runtime/calibrate.h"
 #include "runtime/eval.h"
@@ -93,18 +94,19 @@ std::vector<float> rounded_member(quant::SchemeSpec spec, const TensorView& w, q
                                 "tiers score it, the data-free tier cannot",
                                 candidate.id));
   std::vector<float> moments;
-  if (spec.rounding.value == quant::Rounding::Weighted) {
+  const quant::RoundingTraits& row = quant::rounding_traits(spec.rounding.value);
+  if (row.input == quant::RoundingInput::InputMoments) {
     moments = rounding->channel_weights(module);
     qopt.channel_weights = moments;
-    if (moments.empty()) spec.rounding.value = quant::Rounding::Mse;
-  } else if (spec.rounding.value == quant::Rounding::Gptq) {
+    if (moments.empty()) spec.rounding.value = row.without_input;
+  } else if (row.input == quant::RoundingInput::ModelPass) {
     const auto h = unit.layer >= 0 ? rounding->hessian(unit.layer, module) : std::span<const double>{};
     if (!h.empty()) {
       runtime::GptqOptions go;
       go.quantize = qopt;
       return runtime::gptq_round(spec, w, h, go).weight;
     }
-    spec.rounding.value = quant::Rounding::Mse;
+    spec.rounding.value = row.without_input;
   }
   quant::ErrorMetrics em;
   const auto outs = quantize_to_buffer(spec, w, storage, em, qopt);

@@ -13,6 +13,7 @@
 
 #include "core/codecs.h"
 #include "core/error.h"
+#include "quant/rounding_traits.h"
 #include "quant/scheme.h"
 
 namespace selq::quant::detail {
@@ -228,15 +229,16 @@ struct MatrixJob {
   std::span<std::span<std::uint8_t>> outs;
   std::vector<ErrorMetrics>* pieces;  // a 2-D block's metric pieces (TensorQuantizeOptions::pieces)
 };
-// Whether the rounding searches the scales (quant/rounding_mse.h); nearest
-// keeps the rule's, gptq the ones already in the outputs.
-inline bool searches_scales(Rounding r) { return r == Rounding::Mse || r == Rounding::Weighted; }
-inline bool keeps_given_scales(Rounding r) { return r == Rounding::Gptq; }
+// How the rounding's row chooses scales (quant/rounding_traits.h): searched
+// (quant/rounding_mse.h), the rule's, or the ones already in the outputs.
+inline bool searches_scales(Rounding r) { return scale_choice(r) == ScaleChoice::Searched; }
+inline bool keeps_given_scales(Rounding r) { return scale_choice(r) == ScaleChoice::Given; }
 
-// Rounding::Weighted's input-channel weights for the job's matrix (its
-// expert's slice of a 3-D stack); null for the other roundings.
+// The input-channel weights of a rounding whose row needs input moments, for
+// the job's matrix (its expert's slice of a 3-D stack); null for the others.
 inline const float* channel_weights_of(const MatrixJob& job) {
-  if (job.spec->rounding.value != Rounding::Weighted || job.options->channel_weights.empty()) return nullptr;
+  if (rounding_input(job.spec->rounding.value) != RoundingInput::InputMoments || job.options->channel_weights.empty())
+    return nullptr;
   return job.options->channel_weights.data() + (job.g.three_d ? job.e * job.g.in : 0);
 }
 // Each kind's quantize, dequantize and row kernels are declared beside its
@@ -256,6 +258,7 @@ void qdq_act_nvfp4(float* x, std::size_t n, float static_scale, ScaleRule mx_rul
 
 #include "quant/detail_parallel.h"
 #include "quant/detail_simd.h"
+#include "quant/rounding_traits.h"
 
 namespace selq::quant::detail {
 // The row loop of the one-scale-per-row kinds (FP8 per tensor and per

@@ -8,6 +8,7 @@
 #include "quant/detail.h"
 #include "quant/detail_simd.h"
 #include "quant/scheme_traits.h"
+#include "quant/rounding_traits.h"
 
 namespace selq::quant {
 
@@ -54,20 +55,21 @@ void check_outs_sizes(const std::vector<OutTensorSpec>& specs, std::size_t n,
   }
 }
 
-// Rounding::Weighted needs one finite, non-negative weight per input channel
-// (per expert for a 3-D stack).
-void check_channel_weights(std::span<const float> w, const detail::Geometry& g, const std::string& name) {
+// A rounding that needs input moments needs one finite, non-negative weight
+// per input channel (per expert for a 3-D stack).
+void check_channel_weights(std::span<const float> w, const detail::Geometry& g, const char* rounding,
+                           const std::string& name) {
   const auto want = static_cast<std::size_t>(g.three_d ? g.experts * g.in : g.in);
   if (w.size() != want)
-    throw_bad_input(fmt::format("rounding 'weighted' needs {} input-channel weights (each input channel's mean "
+    throw_bad_input(fmt::format("rounding '{}' needs {} input-channel weights (each input channel's mean "
                                 "squared activation, from `selq calibrate`), got {}",
-                                want, w.size()),
+                                rounding, want, w.size()),
                     ErrorWhere{{}, name, {}});
   for (std::size_t i = 0; i < w.size(); ++i)
     if (!(w[i] >= 0.0f) || !std::isfinite(w[i]))
-      throw_bad_input(fmt::format("input-channel weight {} is {}: rounding 'weighted' needs finite, non-negative "
+      throw_bad_input(fmt::format("input-channel weight {} is {}: rounding '{}' needs finite, non-negative "
                                   "weights",
-                                  i, w[i]),
+                                  i, w[i], rounding),
                       ErrorWhere{{}, name, {}});
 }
 
@@ -89,10 +91,10 @@ void quantize_weight(const SchemeSpec& spec, const TensorView& src,
   const auto specs = scheme_outputs(spec, info.shape);
   const detail::Geometry g = detail::geometry_for(spec, info.shape, info.name);
   check_outs_sizes(specs, outs.size(), [&](std::size_t i) { return outs[i].size(); }, info.name);
-  check_gptq_supported(spec, info.name);
+  check_rounding_supported(spec, info.name);
   // fp8-tensor's one scale is not searched (any rounding is nearest's).
-  if (spec.rounding.value == Rounding::Weighted && spec.kind != SchemeKind::FP8Tensor)
-    check_channel_weights(options.channel_weights, g, info.name);
+  if (rounding_input(spec.rounding.value) == RoundingInput::InputMoments && spec.kind != SchemeKind::FP8Tensor)
+    check_channel_weights(options.channel_weights, g, rounding_name(spec.rounding.value), info.name);
   ErrorMetrics total;
   // Pieces: a 2-D weight's row chunks (the kernel's), a 3-D one's experts.
   std::vector<ErrorMetrics>* const pieces = options.pieces;

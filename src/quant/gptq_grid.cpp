@@ -5,12 +5,13 @@
 #include <fmt/format.h>
 
 #include "quant/detail.h"
+#include "quant/rounding_traits.h"
 
 namespace selq::quant {
 
 ElementGrid::ElementGrid(const SchemeSpec& spec, const Shape& shape,
                          std::span<const std::span<const std::uint8_t>> outs) {
-  if (!gptq_supports(spec.kind) || shape.size() != 2)
+  if (!rounding_takes(Rounding::Gptq, spec.kind) || shape.size() != 2)
     throw Error(ErrorKind::Internal, fmt::format("ElementGrid: {} of shape {}", spec.name(), shape_to_string(shape)));
   out_ = shape[0];
   in_ = shape[1];

@@ -13,7 +13,7 @@ namespace selq::quant {
 
 class ElementGrid {
  public:
-  // `spec` a kind gptq_supports, `shape` a 2-D [out, in] weight, `outs` its
+  // `spec` a kind rounding_takes(Rounding::Gptq, ·), `shape` a 2-D [out, in] weight, `outs` its
   // quantize_weight outputs (only the scale, global and zero-point ones are read).
   ElementGrid(const SchemeSpec& spec, const Shape& shape, std::span<const std::span<const std::uint8_t>> outs);
 

@@ -16,6 +16,7 @@
 #include "quant/detail_simd.h"
 #include "quant/row_kernel.h"
 #include "quant/scheme_traits.h"
+#include "quant/rounding_traits.h"
 
 namespace selq::quant {
 namespace {
@@ -150,12 +151,13 @@ void measure_weight(std::span<const SchemeSpec> specs, const TensorView& src,
   Geometry g;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (options[i].pieces) throw Error(ErrorKind::Internal, "measure_weight: metric pieces are not supported");
-    if (specs[i].rounding.value == Rounding::Gptq)  // its weights come from the runtime (runtime/gptq.h)
-      throw Error(ErrorKind::Internal, "measure_weight: rounding gptq is not measured from the weight alone");
+    if (rounding_input(specs[i].rounding.value) == RoundingInput::ModelPass)  // its weights come from the runtime
+      throw Error(ErrorKind::Internal, fmt::format("measure_weight: rounding {} is not measured from the weight alone",
+                                                   rounding_name(specs[i].rounding.value)));
     g = geometry_for(specs[i], src.info->shape, src.info->name);  // the same for every scheme
     const SchemeTraits& traits = scheme_traits(specs[i].kind);
-    // Weighted takes its channel weights through quantize_weight (checked there).
-    if (!traits.row_kernel || specs[i].rounding.value == Rounding::Weighted) {
+    // A rounding with input moments takes them through quantize_weight (checked there).
+    if (!traits.row_kernel || rounding_input(specs[i].rounding.value) == RoundingInput::InputMoments) {
       metrics[i] = measure_by_quantizing(specs[i], src, options[i]);
       continue;
     }

@@ -57,14 +57,7 @@ enum class Rounding : std::uint8_t {
   // that `outs` holds on entry (gptq_keeps_scales). MX, NVFP4 and INT kinds.
   Gptq,
 };
-// Recipe names: "nearest", "mse", "weighted", "gptq".
-const char* rounding_name(Rounding r);
-// The rounding a recipe or option names. Throws BadInput naming `what` (the
-// option, e.g. "--rounding") for an unknown name.
-Rounding parse_rounding(std::string_view name, std::string_view what);
-// Whether a kind's scales can be kept for GPTQ (its rows have a per-element
-// grid: MXFP4, MXFP8, NVFP4, int per channel or group).
-bool gptq_supports(SchemeKind kind);
+// Its row (name, input, scale choice, kinds): quant/rounding_traits.h.
 
 // A SchemeSpec's rounding. It compares equal to any other: SchemeSpec's ==
 // compares stored formats (dialect config groups, engine replays, fused-group
@@ -102,10 +95,6 @@ struct SchemeSpec {
   std::string name() const;
   bool operator==(const SchemeSpec&) const = default;
 };
-
-// Throws Unsupported naming `tensor` when `spec` rounds `gptq` on a kind that
-// gptq_supports refuses.
-void check_gptq_supported(const SchemeSpec& spec, const std::string& tensor);
 
 // What each output tensor is, independent of how a dialect names it.
 enum class OutRole {

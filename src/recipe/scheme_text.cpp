@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "quant/act_modes.h"
 #include "quant/scheme_traits.h"
+#include "quant/rounding_traits.h"
 #include "recipe/recipe.h"
 #include "recipe/scheme_option_values.h"
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "quant/gptq_grid.h"
+#include "quant/rounding_traits.h"
 #include "runtime/blas.h"
 #include "runtime/linear.h"
 
@@ -123,7 +124,7 @@ GptqResult gptq_round(const quant::SchemeSpec& spec, const TensorView& weight, s
   if (shape.size() != 2)
     throw_unsupported(fmt::format("rounding 'gptq' of a {}-D tensor is not implemented", shape.size()),
                       ErrorWhere{{}, name, {}});
-  quant::check_gptq_supported(spec, name);
+  quant::check_rounding_supported(spec, name);
   const std::int64_t out = shape[0], n = shape[1];
   if (hessian.size() != static_cast<std::size_t>(n * n))
     throw Error(ErrorKind::Internal, fmt::format("gptq_round: Hessian of {} values for {} inputs", hessian.size(), n),

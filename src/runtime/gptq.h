@@ -47,7 +47,7 @@ struct GptqResult {
   std::vector<float> nearest;  // [out, in] with options.with_nearest: the original on the grid, each element to nearest
 };
 
-// `weight` a 2-D [out, in] float tensor of a kind quant::gptq_supports;
+// `weight` a 2-D [out, in] float tensor of a kind quant::rounding_takes(Rounding::Gptq, kind);
 // `hessian` [in, in] row-major, symmetric (Σ x xᵀ; any positive scale).
 // Throws BadInput naming the tensor when H stays indefinite after dampening.
 GptqResult gptq_round(const quant::SchemeSpec& spec, const TensorView& weight, std::span<const double> hessian,

@@ -17,6 +17,7 @@
 #include "pipeline/manifest.h"
 #include "quant/gptq_grid.h"
 #include "quant/scheme.h"
+#include "quant/rounding_traits.h"
 #include "runtime/causal_lm.h"
 #include "runtime/calibration_text.h"
 #include "runtime/eval.h"
@@ -127,7 +128,7 @@ namespace {
 // group (as the writer computes it; only groups holding a gptq tensor are read).
 std::map<std::string, Target> gptq_targets(const io::Checkpoint& source, const pipeline::Plan& plan) {
   const auto rounds_gptq = [](const pipeline::PlannedTensor& t) {
-    return t.scheme && t.scheme->rounding.value == quant::Rounding::Gptq;
+    return t.scheme && quant::rounding_input(t.scheme->rounding.value) == quant::RoundingInput::ModelPass;
   };
   std::map<std::string, float> group_amax;
   for (const auto& t : plan.tensors)

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "quant/scheme.h"
+#include "quant/rounding_traits.h"
 
 using namespace selq;
 using namespace selq::quant;

@@ -300,23 +300,6 @@ TEST(RoundingMse, FormatEqualityIgnoresRounding) {
   EXPECT_EQ(b.rounding.value, Rounding::Mse);
 }
 
-TEST(RoundingMse, Names) {
-  EXPECT_EQ(parse_rounding("nearest", "--rounding"), Rounding::Nearest);
-  EXPECT_EQ(parse_rounding("mse", "--rounding"), Rounding::Mse);
-  EXPECT_EQ(parse_rounding("weighted", "--rounding"), Rounding::Weighted);
-  EXPECT_STREQ(rounding_name(Rounding::Mse), "mse");
-  EXPECT_STREQ(rounding_name(Rounding::Weighted), "weighted");
-  EXPECT_EQ(parse_rounding("gptq", "--rounding"), Rounding::Gptq);
-  EXPECT_STREQ(rounding_name(Rounding::Gptq), "gptq");
-  try {
-    parse_rounding("stochastic", "--rounding");
-    FAIL() << "stochastic";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-    EXPECT_NE(std::string(e.what()).find("unknown --rounding 'stochastic'"), std::string::npos) << e.what();
-  }
-}
-
 TEST(RoundingMse, RecipeOptionTopLevelKeyAndOverride) {
   const std::string text =
       "name: t\narch: llama\nrules:\n"

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "quant/rounding_mse.h"
 #include "quant/scheme.h"
+#include "quant/rounding_traits.h"
 #include "quantize_roundtrip.h"
 
 using namespace selq;

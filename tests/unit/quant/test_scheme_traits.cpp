@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "quant/act_modes.h"
+#include "quant/rounding_traits.h"
 #include "quant/scheme.h"
 #include "quant/scheme_traits.h"
 
@@ -67,9 +68,9 @@ TEST(SchemeTraits, EveryKindIsWritableUnderEveryActivationMode) {
 
 // What the row says of GPTQ, the F32-scale dialects and its row kernel.
 TEST(SchemeTraits, RowsSayWhatGptqAndTheDialectsNeed) {
-  EXPECT_TRUE(gptq_supports(SchemeKind::NVFP4));
-  EXPECT_TRUE(gptq_supports(SchemeKind::IntGroup));
-  EXPECT_FALSE(gptq_supports(SchemeKind::FP8Channel));  // no per-element grid once the clip is searched
+  EXPECT_TRUE(rounding_takes(Rounding::Gptq, SchemeKind::NVFP4));
+  EXPECT_TRUE(rounding_takes(Rounding::Gptq, SchemeKind::IntGroup));
+  EXPECT_FALSE(rounding_takes(Rounding::Gptq, SchemeKind::FP8Channel));  // no per-element grid once the clip is searched
   const SchemeSpec channel{.kind = SchemeKind::FP8Channel, .scale_dtype = selq::DType::BF16};
   const SchemeSpec f32 = scheme_traits(SchemeKind::FP8Channel).f32_scale_form(channel);
   EXPECT_EQ(f32.scale_dtype, selq::DType::F32);

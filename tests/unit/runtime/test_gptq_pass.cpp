@@ -56,7 +56,7 @@ TEST(GptqPass, HessianBudgetGivesTheSameWeights) {
       "g.yaml");
   const auto ck = io::Checkpoint::open(src);
   const pipeline::Plan plan = pipeline::make_plan(*ck, recipe);
-  ASSERT_TRUE(plan.rounds_gptq());
+  ASSERT_TRUE(plan.needs_model_pass());
 
   auto pass = [&](std::uint64_t budget, const std::string& work) {
     GptqPassOptions o;
