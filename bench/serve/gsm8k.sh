@@ -19,11 +19,11 @@ for m in "$@"; do
   name=$(basename "$m")
   [ -d "$W/out-$name" ] && continue
   port=$((20000 + RANDOM % 20000))
-  "$S" serve "$m" --port $port --slots 8 -q & pid=$!
+  "$S" serve "$m" --port $port --slots 8 --timeout 7200 -q & pid=$!
   until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do sleep 1; kill -0 $pid; done
   start=$(date +%s)
   HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 "$PY" -m lm_eval --model local-completions \
-    --model_args "base_url=http://127.0.0.1:$port/v1/completions,model=$name,num_concurrent=8,max_retries=1,max_gen_toks=256" \
+    --model_args "base_url=http://127.0.0.1:$port/v1/completions,model=$name,num_concurrent=8,max_retries=1,max_gen_toks=256,timeout=3600" \
     --tasks gsm8k_local --include_path "$W/tasks" --limit "$LIMIT" --log_samples --output_path "$W/out-$name.tmp" \
     > "$W/lm-eval-$name.log" 2>&1
   echo "$name: $(( $(date +%s) - start )) s" | tee -a "$W/times.txt"

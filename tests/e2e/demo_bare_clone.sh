@@ -86,7 +86,7 @@ r = json.load(open(sys.argv[1]))
 assert "Austen" in r["text_source"], r["text_source"]
 assert "Persuasion" in r["prompts_source"], r["prompts_source"]
 q = r["quantized"]
-assert len(q) == 7, [m["path"] for m in q]  # five shipped recipes, llama-nvfp4 with mse, the planned mix
+assert len(q) == 6, [m["path"] for m in q]  # four shipped recipes, llama-nvfp4 with mse, the planned mix
 assert any(m["path"].endswith("llama-nvfp4-mse") for m in q), [m["path"] for m in q]
 assert q[-1]["path"].endswith("planned-6"), q[-1]["path"]
 assert q[-1]["linear_bits_per_weight"] <= 6.0, q[-1]["linear_bits_per_weight"]
@@ -101,7 +101,7 @@ for m in q:
         assert isinstance(i["lo"], float) and isinstance(i["hi"], float) and i["lo"] <= i["value"] <= i["hi"], \
             (m["path"], part, k, i)
     assert m["statistics"]["kld"]["mean"]["se"] >= 0, m["statistics"]
-assert len(r["paired"]) == 21, len(r["paired"])
+assert len(r["paired"]) == 15, len(r["paired"])
 assert r["uncertainty"]["windows"] == 8 and r["uncertainty"]["prompts"] == 8, r["uncertainty"]
 print("demo in a bare clone: ok,", len(q), "recipes evaluated")
 PY
