@@ -9,6 +9,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/expert_name.h"
+
 namespace selq::exporter {
 
 const std::vector<FusedRule>& packed_modules(EngineFamily family) {
@@ -32,17 +34,10 @@ std::string parent_of(const std::string& name) {
 }
 
 std::optional<std::string> experts_parent(const std::string& module) {
-  // <parent>.experts.<digits>.<proj>
-  auto proj_dot = module.rfind('.');
-  if (proj_dot == std::string::npos || proj_dot == 0) return std::nullopt;
-  auto idx_dot = module.rfind('.', proj_dot - 1);
-  if (idx_dot == std::string::npos) return std::nullopt;
-  std::string idx = module.substr(idx_dot + 1, proj_dot - idx_dot - 1);
-  if (idx.empty() || !std::all_of(idx.begin(), idx.end(), [](unsigned char c) { return std::isdigit(c); }))
-    return std::nullopt;
-  std::string parent = module.substr(0, idx_dot);
-  if (last_component(parent) != "experts") return std::nullopt;
-  return parent;
+  // <parent>.experts.<digits>.<proj>, the projection one component
+  const auto e = parse_routed_expert(module);
+  if (!e || e->rest.empty() || e->rest.find('.') != std::string_view::npos) return std::nullopt;
+  return std::string(e->experts);
 }
 
 bool engine_never_quantizes(const std::string& m) {

@@ -15,6 +15,7 @@
 #include "core/codecs.h"
 #include "export/dialect.h"
 #include "core/error.h"
+#include "core/expert_name.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -86,7 +87,7 @@ std::vector<std::uint8_t> to_bf16_bytes(const std::vector<float>& v) {
   return b;
 }
 
-bool is_routed_expert(const std::string& name) { return name.find(".mlp.experts.") != std::string::npos; }
+bool is_routed_expert(const std::string& name) { return parse_routed_expert(name).has_value(); }
 
 // compressed-tensors NVFP4 (what a published NVFP4 checkpoint holds): the
 // tensors that replace `<module>.weight`.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/expert_name.h"
+
 namespace selq::recipe {
 
 const std::vector<FusedRule>& fused_linear_rules() {
@@ -13,19 +15,6 @@ const std::vector<FusedRule>& fused_linear_rules() {
   return rules;
 }
 
-namespace {
-
-// "...experts.<digits>" (a routed expert's own prefix).
-bool is_routed_expert(std::string_view parent) {
-  const auto dot = parent.rfind('.');
-  if (dot == std::string_view::npos) return false;
-  const std::string_view index = parent.substr(dot + 1), above = parent.substr(0, dot);
-  return !index.empty() && std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-         (above == "experts" || above.ends_with(".experts"));
-}
-
-}  // namespace
-
 std::string fused_shard_key(std::string_view module) {
   const auto dot = module.rfind('.');
   if (dot == std::string_view::npos) return {};
@@ -33,7 +22,9 @@ std::string fused_shard_key(std::string_view module) {
   for (const auto& rule : fused_linear_rules())
     if (std::find(rule.shards.begin(), rule.shards.end(), last) != rule.shards.end())
       return std::string(parent) + "." + rule.fused;
-  if ((last == "w1" || last == "w3") && is_routed_expert(parent)) return std::string(parent) + ".w13";
+  // w1/w3 directly under a routed expert's own prefix ("...experts.<digits>").
+  if (last == "w1" || last == "w3")
+    if (const auto e = parse_routed_expert(parent); e && e->rest.empty()) return std::string(parent) + ".w13";
   return {};
 }
 

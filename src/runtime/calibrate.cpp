@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/expert_name.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "runtime/eval.h"
@@ -94,15 +95,9 @@ struct ExpertName {
   std::string layer_prefix, expert, projection;
 };
 std::optional<ExpertName> routed_expert(const std::string& module) {
-  static const std::string kKey = ".mlp.experts.";
-  const auto k = module.find(kKey);
-  if (k == std::string::npos) return std::nullopt;
-  const auto e0 = k + kKey.size();
-  const auto dot = module.find('.', e0);
-  if (dot == std::string::npos || dot == e0) return std::nullopt;
-  const std::string e = module.substr(e0, dot - e0);
-  if (e.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  return ExpertName{module.substr(0, e0), e, module.substr(dot + 1)};
+  const auto e = parse_routed_expert(module);
+  if (!e || e->rest.empty()) return std::nullopt;
+  return ExpertName{std::string(e->experts) + ".", std::string(e->index), std::string(e->rest)};
 }
 
 // The routed experts of one layer and projection: "model.layers.3.mlp.experts.*.down_proj".
