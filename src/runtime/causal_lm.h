@@ -1,17 +1,18 @@
 #pragma once
 // The runtime's model seam: one interface for a causal language model (a
 // batch of tokens through a KV cache, logits, a hook on every linear's input)
-// and the registry that picks the implementation by config.json `model_type`.
-// eval, calibrate and the planner's runtime tiers see only this interface.
+// and load_model, which picks the implementation by config.json `model_type`
+// (the rows of runtime/architectures.cpp). eval, calibrate, serve and the
+// planner's runtime tiers see only this interface.
 //
 // Adding an architecture: a class deriving from DecoderLM (runtime/decoder_lm.h:
 // embeddings, layers through a cache, final norm, head; or from CausalLM for
 // another shape) in its own file(s) under src/runtime/, a `load` taking the
-// checkpoint directory, and one row in
-// the table of causal_lm.cpp (`kArchitectures`) naming the model_type values
-// it runs. The class routes every linear through CausalLM::linear so hooks see
-// what each module reads (per expert for MoE layers), and refuses in one line
-// any config field it does not implement (hf_config.h's helpers name it).
+// opened checkpoint, and one row per model_type it runs in
+// runtime/architectures.cpp (`kArchitectures`). The class routes every linear
+// through CausalLM::linear so hooks see what each module reads (per expert for
+// MoE layers), and refuses in one line any config field it does not implement
+// (hf_config.h's helpers name it).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -116,10 +117,10 @@ class CausalLM {
   void* hook_ctx_{nullptr};
 };
 
-// The checkpoint directory's model, by its config.json model_type: llama,
-// mistral, qwen2 (LlamaModel); deepseek_v3, kimi_k2, deepseek_v2 where its
-// config is DeepSeek-V3's (DeepseekV3Model). Anything else: Unsupported,
-// naming the model_type and the ones the runtime runs.
+// The checkpoint directory's model, by its config.json model_type, from the
+// rows of runtime/architectures.cpp (llama, mistral, qwen2: LlamaModel;
+// deepseek_v3, kimi_k2, deepseek_v2 with V3's router: DeepseekV3Model).
+// Anything else: Unsupported, naming the model_type and the ones it runs.
 std::unique_ptr<CausalLM> load_model(const std::string& path);
 
 // The model_type values load_model runs.

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "runtime/architectures.h"
 #include "runtime/blas.h"
 #include "runtime/model_ops.h"
 
@@ -84,9 +85,7 @@ DeepseekV3Config deepseek_v3_config_from_json(const json& file, const std::strin
   if (!c.contains("model_type") || !c["model_type"].is_string())
     throw_bad_input(fmt::format("{}: config.json has no 'model_type'", source));
   DeepseekV3Config cfg;
-  cfg.model_type = c["model_type"];
-  if (cfg.model_type != "deepseek_v3" && cfg.model_type != "kimi_k2" && cfg.model_type != "deepseek_v2")
-    throw_unsupported(fmt::format("{}: model_type '{}' is not a DeepSeek-V3 family decoder", source, cfg.model_type));
+  cfg.model_type = c["model_type"];  // one the registry gave this loader (runtime/architectures.cpp)
   // DeepSeek-V2's own router (softmax, greedy top-k) is another model: a V2
   // config runs here only when it states V3's.
   const bool v2 = cfg.model_type == "deepseek_v2";
@@ -289,7 +288,11 @@ class LayerLoader {
 }  // namespace
 
 std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(const std::string& path) {
-  const std::shared_ptr<const io::Checkpoint> ck = io::Checkpoint::open(path);
+  return load(checked_checkpoint(path, "deepseek-v3"), path);
+}
+
+std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(std::shared_ptr<const io::Checkpoint> ck,
+                                                       const std::string& path) {
   const auto mapping = mapping_of(ck);
   auto m = std::unique_ptr<DeepseekV3Model>(new DeepseekV3Model());
   m->path_ = path;

@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/checkpoint.h"
 #include "runtime/decoder_lm.h"
 #include "runtime/hf_config.h"
 #include "runtime/linear.h"
@@ -80,7 +81,10 @@ struct DeepseekV3Layer {
 
 class DeepseekV3Model : public DecoderLM {
  public:
+  // As LlamaModel::load: the checkpoint opened and its model_type checked by
+  // load_model (runtime/architectures.cpp).
   static std::unique_ptr<DeepseekV3Model> load(const std::string& path);
+  static std::unique_ptr<DeepseekV3Model> load(std::shared_ptr<const io::Checkpoint> ck, const std::string& path);
 
   const DeepseekV3Config& config() const { return cfg_; }
   const std::string& model_type() const override { return cfg_.model_type; }

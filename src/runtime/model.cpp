@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "runtime/architectures.h"
 #include "runtime/blas.h"
 #include "runtime/hf_config.h"
 #include "runtime/model_ops.h"
@@ -37,9 +38,6 @@ LlamaConfig llama_config_from_json(const nlohmann::json& file, const std::string
   const nlohmann::json& c = decoder_config(file);
   if (!c.contains("model_type") || !c["model_type"].is_string())
     throw_bad_input(fmt::format("{}: config.json has no 'model_type'", source));
-  const std::string mt = c["model_type"];
-  if (mt != "llama" && mt != "mistral" && mt != "qwen2")
-    throw_unsupported(fmt::format("{}: model_type '{}' is not a Llama-family decoder the runtime runs", source, mt));
   LlamaConfig cfg;
   cfg.hidden = req_int(c, "hidden_size", source);
   cfg.intermediate = req_int(c, "intermediate_size", source);
@@ -62,7 +60,10 @@ LlamaConfig llama_config_from_json(const nlohmann::json& file, const std::string
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
-  const std::shared_ptr<const io::Checkpoint> ck = io::Checkpoint::open(path);
+  return load(checked_checkpoint(path, "llama"), path);
+}
+
+std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const io::Checkpoint> ck, const std::string& path) {
   const auto mapping = mapping_of(ck);
   auto m = std::unique_ptr<LlamaModel>(new LlamaModel());
   m->path_ = path;

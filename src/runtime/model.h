@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/checkpoint.h"
 #include "runtime/decoder_lm.h"
 #include "runtime/linear.h"
 
@@ -25,8 +26,9 @@ struct LlamaConfig {
   float rope_theta{10000.0f};
   bool tie_embeddings{false};
 };
-// From an HF config.json; BadInput/Unsupported naming `source` for what the
-// runtime cannot run (non-Llama architectures, rope_scaling).
+// From an HF config.json whose model_type the registry gave Llama's loader
+// (runtime/architectures.cpp); BadInput/Unsupported naming `source` for what
+// the runtime cannot run (rope_scaling, inconsistent heads).
 LlamaConfig llama_config_from_json(const nlohmann::json& config, const std::string& source);
 
 struct LlamaLayer {
@@ -36,9 +38,11 @@ struct LlamaLayer {
 
 class LlamaModel : public DecoderLM {
  public:
-  // A checkpoint directory (config.json + safetensors). Quantized linears are
-  // resolved from its quantization_config.
+  // A checkpoint directory (config.json + safetensors), opened and its
+  // model_type checked by load_model (runtime/architectures.cpp). Quantized
+  // linears are resolved from its quantization_config.
   static std::unique_ptr<LlamaModel> load(const std::string& path);
+  static std::unique_ptr<LlamaModel> load(std::shared_ptr<const io::Checkpoint> ck, const std::string& path);
 
   const LlamaConfig& config() const { return cfg_; }
   const std::string& model_type() const override { return model_type_; }
