@@ -67,7 +67,8 @@ std::vector<int> assign_tensors(const Plan& plan, int ranks) {
 
 Assignment assign_work(const Plan& plan, int ranks, const std::string& split_by) {
   if (split_by != "auto" && split_by != "shard" && split_by != "tensor")
-    throw_bad_input(fmt::format("--split-by {}: expected auto, shard or tensor", split_by));
+    throw_bad_input(fmt::format("unknown way to split the work between ranks '{}' (expected auto, shard or tensor)",
+                                split_by));
   Assignment a;
   a.shard_rank = assign_shards(plan, ranks);
   a.tensor_rank.assign(plan.tensors.size(), 0);

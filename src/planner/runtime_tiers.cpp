@@ -35,9 +35,8 @@ runtime::Linear& linear_of(runtime::CausalLM& model, const std::string& module) 
 float calibrated_amax(const InputAmax& input_amax, const std::string& module, const Candidate& c) {
   const auto it = input_amax.find(module);
   if (it == input_amax.end() || !(it->second > 0.0f) || !std::isfinite(it->second))
-    throw_bad_input(fmt::format("{}: {} has no positive input amax for this module (selq plan takes it from "
-                                "--calibration, made by `selq calibrate`)",
-                                module, c.id));
+    throw_bad_input(fmt::format("{}: {} has no positive input amax for this module in the calibration", module, c.id),
+                    {}, ErrorHint::CalibrationFile);
   return it->second;
 }
 
@@ -205,8 +204,8 @@ CalibrationTokens calibration_tokens(const std::string& checkpoint_dir, const Ca
   if (out.tokens.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text.source));
   if (static_cast<std::int64_t>(out.rounding.size()) < rounding_tokens)
     throw_bad_input(fmt::format("{}: +weighted and +gptq candidates round with the {} calibration tokens after the "
-                                "{} scored, and the text has {} more; give a longer --calibration-text or fewer "
-                                "--calibration-tokens",
+                                "{} scored, and the text has {} more; give a longer calibration text or score fewer "
+                                "tokens",
                                 text.source, rounding_tokens, out.tokens.size(), out.rounding.size()));
   std::vector<std::int32_t> all = out.tokens;
   all.insert(all.end(), out.rounding.begin(), out.rounding.end());

@@ -278,7 +278,7 @@ void check_tier_scores(const std::vector<Candidate>& candidates, Tier tier) {
   for (const auto& c : candidates)
     if (c.rounds_with_calibration())
       throw_bad_input(fmt::format("candidate '{}' rounds with calibration rows, which the data-free tier does not "
-                                  "run: score it with --tier activation-aware or measured",
+                                  "run: score it with the activation-aware or measured tier",
                                   c.id));
 }
 

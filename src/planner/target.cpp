@@ -101,7 +101,7 @@ TargetResult plan_target(const io::Checkpoint& ckpt, const TargetRequest& req) {
     if (!r.mix)
       // Rounded up, so that the number shown is a target that works (the
       // per-tensor scales put uniform NVFP4 a little above 4.5).
-      throw_bad_input(fmt::format("--target-bpw {} is below the smallest mix these candidates reach ({:.3f} "
+      throw_bad_input(fmt::format("a target of {} bits per weight is below the smallest mix these candidates reach ({:.3f} "
                                   "bits per linear weight; the largest is {:.3f})",
                                   *req.target_bpw, std::ceil(r.min_bpw * 1000) / 1000, r.max_bpw));
     if (req.refine > 0) refine(ckpt, req, planner, r);

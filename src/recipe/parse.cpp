@@ -343,7 +343,7 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
 Recipe with_rounding(const Recipe& recipe, quant::Rounding rounding) {
   if (recipe.rounding) {
     if (*recipe.rounding == rounding) return recipe;
-    throw_bad_input(fmt::format("--rounding {} conflicts with the recipe's own 'rounding: {}'; drop one of them",
+    throw_bad_input(fmt::format("rounding {} conflicts with the recipe's own 'rounding: {}'; drop one of them",
                                 quant::rounding_name(rounding), quant::rounding_name(*recipe.rounding)),
                     ErrorWhere(recipe.path));
   }

@@ -101,7 +101,7 @@ EvalData load_eval(const std::string& path, const std::string& checkpoint_dir) {
       }
     }
   } catch (const json::exception& e) {
-    throw_bad_input(fmt::format("{}: not an eval file of selq eval --json: {}", path, e.what()));
+    throw_bad_input(fmt::format("{}: not the JSON of selq eval: {}", path, e.what()));
   }
   if (!found)
     throw_bad_input(fmt::format("{}: evaluates {} against {}, not {} (an eval of another model?)", path,

@@ -243,7 +243,7 @@ class ReportBuilder {
         "<h2 id=\"rounding\">Rounding: GPTQ</h2>\n<p class=\"note\">Calibrated on {:.0f} tokens in sequences of {:.0f}: "
         "{}.</p>\n",
         g.tokens, g.context, xml_escape(g.text));
-    if (!g.gated) return h + "<p class=\"note\">No gate (--no-gptq-gate): every linear kept GPTQ's weights.</p>\n";
+    if (!g.gated) return h + "<p class=\"note\">No gate (the run asked for none): every linear kept GPTQ's weights.</p>\n";
     h += fmt::format(
         "<p class=\"note\">The gate held {:.0f} calibration sequence(s) out of the fit and kept, per linear, GPTQ's "
         "weights or the nearest rounding on the same scales, whichever had less output error on them: "

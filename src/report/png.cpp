@@ -32,10 +32,10 @@ std::vector<std::string> write_pngs(const std::vector<std::pair<std::string, std
     argv.push_back(nullptr);
     pid_t pid = 0;
     if (posix_spawnp(&pid, "rsvg-convert", nullptr, nullptr, argv.data(), environ) != 0)
-      throw_bad_input("--png needs rsvg-convert (Debian package librsvg2-bin)");
+      throw_bad_input("a PNG needs rsvg-convert (Debian package librsvg2-bin)");
     int st = 0;
     if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      if (WIFEXITED(st) && WEXITSTATUS(st) == 127) throw_bad_input("--png needs rsvg-convert (Debian package librsvg2-bin)");
+      if (WIFEXITED(st) && WEXITSTATUS(st) == 127) throw_bad_input("a PNG needs rsvg-convert (Debian package librsvg2-bin)");
       throw_bad_input(fmt::format("rsvg-convert failed on {}", svg_path));
     }
     out.push_back(png_path);

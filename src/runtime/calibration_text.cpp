@@ -37,9 +37,10 @@ DefaultText read_input(const std::string& input, std::size_t max_bytes) {
   if (fs::is_regular_file(input, ec)) return {io::read_file(input), input};
   for (const auto& s : text_sources())
     if (s.name == input) return read_text_source(input, max_bytes);
-  throw_bad_input(fmt::format("calibration text '{}' is no file, directory or text source (`selq text --list` "
-                              "lists the sources)",
-                              input));
+  std::string names;
+  for (const auto& s : text_sources()) names += fmt::format("{}{}", names.empty() ? "" : ", ", s.name);
+  throw_bad_input(fmt::format("calibration text '{}' is no file, directory or text source (the sources: {})", input,
+                              names));
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ const std::vector<DemoModel>& demo_models() {
 const DemoModel& demo_model(const std::string& name) {
   for (const auto& m : demo_models())
     if (name == m.name) return m;
-  throw_bad_input(fmt::format("--model {}: expected smollm2-135m or qwen2.5-coder-1.5b", name));
+  throw_bad_input(fmt::format("unknown demo model '{}' (expected smollm2-135m or qwen2.5-coder-1.5b)", name));
 }
 
 std::string find_demo_gguf(const DemoModel& model) {

@@ -346,8 +346,8 @@ class Evaluation {
  private:
   // The options are checked before the tokenizer is read.
   static Tokenizer checked_tokenizer(const std::string& base_path, const EvalOptions& o) {
-    if (o.context < 2) throw_bad_input("--context must be at least 2 tokens");
-    if (o.draft_k < 1) throw_bad_input("--draft-k must be at least 1");
+    if (o.context < 2) throw_bad_input(fmt::format("a context of {} tokens: it must be at least 2", o.context));
+    if (o.draft_k < 1) throw_bad_input(fmt::format("{} draft tokens per verification step: at least 1", o.draft_k));
     return tokenizer_of(base_path);
   }
 

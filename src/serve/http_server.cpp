@@ -76,7 +76,8 @@ struct HttpServer::Impl {
     }
     if (done.wait_for(std::chrono::seconds(o.timeout_s)) != std::future_status::ready) {
       work->cancelled = true;
-      reply_error(res, 504, fmt::format("no answer within {} s (--timeout); the request was dropped", o.timeout_s));
+      reply_error(res, 504, fmt::format("no answer within the server's timeout of {} s; the request was dropped",
+                                        o.timeout_s));
       return false;
     }
     if (!work->error.empty()) {  // shutting down (503, retry elsewhere), or the model failed (500)
@@ -188,9 +189,10 @@ struct HttpServer::Impl {
                        {"prompt_tokens", s.prompt_tokens}, {"generated_tokens", s.generated_tokens},
                        {"sequences", s.sequences}});
     });
-    svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (res.status == 404) reply_error(res, 404, fmt::format("no route {} {}", req.method, req.path));
-      else if (res.status == 413) reply_error(res, 413, "the request body is larger than --max-body");
+      else if (res.status == 413)
+        reply_error(res, 413, fmt::format("the request body is larger than the server's limit of {} bytes", o.max_body));
     });
   }
 };
