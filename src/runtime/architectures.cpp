@@ -81,6 +81,11 @@ std::shared_ptr<const io::Checkpoint> checked_checkpoint(const std::string& path
   return ck;
 }
 
+void require_runtime_architecture(const std::string& path) {
+  const std::shared_ptr<const io::Checkpoint> ck = io::Checkpoint::open(path);
+  row_or_refuse(model_type_of(*ck, path), path);
+}
+
 std::unique_ptr<CausalLM> load_model(const std::string& path) {
   std::shared_ptr<const io::Checkpoint> ck = io::Checkpoint::open(path);
   return row_or_refuse(model_type_of(*ck, path), path).load(std::move(ck), path);

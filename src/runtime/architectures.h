@@ -28,6 +28,9 @@ std::span<const RuntimeArchitecture> runtime_architectures();
 const RuntimeArchitecture* find_runtime_architecture(std::string_view model_type);
 // "llama, mistral, qwen2 and deepseek_v3", the model_types that run layer by layer.
 std::string layer_by_layer_model_types_text();
+// Unsupported in one line unless the runtime runs the checkpoint's model_type
+// (before anything else is read: its tokenizer, the text).
+void require_runtime_architecture(const std::string& path);
 // Opens `path`, reads its model_type and checks that its row is of `family`
 // (a loader called directly, not through load_model); the opened checkpoint.
 std::shared_ptr<const io::Checkpoint> checked_checkpoint(const std::string& path, std::string_view family);

@@ -1,8 +1,6 @@
 // selq eval: perplexity, KL, top-1 agreement and draft acceptance.
 #include "runtime/eval.h"
 
-#include "runtime/chatml.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,8 +13,10 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "runtime/architectures.h"
 #include "runtime/base_logprobs.h"
 #include "runtime/causal_lm.h"
+#include "runtime/chatml.h"
 #include "runtime/model.h"
 #include "runtime/speculate.h"
 #include "runtime/text_overlap.h"
@@ -344,10 +344,11 @@ class Evaluation {
   }
 
  private:
-  // The options are checked before the tokenizer is read.
+  // The options and the base's architecture are checked before the tokenizer is read.
   static Tokenizer checked_tokenizer(const std::string& base_path, const EvalOptions& o) {
     if (o.context < 2) throw_bad_input(fmt::format("a context of {} tokens: it must be at least 2", o.context));
     if (o.draft_k < 1) throw_bad_input(fmt::format("{} draft tokens per verification step: at least 1", o.draft_k));
+    require_runtime_architecture(base_path);
     return tokenizer_of(base_path);
   }
 

@@ -207,6 +207,14 @@ class Gptq(unittest.TestCase):
             self.assertIn(text, r.stderr)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
             self.assertFalse(os.path.exists(dst))
+        # A Kimi-K3 skeleton (recipe tests: a vision tower, no router config)
+        # is refused by the runtime by its model_type, before its missing tokenizer.
+        k3 = os.path.join(self.tmp.name, "k3")
+        E.selq("synth", "--arch", "kimi-k3", "--scale", "64", "--layers", "2", "--experts", "4", "--vocab", "512", k3)
+        r = E.selq("eval", k3, k3, "--max-tokens", "64", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("model_type 'kimi_k3' is not an architecture the runtime runs", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
     def test_planner_scores_gptq_candidates_and_emits_their_rule(self):
         sens = os.path.join(self.tmp.name, "sens-gptq.json")
@@ -220,7 +228,7 @@ class Gptq(unittest.TestCase):
                             (("--tier", "activation-aware", "--calibration-context", "1"),
                              "calibration context 1 is too short"),
                             (("--tier", "activation-aware", "--candidates", "fp8-w8a16+gptq"),
-                             "rounding 'gptq' rounds mxfp4, mxfp8, nvfp4 and int formats")):
+                             "rounding 'gptq' rounds mxfp4, mxfp8, nvfp4 and int schemes, not fp8-w8a16")):
             r = E.selq("sensitivity", self.base, *cands, *extra, "-o", sens, check=False)
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn(text, r.stderr)
