@@ -48,7 +48,7 @@
 #include "pipeline/quantize.h"
 #include "pipeline/synth.h"
 #include "recipe/recipe.h"
-#include "runtime/model.h"
+#include "runtime/model/llama.h"
 
 using namespace selq;
 namespace fs = std::filesystem;

@@ -11,6 +11,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "calibration/calibrate.h"
+#include "calibration/gptq_pass.h"
 #include "core/error.h"
 #include "interruptible.h"
 #include "io/checkpoint.h"
@@ -23,15 +25,13 @@
 #include "planner/runtime_tiers.h"
 #include "planner/sensitivity.h"
 #include "planner/target.h"
-#include "runtime/base_logprobs.h"
+#include "quant/rounding_traits.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
 #include "report/html_report.h"
-#include "runtime/calibrate.h"
-#include "runtime/default_text.h"
-#include "runtime/eval.h"
-#include "runtime/gptq_pass.h"
-#include "quant/rounding_traits.h"
+#include "runtime/eval/base_logprobs.h"
+#include "runtime/eval/eval.h"
+#include "runtime/text/default_text.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -121,16 +121,16 @@ nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int 
     set_progress(o, s, progress);
     write_report(o, warnings);
     // Rounding gptq's pass where the plan has it, as `selq quantize` runs it.
-    runtime::GptqPassOptions pass;
+    calibration::GptqPassOptions pass;
     if (calibration_text) pass.texts = {*calibration_text};
     pass.max_tokens = calibration_tokens;
     pass.context = calibration_context;
     pass.hessian_budget = hessian_budget;  // 0: half of RAM
     pass.threads = threads;
-    runtime::use_gptq_pass(o, pass, dst);
+    calibration::use_gptq_pass(o, pass, dst);
     pipeline::Plan plan = h.plan;
     auto res = pipeline::quantize_planned(*h.checkpoint, plan, h.recipe, dst, o);
-    if (plan.needs_model_pass()) runtime::remove_gptq_work_dir(dst);
+    if (plan.needs_model_pass()) calibration::remove_gptq_work_dir(dst);
     return res;
   });
   return result_tuple(r, warnings);
@@ -236,7 +236,7 @@ std::string calibrate(const std::string& source, const std::optional<std::string
   return Session::run<std::string>([&](Session& s) {
     const auto t = text ? runtime::DefaultText{*text, text_source}
                         : runtime::default_text(runtime::DefaultTextUse::Calibration);
-    auto r = runtime::calibrate(source, t.text, t.source, max_tokens, context,
+    auto r = calibration::calibrate(source, t.text, t.source, max_tokens, context,
                                 [&](std::uint64_t done, std::uint64_t total) {
                                   if (progress) s.report([&progress, done, total] { progress("calibrate", done, total); });
                                   else s.check();

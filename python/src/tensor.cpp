@@ -12,12 +12,12 @@
 #include <fmt/format.h>
 
 #include "bindings.h"
+#include "calibration/gptq.h"
 #include "core/error.h"
 #include "export/dialect.h"
 #include "quant/gptq_grid.h"
 #include "quant/scheme.h"
 #include "recipe/recipe.h"
-#include "runtime/gptq.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -92,10 +92,10 @@ nb::tuple quantize_tensor(const InArray& data, const std::string& dtype, const S
       if (hessian->dtype() != nb::dtype<double>() || hessian->nbytes() != static_cast<std::size_t>(in * in * 8))
         throw_bad_input(fmt::format("hessian must be a float64 [{0}, {0}] array", in));
       const std::span<const double> h(static_cast<const double*>(hessian->data()), static_cast<std::size_t>(in * in));
-      runtime::GptqOptions go;
+      calibration::GptqOptions go;
       go.quantize.global_amax = global_amax;
-      const runtime::GptqResult r = runtime::gptq_round(spec, view, h, go);
-      const std::vector<float> diagonal = runtime::hessian_diagonal(h, in);
+      const calibration::GptqResult r = calibration::gptq_round(spec, view, h, go);
+      const std::vector<float> diagonal = calibration::hessian_diagonal(h, in);
       opt.channel_weights = diagonal;  // the scale search GPTQ rounded onto
       const TensorInfo rinfo{"tensor", DType::F32, shape};
       const TensorView rounded{&rinfo, {reinterpret_cast<const std::uint8_t*>(r.weight.data()), r.weight.size() * 4}};

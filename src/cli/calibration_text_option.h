@@ -1,7 +1,7 @@
 #pragma once
 // --calibration-text, as every command that calibrates takes it: files,
 // directories or text source names (`selq text`), repeatable; the default
-// is the mix of domains in runtime/calibration_text.h.
+// is the mix of domains in runtime/text/calibration_text.h.
 #include <string>
 #include <vector>
 

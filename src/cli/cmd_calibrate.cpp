@@ -2,13 +2,13 @@
 // activation scales, and input second moments for rounding `weighted`.
 #include <fmt/format.h>
 
+#include "calibration/calibrate.h"
+#include "cli/calibration_text_option.h"
 #include "cli/command.h"
 #include "cli/deprecated_alias.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
-#include "runtime/calibrate.h"
-#include "cli/calibration_text_option.h"
-#include "runtime/calibration_text.h"
+#include "runtime/text/calibration_text.h"
 
 namespace selq::cli {
 namespace {
@@ -45,7 +45,7 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
   cmd->callback([a, &status] {
     ProgressBar bar("calibrate", !a->quiet && stderr_is_tty());
     const auto text = runtime::calibration_text(a->text);
-    auto r = runtime::calibrate(a->src, text.text, text.source, a->max_tokens, a->context,
+    auto r = calibration::calibrate(a->src, text.text, text.source, a->max_tokens, a->context,
                                 [&bar](std::uint64_t d, std::uint64_t t) { bar.update(d, t, "windows"); });
     bar.finish();
     if (a->out.empty()) {
@@ -56,7 +56,7 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
       r.save(a->out);
       if (!a->quiet)
         fmt::print(stderr, "wrote {} and {} ({} modules, {} tokens)\n", a->out,
-                   runtime::input_moments_path_for(a->out), r.amax.size(), r.tokens);
+                   calibration::input_moments_path_for(a->out), r.amax.size(), r.tokens);
     }
     status = 0;
   });

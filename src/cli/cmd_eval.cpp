@@ -7,9 +7,9 @@
 #include "cli/command.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
-#include "runtime/base_logprobs.h"
-#include "runtime/default_text.h"
-#include "runtime/eval.h"
+#include "runtime/eval/base_logprobs.h"
+#include "runtime/eval/eval.h"
+#include "runtime/text/default_text.h"
 
 namespace selq::cli {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/deprecated_alias.h"
-#include "runtime/import_gguf.h"
+#include "runtime/gguf/import_gguf.h"
 
 namespace selq::cli {
 namespace {

@@ -6,18 +6,18 @@
 
 #include <fmt/format.h>
 
+#include "cli/calibration_text_option.h"
 #include "cli/command.h"
 #include "cli/deprecated_alias.h"
 #include "cli/plan_args.h"
-#include "pipeline/calibration.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "pipeline/calibration.h"
 #include "pipeline/plan.h"
 #include "planner/target.h"
-#include "cli/calibration_text_option.h"
-#include "runtime/calibration_text.h"
+#include "runtime/text/calibration_text.h"
 
 namespace selq::cli {
 namespace {

@@ -1,6 +1,7 @@
 // `selq quantize SRC DST --recipe R`: the main job, file to file.
 #include <fmt/format.h>
 
+#include "calibration/gptq_pass.h"
 #include "cli/calibration_text_option.h"
 #include "cli/command.h"
 #include "cli/plan_args.h"
@@ -9,7 +10,6 @@
 #include "pipeline/manifest.h"
 #include "pipeline/quantize.h"
 #include "report/html_report.h"
-#include "runtime/gptq_pass.h"
 
 #include <filesystem>
 
@@ -62,8 +62,8 @@ pipeline::QuantizeOptions quantize_options(const QuantizeArgs& a, ProgressBar& b
 }
 
 // --rounding gptq's layer-by-layer pass (run only when the plan rounds gptq).
-runtime::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t memory_budget) {
-  runtime::GptqPassOptions gptq;
+calibration::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t memory_budget) {
+  calibration::GptqPassOptions gptq;
   gptq.texts = a.calibration_text;
   gptq.gate = a.gptq_gate;
   gptq.max_tokens = a.calibration_tokens;
@@ -112,11 +112,11 @@ int run_quantize(QuantizeArgs& a) {
   ProgressBar bar("quantize", !a.quiet && stderr_is_tty());
   bool html_written = false;
   pipeline::QuantizeOptions qo = quantize_options(a, bar, html_written);
-  if (!a.in_place) runtime::use_gptq_pass(qo, gptq_options(a, qo.memory_budget), a.dst);
+  if (!a.in_place) calibration::use_gptq_pass(qo, gptq_options(a, qo.memory_budget), a.dst);
   pipeline::QuantizeJob job{a.plan.source, a.dst, a.in_place, std::move(recipe), plan_options(a.plan), a.resume};
   pipeline::Plan plan;
   const pipeline::QuantizeResult result = pipeline::quantize(job, qo, &plan);
-  if (!a.in_place) runtime::remove_gptq_work_dir(a.dst);
+  if (!a.in_place) calibration::remove_gptq_work_dir(a.dst);
   bar.finish();
   if (result.already_done) {
     if (!a.quiet) fmt::print("{}: already quantized in place with this recipe; nothing to do\n", a.plan.source);

@@ -2,6 +2,7 @@
 // each candidate format (planner/sensitivity.h), for `selq plan --target-bpw`.
 #include <fmt/format.h>
 
+#include "cli/calibration_text_option.h"
 #include "cli/command.h"
 #include "cli/deprecated_alias.h"
 #include "cli/progress_bar.h"
@@ -14,8 +15,7 @@
 #include "planner/runtime_tiers.h"
 #include "planner/sensitivity.h"
 #include "planner/sensitivity_ranks.h"
-#include "cli/calibration_text_option.h"
-#include "runtime/calibration_text.h"
+#include "runtime/text/calibration_text.h"
 
 namespace selq::cli {
 namespace {

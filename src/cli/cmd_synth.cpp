@@ -6,7 +6,7 @@
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "pipeline/synth.h"
-#include "runtime/tokenizer.h"
+#include "runtime/text/tokenizer.h"
 
 namespace selq::cli {
 namespace {

@@ -1,4 +1,4 @@
-// `selq text`: the named texts of installed packages (runtime/text_sources.h),
+// `selq text`: the named texts of installed packages (runtime/text/text_sources.h),
 // listed or written out, and the default calibration mix. They are what
 // --calibration-text takes by name and what docs/QUALITY.md evaluates on.
 #include <algorithm>
@@ -9,8 +9,8 @@
 
 #include "cli/command.h"
 #include "io/atomic_file.h"
-#include "runtime/calibration_text.h"
-#include "runtime/text_sources.h"
+#include "runtime/text/calibration_text.h"
+#include "runtime/text/text_sources.h"
 
 namespace selq::cli {
 namespace {

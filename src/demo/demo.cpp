@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "calibration/calibrate.h"
+#include "calibration/gptq_pass.h"
 #include "core/error.h"
 #include "export/dialect.h"
 #include "io/atomic_file.h"
@@ -16,17 +18,15 @@
 #include "planner/sensitivity.h"
 #include "planner/target.h"
 #include "planner/units.h"
-#include "quant/scheme.h"
 #include "quant/rounding_traits.h"
+#include "quant/scheme.h"
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
 #include "report/html_report.h"
-#include "runtime/base_logprobs.h"
-#include "runtime/calibrate.h"
-#include "runtime/default_text.h"
-#include "runtime/demo_models.h"
-#include "runtime/gptq_pass.h"
-#include "runtime/import_gguf.h"
+#include "runtime/eval/base_logprobs.h"
+#include "runtime/gguf/demo_models.h"
+#include "runtime/gguf/import_gguf.h"
+#include "runtime/text/default_text.h"
 
 namespace selq::demo {
 namespace {
@@ -111,7 +111,7 @@ class Demo {
   void calibrate() {
     const std::string calib_path = path("calibration.json");
     say(fmt::format("calibrating activation amax on {}", texts_.calib.source));
-    auto cal = runtime::calibrate(base_, texts_.calib.text, texts_.calib.source, 1024, 256);
+    auto cal = calibration::calibrate(base_, texts_.calib.text, texts_.calib.source, 1024, 256);
     cal.save(calib_path);
     plan_options_.activation_amax = cal.amax;
     plan_options_.calibration_path = calib_path;
@@ -124,13 +124,13 @@ class Demo {
     qo.overwrite = true;
     qo.before_commit = report::write_checkpoint_report;
     // gptq: on the default calibration text, as `selq quantize --rounding gptq` (run only for those).
-    runtime::GptqPassOptions pass;
+    calibration::GptqPassOptions pass;
     pass.max_tokens = r_.gptq_tokens;
     pass.on_progress = r_.say;
-    runtime::use_gptq_pass(qo, pass, dst);
+    calibration::use_gptq_pass(qo, pass, dst);
     auto recipe = recipe::with_rounding(recipe::load_recipe(recipe_path), rounding);
     pipeline::quantize({base_, dst, false, std::move(recipe), plan_options_}, qo);
-    runtime::remove_gptq_work_dir(dst);
+    calibration::remove_gptq_work_dir(dst);
   }
 
   std::string quantize_recipe(const std::string& name, quant::Rounding rounding) const {

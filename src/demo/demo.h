@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/eval.h"
+#include "runtime/eval/eval.h"
 
 namespace selq::demo {
 
@@ -23,7 +23,7 @@ runtime::EvalOptions demo_eval_options();
 
 struct DemoRequest {
   std::string workdir{"selq-demo"};
-  std::string model{"smollm2-135m"};  // runtime/demo_models.h
+  std::string model{"smollm2-135m"};  // runtime/gguf/demo_models.h
   std::string gguf;                   // empty: the model's default file
   std::string recipes_dir;            // empty: the shipped recipes
   // Shipped recipe names; NAME+mse or NAME+gptq: that recipe with that rounding.

@@ -15,8 +15,8 @@
 #include "export/dialect_read.h"
 #include "export/module_names.h"
 #include "pipeline/calibration.h"
-#include "quant/scheme_traits.h"
 #include "quant/rounding_traits.h"
+#include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 
 namespace selq::pipeline {
@@ -180,7 +180,7 @@ Plan::LinearTotals Plan::linear_totals() const {
 
 namespace {
 
-// GPTQ rounds a 2-D linear weight of the source's float values (runtime/gptq_pass.h).
+// GPTQ rounds a 2-D linear weight of the source's float values (calibration/gptq_pass.h).
 void check_gptq_tensor(const quant::SchemeSpec& spec, const PlannedTensor& pt, const Shape& shape,
                        const std::string& recipe_path) {
   try {

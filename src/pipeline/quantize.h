@@ -44,7 +44,7 @@ struct QuantizeOptions {
   // "shard" or "tensor"; pipeline/distribute.h). In place is by shard.
   std::string split_by{"auto"};
   // Rounding gptq: called with the plan before anything is written, it runs
-  // GPTQ layer by layer over the source (runtime/gptq_pass.h; this module
+  // GPTQ layer by layer over the source (calibration/gptq_pass.h; this module
   // cannot run a model) and says where the rounded weights are. The CLI and
   // Python set it; a plan rounding gptq without it is refused.
   std::function<std::shared_ptr<const RoundedWeights>(const io::Checkpoint& source, const Plan& plan)> round_weights;
@@ -77,7 +77,7 @@ struct QuantizeJob {
 };
 
 // A plan already made, file to file: rounding gptq's pass first where the plan
-// has it (options.round_weights, which runtime::use_gptq_pass sets; refused
+// has it (options.round_weights, which calibration::use_gptq_pass sets; refused
 // under mpirun), its fingerprint and provenance into the plan, then
 // run_quantize. quantize() ends here; selq.quantize, which holds its plan,
 // calls it too.

@@ -1,6 +1,6 @@
 #pragma once
 // GPTQ's rounded weights for a plan's tensors that round `gptq`: F32, named
-// as the source tensor, in safetensors files that runtime/gptq_pass.h writes
+// as the source tensor, in safetensors files that calibration/gptq_pass.h writes
 // (this module cannot run the model). The writer stores each tensor from
 // them with the scales the GPTQ pass's search chooses for the original
 // (quant::store_gptq_weights, with channel_weights()).

@@ -15,7 +15,7 @@
 
 #include "planner/mix.h"
 #include "planner/runtime_tiers.h"
-#include "runtime/model.h"
+#include "runtime/model/llama.h"
 
 namespace selq::planner {
 

@@ -8,16 +8,16 @@
 
 #include <fmt/format.h>
 
+#include "calibration/calibrate.h"
+#include "calibration/gptq.h"
 #include "core/error.h"
 #include "export/module_names.h"
-#include "quant/scheme_traits.h"
 #include "quant/rounding_traits.h"
+#include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
-#include "runtime/calibrate.h"
-#include "runtime/eval.h"
-#include "runtime/gptq.h"
-#include "runtime/text_overlap.h"
-#include "runtime/tokenizer.h"
+#include "runtime/eval/eval.h"
+#include "runtime/text/text_overlap.h"
+#include "runtime/text/tokenizer.h"
 
 namespace selq::planner {
 namespace {
@@ -101,9 +101,9 @@ std::vector<float> rounded_member(quant::SchemeSpec spec, const TensorView& w, q
   } else if (row.input == quant::RoundingInput::ModelPass) {
     const auto h = unit.layer >= 0 ? rounding->hessian(unit.layer, module) : std::span<const double>{};
     if (!h.empty()) {
-      runtime::GptqOptions go;
+      calibration::GptqOptions go;
       go.quantize = qopt;
-      return runtime::gptq_round(spec, w, h, go).weight;
+      return calibration::gptq_round(spec, w, h, go).weight;
     }
     spec.rounding.value = row.without_input;
   }
@@ -232,7 +232,7 @@ const std::string& capture_key(const DecisionUnit& u, const std::string& member)
 
 void capture_input(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
   auto& c = *static_cast<Capture*>(ctx);
-  runtime::record_input_amax(c.amax, l, x, rows);
+  calibration::record_input_amax(c.amax, l, x, rows);
   auto it = c.rows.find(l.module);
   if (it == c.rows.end()) return;
   const std::int64_t have = static_cast<std::int64_t>(it->second.size()) / l.in;

@@ -1,5 +1,5 @@
 #pragma once
-// Sensitivity tiers 2 and 3, which run the model (runtime/model.h) on
+// Sensitivity tiers 2 and 3, which run the model (runtime/model/llama.h) on
 // calibration text: the activation-aware output error of every unit and
 // candidate, and the KL increase measured with one unit quantized at a time.
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "planner/sensitivity.h"
 #include "planner/unit_rounding.h"
-#include "runtime/model.h"
+#include "runtime/model/llama.h"
 
 namespace selq::planner {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/eval.h"
+#include "runtime/eval/eval.h"
 
 namespace selq::planner {
 
@@ -47,7 +47,7 @@ std::span<const double> RoundingInputs::hessian(std::int64_t layer, const std::s
   if (!hessians_ || hessian_layer_ != layer) {
     advance_to(layer);
     const std::vector<std::span<const float>> states(hidden_.begin(), hidden_.end());
-    hessians_.emplace(runtime::gather_hessians(model_, layer, model_.layer_linears(layer), states,
+    hessians_.emplace(calibration::gather_hessians(model_, layer, model_.layer_linears(layer), states,
                                                model_.hidden_size()));
     hessian_layer_ = layer;
   }

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/calibrate.h"
-#include "runtime/causal_lm.h"
-#include "runtime/input_hessians.h"
+#include "calibration/calibrate.h"
+#include "calibration/input_hessians.h"
+#include "runtime/model/causal_lm.h"
 
 namespace selq::planner {
 
@@ -47,11 +47,11 @@ class RoundingInputs {
 
   runtime::CausalLM& model_;
   std::vector<std::vector<std::int32_t>> windows_;
-  std::map<std::string, runtime::SquareSums> moments_;
+  std::map<std::string, calibration::SquareSums> moments_;
   bool have_moments_{false};
   std::vector<std::vector<float>> hidden_;  // each window's hidden states at the input of layer at_layer_
   std::int64_t at_layer_{-1};               // -1: not embedded yet
-  std::optional<runtime::InputHessians> hessians_;
+  std::optional<calibration::InputHessians> hessians_;
   std::int64_t hessian_layer_{-1};
 };
 

@@ -1,6 +1,6 @@
 #pragma once
 // The grid a quantized weight's scales put each element on, read back from
-// its output tensors: GPTQ (runtime/gptq.h) rounds column by column onto it,
+// its output tensors: GPTQ (calibration/gptq.h) rounds column by column onto it,
 // and quantize_weight with Rounding::Gptq then stores the result with those
 // same scales (the kernels keep what `outs` holds).
 #include <cstdint>

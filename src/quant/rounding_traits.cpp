@@ -1,5 +1,5 @@
 // The rounding rows (quant/rounding_traits.h); the algorithms are one file
-// each beside the schemes (rounding_mse.cpp, runtime/gptq.cpp).
+// each beside the schemes (rounding_mse.cpp, calibration/gptq.cpp).
 #include "quant/rounding_traits.h"
 
 #include <array>

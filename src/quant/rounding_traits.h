@@ -20,7 +20,7 @@ namespace selq::quant {
 enum class RoundingInput : std::uint8_t {
   None,          // nothing: data-free
   InputMoments,  // each input channel's mean squared activation (selq calibrate writes them)
-  ModelPass,     // the model run layer by layer on calibration text before the tensor is written (runtime/gptq_pass.h)
+  ModelPass,     // the model run layer by layer on calibration text before the tensor is written (calibration/gptq_pass.h)
 };
 
 // How the kind kernels choose a block's scale.

@@ -51,7 +51,7 @@ enum class Rounding : std::uint8_t {
   Nearest,  // the format's scale rule, round to nearest: the bytes compressed-tensors/Quark/ModelOpt write
   Mse,      // per block/group: the candidate scale (nearest's among them) with the least squared error
   Weighted, // Mse with each input channel's error weighted by its mean squared activation (selq calibrate)
-  // GPTQ (runtime/gptq.h): the scales come from `mse` over the original weight
+  // GPTQ (calibration/gptq.h): the scales come from `mse` over the original weight
   // and stay; the source given to quantize_weight is GPTQ's error-compensated
   // weight, already on their grid, and the kernels encode it with the scales
   // that `outs` holds on entry (gptq_keeps_scales). MX, NVFP4 and INT kinds.

@@ -82,7 +82,7 @@ struct SchemeTraits {
   void (*row_kernel)(const detail::RowParams&, const detail::RowInput&, const detail::RowOutput&,
                      ErrorMetrics&) = nullptr;
   // Its rows have a per-element grid GPTQ can round onto with the scales
-  // kept (runtime/gptq.h, quant/gptq_grid.h).
+  // kept (calibration/gptq.h, quant/gptq_grid.h).
   bool gptq_keeps_scales = false;
   // How the dialects that store F32 scale tensors (Quark, ModelOpt) write it;
   // nullptr: as the scheme says.

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/eval_stats.h"
+#include "runtime/eval/eval_stats.h"
 
 namespace selq::report {
 

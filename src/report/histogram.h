@@ -1,6 +1,6 @@
 #pragma once
 // A histogram as SVG bars over given bin edges, drawn with equal widths (the
-// eval's per-position KL bins are log-spaced, runtime/eval_stats.h).
+// eval's per-position KL bins are log-spaced, runtime/eval/eval_stats.h).
 #include <cstdint>
 #include <string>
 #include <vector>

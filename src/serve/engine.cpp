@@ -5,8 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/eval.h"   // argmax, as selq eval chooses greedily
-#include "runtime/model.h"  // log_softmax_inplace
+#include "runtime/model/numerics.h"  // argmax and log_softmax, as selq eval computes them
 
 namespace selq::serve {
 

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/causal_lm.h"
-#include "runtime/tokenizer.h"
+#include "runtime/model/causal_lm.h"
+#include "runtime/text/tokenizer.h"
 
 namespace selq::serve {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/chatml.h"
+#include "runtime/text/chatml.h"
 
 namespace selq::serve {
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/tokenizer.h"
+#include "runtime/text/tokenizer.h"
 #include "serve/engine.h"
 
 namespace selq::serve {

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "runtime/causal_lm.h"
-#include "runtime/eval.h"
+#include "runtime/eval/eval.h"
+#include "runtime/model/causal_lm.h"
 #include "serve/tokenizer_config.h"
 
 namespace selq::serve {

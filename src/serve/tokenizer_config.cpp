@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/chatml.h"
+#include "runtime/text/chatml.h"
 
 namespace selq::serve {
 namespace {

@@ -3,7 +3,7 @@
 // selq import-gguf writes from the GGUF): the special tokens by text and the
 // chat template. selq does not run Jinja: a template in the ChatML form
 // (<|im_start|>role ... <|im_end|>, SmolLM2's and Qwen's) is rendered from the
-// messages as given (runtime/chatml.h, without a template's default system
+// messages as given (runtime/text/chatml.h, without a template's default system
 // message); any other is refused for chat completions, and
 // /tokenizer_info hands the template itself to a client that renders it
 // (lm-eval's --apply_chat_template does, with jinja2).

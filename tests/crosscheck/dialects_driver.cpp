@@ -9,10 +9,10 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "export/dialect_read.h"
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
-#include "export/dialect_read.h"
-#include "runtime/linear.h"
+#include "runtime/model/linear.h"
 #include "test_models.h"
 
 using namespace selq::exporter;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf.h"
+#include "runtime/gguf/gguf.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/causal_lm.h"
+#include "runtime/model/causal_lm.h"
 
 int main(int argc, char** argv) {
   if (argc != 4 && argc != 5) {

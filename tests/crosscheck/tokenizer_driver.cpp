@@ -5,7 +5,7 @@
 //       TEXTS.json is an array of strings; OUT.json holds, per text, selq's
 //       ids and the decoding of those ids, plus the encode time.
 //   tokenizer_driver default-text OUT.txt
-//       selq's default evaluation text (runtime/default_text.h), for a machine
+//       selq's default evaluation text (runtime/text/default_text.h), for a machine
 //       without the team's ../shared/data
 #include <chrono>
 #include <cstdio>
@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/default_text.h"
-#include "runtime/gguf.h"
-#include "runtime/tokenizer.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/text/default_text.h"
+#include "runtime/text/tokenizer.h"
 
 using selq::runtime::Tokenizer;
 

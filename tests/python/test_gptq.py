@@ -1,6 +1,6 @@
 """rounding="gptq" against an independent GPTQ written here in NumPy.
 
-selq's GPTQ (src/runtime/gptq.cpp, element grids in src/quant/gptq_grid.cpp)
+selq's GPTQ (src/calibration/gptq.cpp, element grids in src/quant/gptq_grid.cpp)
 keeps the scales the "weighted" search picks for the original weight (with
 the Hessian's diagonal as each input channel's weight) and rounds
 the columns one at a time onto that fixed grid, in static act-order

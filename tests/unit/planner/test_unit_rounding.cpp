@@ -14,14 +14,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "../runtime/test_model_util.h"
+#include "calibration/gptq.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "planner/mix.h"
 #include "planner/refine.h"
 #include "planner/runtime_tiers.h"
 #include "planner/unit_rounding.h"
-#include "runtime/gptq.h"
-#include "../runtime/test_model_util.h"
 
 namespace fs = std::filesystem;
 using namespace selq;
@@ -125,9 +125,9 @@ TEST_F(UnitRoundingTest, GptqWeightsAreGptqWithTheUnitsHessianAndGroupScale) {
     ASSERT_TRUE(l.weight.is_bf16());
     const TensorInfo info{l.module, DType::BF16, {l.out, l.in}};
     const TensorView view{&info, std::span(reinterpret_cast<const std::uint8_t*>(l.weight.bf16.data()), l.weight.bf16.size() * 2)};
-    runtime::GptqOptions go;
+    calibration::GptqOptions go;
     go.quantize.global_amax = group_amax;
-    const auto want = runtime::gptq_round(dialect_spec(layout_, gptq), view, rounding.hessian(1, l.module), go).weight;
+    const auto want = calibration::gptq_round(dialect_spec(layout_, gptq), view, rounding.hessian(1, l.module), go).weight;
     EXPECT_EQ(got[i], want) << l.module;
   }
 }

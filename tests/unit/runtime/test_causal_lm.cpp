@@ -8,11 +8,11 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "runtime/architectures.h"
-#include "runtime/causal_lm.h"
-#include "runtime/deepseek_v3.h"
-#include "runtime/hf_config.h"
-#include "runtime/model.h"
+#include "runtime/model/architectures.h"
+#include "runtime/model/causal_lm.h"
+#include "runtime/model/deepseek_v3.h"
+#include "runtime/model/hf_config.h"
+#include "runtime/model/llama.h"
 #include "test_model_util.h"
 
 namespace selq::runtime {

@@ -13,7 +13,7 @@
 
 #include "../r_lazyload_fixture.h"
 #include "core/error.h"
-#include "runtime/default_text.h"
+#include "runtime/text/default_text.h"
 
 namespace selq::runtime {
 namespace {

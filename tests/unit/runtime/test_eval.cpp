@@ -8,11 +8,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "calibration/calibrate.h"
 #include "core/error.h"
-#include "runtime/base_logprobs.h"
-#include "runtime/calibrate.h"
-#include "runtime/eval.h"
-#include "runtime/model.h"
+#include "runtime/eval/base_logprobs.h"
+#include "runtime/eval/eval.h"
+#include "runtime/model/llama.h"
+#include "runtime/model/numerics.h"
 #include "test_model_util.h"
 
 namespace selq::runtime {
@@ -194,7 +195,7 @@ TEST(Calibrate, RecordsInputAmaxPerLinear) {
   testing::TinyLlama c;
   testing::write_tiny_llama(dir, c, true);
   write_tiny_tokenizer(dir);
-  auto r = calibrate(dir, "0123456789:;<=>?@ABCDEFG", "inline", 0, 8);
+  auto r = calibration::calibrate(dir, "0123456789:;<=>?@ABCDEFG", "inline", 0, 8);
   EXPECT_EQ(r.tokens, 24);
   ASSERT_EQ(r.amax.size(), 14u);  // 2 layers x 7 linears
   for (const auto& [m, v] : r.amax) EXPECT_GT(v, 0.0f) << m;

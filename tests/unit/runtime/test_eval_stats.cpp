@@ -7,7 +7,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "runtime/eval_stats.h"
+#include "runtime/eval/eval_stats.h"
 
 namespace selq::runtime {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "core/codecs.h"
 #include "core/error.h"
-#include "runtime/gguf.h"
 #include "gguf_test_writer.h"
+#include "runtime/gguf/gguf.h"
 
 namespace selq::runtime {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "gguf_test_writer.h"
-#include "runtime/gguf.h"
-#include "runtime/import_gguf.h"
+#include "runtime/gguf/gguf.h"
+#include "runtime/gguf/import_gguf.h"
 
 namespace selq::runtime {
 namespace {

@@ -12,7 +12,7 @@
 #include <tbb/global_control.h>
 
 #include "core/codecs.h"
-#include "runtime/matrix.h"
+#include "runtime/model/matrix.h"
 
 namespace selq::runtime {
 namespace {

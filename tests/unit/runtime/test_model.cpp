@@ -9,7 +9,7 @@
 #include <tbb/global_control.h>
 
 #include "core/error.h"
-#include "runtime/model.h"
+#include "runtime/model/llama.h"
 #include "test_model_util.h"
 
 namespace selq::runtime {

@@ -16,7 +16,7 @@
 #include "pipeline/quantize.h"
 #include "quant/scheme.h"
 #include "recipe/recipe.h"
-#include "runtime/model.h"
+#include "runtime/model/llama.h"
 #include "test_model_util.h"
 
 namespace selq::runtime {
@@ -82,7 +82,7 @@ TEST_P(QuantLoad, LinearsResolveAndDequantize) {
       EXPECT_LT(rel_err(l->weight.to_f32(), orig), is_o && std::string(c.o_proj_scheme) == "bf16" ? 1e-9 : c.max_rel_err)
           << l->module;
       EXPECT_GT(l->stored_bits, 0);
-      // How the runtime holds it (runtime/matrix.h): FP8 as its two stored
+      // How the runtime holds it (runtime/model/matrix.h): FP8 as its two stored
       // factors, E4M3 values in BF16 times the row's scale, whose product is
       // the dequantized value bit for bit; MXFP4 (E2M1 x 2^k) exactly BF16.
       const std::string scheme = l->scheme;
@@ -110,7 +110,7 @@ TEST_P(QuantLoad, LinearsResolveAndDequantize) {
   EXPECT_LT(rel_err(b, a), 0.8) << "quantized logits far from the base's";  // W4A4 MXFP4 on random weights: ~0.57
   EXPECT_GT(rel_err(b, a), 0.0) << "quantization changed nothing";
 
-  // Held as stored and dequantized where used (runtime/stored_weight.h): the same logits, bit for bit.
+  // Held as stored and dequantized where used (runtime/model/stored_weight.h): the same logits, bit for bit.
   ::setenv("SELQ_RUNTIME_WEIGHTS", "stored", 1);
   auto qs = LlamaModel::load(dst);
   ::unsetenv("SELQ_RUNTIME_WEIGHTS");

@@ -1,5 +1,5 @@
 // A quantized weight held as stored and dequantized a block of rows at a time
-// (runtime/stored_weight.h) gives the same bits as the same weight held
+// (runtime/model/stored_weight.h) gives the same bits as the same weight held
 // dequantized, in every product and row read, for each scheme that can be
 // read by rows; packed INT (zero points across rows) cannot and says so.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "quant/scheme.h"
-#include "runtime/matrix.h"
-#include "runtime/stored_weight.h"
+#include "runtime/model/matrix.h"
+#include "runtime/model/stored_weight.h"
 
 namespace selq::runtime {
 namespace {

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "runtime/text_overlap.h"
+#include "runtime/text/text_overlap.h"
 
 namespace selq::runtime {
 namespace {

@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "runtime/calibration_text.h"
-#include "runtime/text_sources.h"
+#include "runtime/text/calibration_text.h"
+#include "runtime/text/text_sources.h"
 
 namespace selq::runtime {
 namespace {

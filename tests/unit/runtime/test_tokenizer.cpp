@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "runtime/import_gguf.h"
-#include "runtime/tokenizer.h"
-#include "runtime/tokenizer_unicode.h"
+#include "runtime/gguf/import_gguf.h"
+#include "runtime/text/tokenizer.h"
+#include "runtime/text/tokenizer_unicode.h"
 
 namespace selq::runtime {
 namespace {

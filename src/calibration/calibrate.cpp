@@ -1,0 +1,215 @@
+// Activation amax through the runtime's linear hook.
+#include "calibration/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/expert_name.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "runtime/eval/eval.h"
+#include "runtime/model/causal_lm.h"
+#include "runtime/text/text_overlap.h"
+
+namespace selq::calibration {
+
+using namespace runtime;  // this room runs the runtime's models, matrices and text
+
+nlohmann::json CalibrationResult::to_json() const {
+  nlohmann::json a = nlohmann::json::object();
+  for (const auto& [m, v] : amax) a[m] = v;
+  nlohmann::json j = {{"format", "selq-calibration-v1"}, {"model", model},     {"text", text_source},
+                      {"tokens", tokens},                {"context", context}, {"text_provenance", text_provenance},
+                      {"activation_amax", a}};
+  if (!expert_tokens.empty()) {
+    j["expert_tokens"] = expert_tokens;
+    j["unreached_experts"] = unreached;
+    j["unreached_expert_rule"] = kUnreachedExpertRule;
+  }
+  return j;
+}
+
+std::string input_moments_path_for(const std::string& json_path) {
+  std::string base = json_path;
+  if (base.size() > 5 && base.ends_with(".json")) base.resize(base.size() - 5);
+  return base + ".moments.safetensors";
+}
+
+void CalibrationResult::save(const std::string& json_path) const {
+  nlohmann::json j = to_json();
+  if (!input_moments.empty()) {
+    const std::string path = input_moments_path_for(json_path);
+    std::vector<TensorInfo> infos;
+    for (const auto& [m, v] : input_moments)
+      infos.push_back({m, DType::F32, Shape{static_cast<std::int64_t>(v.size())}});
+    io::SafetensorsWriter w(path, infos,
+                            {{"format", "selq-input-moments-v1"},
+                             {"definition", "per input channel of each linear module: mean of x^2 over the "
+                                            "calibration tokens it saw"}});
+    for (const auto& [m, v] : input_moments)
+      w.write(m, std::span(reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(float)));
+    const std::uint64_t hash = w.content_hash();
+    const std::uint64_t bytes = w.total_size();
+    w.commit();
+    const auto slash = path.find_last_of('/');
+    if (!expert_tokens.empty()) j["unreached_expert_moments_rule"] = kUnreachedExpertMomentsRule;
+    j["input_moments"] = {{"file", slash == std::string::npos ? path : path.substr(slash + 1)},
+                          {"bytes", bytes},
+                          {"content_xxh3", fmt::format("{:016x}", hash)},
+                          {"modules", input_moments.size()}};
+  }
+  io::write_file_atomic(json_path, j.dump(2) + "\n");
+}
+
+void SquareSums::add(const float* x, std::int64_t n, std::int64_t in) {
+  sum.resize(static_cast<std::size_t>(in), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t c = 0; c < in; ++c) {
+      const double v = x[i * in + c];
+      sum[static_cast<std::size_t>(c)] += v * v;
+    }
+  rows += n;
+}
+
+std::vector<float> SquareSums::means() const {
+  if (rows == 0) return {};
+  std::vector<float> m(sum.size());
+  for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(sum[c] / static_cast<double>(rows));
+  return m;
+}
+
+void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows) {
+  float m = 0;
+  for (std::int64_t i = 0; i < rows * l.in; ++i) m = std::max(m, std::fabs(x[i]));
+  float& slot = amax[l.module];
+  slot = std::max(slot, m);
+}
+
+namespace {
+
+// "model.layers.3.mlp.experts.7.down_proj" -> {"model.layers.3.mlp.experts.", "7", "down_proj"}.
+struct ExpertName {
+  std::string layer_prefix, expert, projection;
+};
+std::optional<ExpertName> routed_expert(const std::string& module) {
+  const auto e = parse_routed_expert(module);
+  if (!e || e->rest.empty()) return std::nullopt;
+  return ExpertName{std::string(e->experts) + ".", std::string(e->index), std::string(e->rest)};
+}
+
+// The routed experts of one layer and projection: "model.layers.3.mlp.experts.*.down_proj".
+std::string layer_projection(const ExpertName& e) { return e.layer_prefix + "*." + e.projection; }
+
+
+struct HookState {
+  CalibrationResult* r;
+  std::map<std::string, SquareSums> sq;
+};
+
+// Every linear's input: its amax, its Σ x², and (a routed expert's gate_proj
+// sees each routed token once) the tokens routed to each expert.
+void record_input(void* ctx, const Linear& l, const float* x, std::int64_t rows) {
+  auto& st = *static_cast<HookState*>(ctx);
+  auto& res = *st.r;
+  record_input_amax(res.amax, l, x, rows);
+  st.sq[l.module].add(x, rows, l.in);
+  if (auto e = routed_expert(l.module); e && e->projection == "gate_proj")
+    res.expert_tokens[e->layer_prefix + e->expert] += rows;
+}
+
+// The model over the tokens in windows of `context`, every linear's input
+// recorded; then each linear's mean x² per channel.
+void run_hooked(CausalLM& model, const std::vector<std::int32_t>& toks, std::int64_t context, CalibrationResult& r,
+                const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
+  HookState state{&r, {}};
+  model.set_activation_hook(record_input, &state);
+  const auto n = static_cast<std::int64_t>(toks.size());
+  const std::uint64_t windows = static_cast<std::uint64_t>((n + context - 1) / context);
+  for (std::int64_t b = 0, w = 0; b < n; b += context, ++w) {
+    model.reset();
+    model.forward(std::span(toks).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(std::min(context, n - b))),
+                  false);
+    if (on_progress) on_progress(static_cast<std::uint64_t>(w + 1), windows);
+  }
+  model.set_activation_hook(nullptr, nullptr);
+  for (const auto& [module, s] : state.sq)
+    if (s.rows > 0) r.input_moments[module] = s.means();
+}
+
+// Routed experts no token reached (listed in `unreached`): the largest amax of
+// the layer's reached experts of the same projection, and their mean
+// moments. Refused when no expert of a layer was reached.
+void fill_unreached_experts(CausalLM& model, const std::string& checkpoint, CalibrationResult& r) {
+  std::map<std::string, std::pair<float, std::string>> layer_max;  // layer prefix + projection -> (amax, module)
+  std::vector<std::pair<std::string, ExpertName>> missing;
+  for (const Linear* l : model.linears()) {
+    const auto e = routed_expert(l->module);
+    if (!e) continue;
+    const std::string key = layer_projection(*e);
+    if (auto it = r.amax.find(l->module); it != r.amax.end()) {
+      auto& best = layer_max[key];
+      if (best.second.empty() || it->second > best.first) best = {it->second, l->module};
+    } else {
+      missing.emplace_back(l->module, *e);
+      r.expert_tokens.emplace(e->layer_prefix + e->expert, 0);
+    }
+  }
+  for (const auto& [module, e] : missing) {
+    auto it = layer_max.find(layer_projection(e));
+    if (it == layer_max.end())
+      throw_bad_input(fmt::format("{}: no calibration token reached any expert of {} ({} tokens); calibrate on more "
+                                  "text",
+                                  checkpoint, e.layer_prefix.substr(0, e.layer_prefix.size() - 1), r.tokens));
+    r.amax[module] = it->second.first;
+    r.unreached[module] = it->second.second;
+  }
+  std::map<std::string, std::pair<std::vector<double>, int>> layer_moments;
+  for (const auto& [module, e] : missing) layer_moments.emplace(layer_projection(e), std::pair{std::vector<double>{}, 0});
+  for (const auto& [module, m] : r.input_moments) {
+    const auto e = routed_expert(module);
+    if (!e) continue;
+    auto it = layer_moments.find(layer_projection(*e));
+    if (it == layer_moments.end()) continue;
+    auto& [sum, n] = it->second;
+    sum.resize(m.size(), 0.0);
+    for (std::size_t c = 0; c < m.size(); ++c) sum[c] += m[c];
+    ++n;
+  }
+  for (const auto& [module, e] : missing) {
+    const auto& [sum, n] = layer_moments.at(layer_projection(e));
+    std::vector<float>& m = r.input_moments[module];
+    m.resize(sum.size());
+    for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(sum[c] / n);
+  }
+}
+
+}  // namespace
+
+CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
+                            std::int64_t max_tokens, std::int64_t context,
+                            const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
+  if (context < 1) throw_bad_input("calibration context must be at least 1 token");
+  const Tokenizer tok = tokenizer_of(checkpoint);
+  auto toks = tok.encode(text);
+  if (max_tokens > 0 && static_cast<std::int64_t>(toks.size()) > max_tokens)
+    toks.resize(static_cast<std::size_t>(max_tokens));
+  if (toks.empty()) throw_bad_input(fmt::format("{}: no tokens to calibrate on", text_source));
+  auto model = load_model(checkpoint);
+  CalibrationResult r;
+  r.model = checkpoint;
+  r.text_source = text_source;
+  r.tokens = static_cast<std::int64_t>(toks.size());
+  r.context = context;
+  r.text_provenance =
+      text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
+  run_hooked(*model, toks, context, r, on_progress);
+  fill_unreached_experts(*model, checkpoint, r);
+  return r;
+}
+
+}  // namespace selq::calibration
