@@ -25,7 +25,7 @@ APT_DEMO=(
   libhwy-dev libtbb-dev libxxhash-dev libcurl4-openssl-dev libopenblas-dev zlib1g-dev
   python3-venv r-cran-janeaustenr
   libcpp-httplib-dev  # selq serve's HTTP server
-  manpages manpages-dev  # technical prose in the default calibration mix (runtime/calibration_text.h)
+  manpages manpages-dev  # technical prose in the default calibration mix (runtime/text/calibration_text.h)
 )
 APT_TEST=(clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
           libsimdjson-dev nginx
