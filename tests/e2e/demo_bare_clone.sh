@@ -117,7 +117,8 @@ echo "demo report: ok, $(wc -c <"$T/work/smollm2/report.html") bytes"
 echo "== 2. scripts/test.sh's setup (offline: it must find everything installed) and configure, same tree"
 "${offline[@]}" scripts/setup.sh test >"$T/setup-offline.txt" 2>&1 ||
   { tail -n 30 "$T/setup-offline.txt"; fail "scripts/setup.sh test failed offline after the test run's setup (its last lines above)"; }
-eval "$TEST_CONFIGURE" >"$T/configure-test.txt" || { cat "$T/configure-test.txt"; fail "test.sh's configure failed"; }
+# With test.sh's own default for SELQ_WERROR when ctest runs this outside test.sh.
+SELQ_WERROR="${SELQ_WERROR:-ON}" eval "$TEST_CONFIGURE" >"$T/configure-test.txt" || { cat "$T/configure-test.txt"; fail "test.sh's configure failed"; }
 grep '^-- selq:' "$T/configure-test.txt"
 grep -q 'SELQ_WITH_MPI=AUTO -> ON' "$T/configure-test.txt" || fail "test.sh's configure left Open MPI out after the demo's"
 [ "$(mpi_define)" = SELQ_WITH_MPI=1 ] || fail "selq_dist is not compiled with SELQ_WITH_MPI=1 ($(mpi_define))"
