@@ -8,6 +8,19 @@
 
 namespace selq::runtime {
 
+void DecoderLM::load_ends(const io::Checkpoint& ck, const LinearLoader& loader, std::int64_t vocab,
+                          std::int64_t hidden, bool tie_embeddings, const std::string& path,
+                          const std::shared_ptr<const void>& mapping) {
+  embed_ = load_matrix(ck.view("model.embed_tokens.weight"), vocab, hidden, mapping);
+  final_norm_ = ops::load_vector(ck, "model.norm.weight", hidden);
+  if (ck.find("lm_head.weight")) {
+    head_ = load_matrix(ck.view("lm_head.weight"), vocab, hidden, mapping);
+    head_stored_bits_ = loader.stored_bits("lm_head");
+  } else if (!tie_embeddings) {
+    throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
+  }
+}
+
 std::vector<float> DecoderLM::forward(std::span<const std::int32_t> tokens, bool all_logits) {
   if (tokens.empty()) return {};
   const SequenceStep step{0, tokens, all_logits};

@@ -4,10 +4,14 @@
 // tied). The drivers of forward(), forward_layer() and embed() live here once;
 // an architecture supplies its layers, its cache and its position tables.
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
 #include "runtime/model/causal_lm.h"
+#include "runtime/model/linear.h"
 #include "runtime/model/matrix.h"
 
 namespace selq::runtime {
@@ -43,9 +47,15 @@ class DecoderLM : public CausalLM {
   virtual float final_norm_eps() const = 0;
   // The only segment, for an architecture whose max_slots() is 1.
   static const Segment& single(std::span<const Segment> segments);
+  // The token embeddings, the final norm and the head as every decoder
+  // checkpoint names them; without lm_head.weight the head is tied to the
+  // embeddings, which config.json must say (else BadInput naming `path`).
+  void load_ends(const io::Checkpoint& ck, const LinearLoader& loader, std::int64_t vocab, std::int64_t hidden,
+                 bool tie_embeddings, const std::string& path, const std::shared_ptr<const void>& mapping);
 
   Matrix embed_;                        // [vocab, hidden]
   Matrix head_;                         // [vocab, hidden], empty when tied to embed_
+  double head_stored_bits_{0};          // 0 when tied
   std::vector<float> final_norm_;       // [hidden]
   std::vector<std::int64_t> cached_{0};  // positions in each slot's cache
 

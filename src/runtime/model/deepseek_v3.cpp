@@ -299,16 +299,9 @@ std::unique_ptr<DeepseekV3Model> DeepseekV3Model::load(std::shared_ptr<const io:
   m->cfg_ = deepseek_v3_config_from_json(ck->config(), path);
   const DeepseekV3Config& c = m->cfg_;
   const std::int64_t qk = c.qk_dim();
-  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden, mapping);
-  m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
   LinearLoader loader(*ck, linear_module_names(c), mapping);
   m->dialect_ = loader.dialect();
-  if (ck->find("lm_head.weight")) {
-    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden, mapping);
-    m->head_stored_bits_ = loader.stored_bits("lm_head");
-  } else if (!c.tie_embeddings) {
-    throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
-  }
+  m->load_ends(*ck, loader, c.vocab, c.hidden, c.tie_embeddings, path, mapping);
   const LayerLoader layer_loader(*ck, loader, c, path, mapping);
   m->layers_.resize(static_cast<std::size_t>(c.layers));
   m->routed_.assign(static_cast<std::size_t>(c.layers), {});

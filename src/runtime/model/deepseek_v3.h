@@ -133,7 +133,6 @@ class DeepseekV3Model : public DecoderLM {
 
   std::string path_, dialect_;
   DeepseekV3Config cfg_;
-  double head_stored_bits_{0};
   std::vector<DeepseekV3Layer> layers_;
   // The compressed KV cache, per layer: [capacity, kv_lora_rank] normalised
   // latents and [capacity, qk_rope_head_dim] rotated shared keys.

@@ -70,8 +70,6 @@ std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const io::Checkpoin
   m->cfg_ = llama_config_from_json(ck->config(), path);
   m->model_type_ = decoder_config(ck->config())["model_type"].get<std::string>();
   const LlamaConfig& c = m->cfg_;
-  m->embed_ = load_matrix(ck->view("model.embed_tokens.weight"), c.vocab, c.hidden, mapping);
-  m->final_norm_ = load_vector(*ck, "model.norm.weight", c.hidden);
   static const char* kLinears[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                                    "self_attn.o_proj", "mlp.gate_proj",   "mlp.up_proj",
                                    "mlp.down_proj"};
@@ -80,12 +78,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const io::Checkpoin
     for (const char* n : kLinears) modules.push_back(fmt::format("model.layers.{}.{}", i, n));
   LinearLoader loader(*ck, modules, mapping);
   m->dialect_ = loader.dialect();
-  if (ck->find("lm_head.weight")) {
-    m->head_ = load_matrix(ck->view("lm_head.weight"), c.vocab, c.hidden, mapping);
-    m->head_stored_bits_ = loader.stored_bits("lm_head");
-  } else if (!c.tie_embeddings) {
-    throw_bad_input(fmt::format("{}: lm_head.weight missing and tie_word_embeddings is false", path));
-  }
+  m->load_ends(*ck, loader, c.vocab, c.hidden, c.tie_embeddings, path, mapping);
   const std::int64_t qd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim;
   auto check = [&](const Linear& l, std::int64_t out, std::int64_t in) {
     if (l.out != out || l.in != in)

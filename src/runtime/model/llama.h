@@ -77,7 +77,6 @@ class LlamaModel : public DecoderLM {
 
   std::string path_, dialect_, model_type_;
   LlamaConfig cfg_;
-  double head_stored_bits_{0};  // 0 when tied
   std::vector<LlamaLayer> layers_;
   struct KvCache {
     std::vector<std::vector<float>> k, v;  // per layer [capacity, kv_heads*head_dim]
