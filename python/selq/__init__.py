@@ -28,7 +28,7 @@ if "SELQ_RECIPES_DIR" not in _os.environ and _os.path.isdir(_recipes_dir):
 from . import _selq  # noqa: E402
 from ._api import (  # noqa: E402
     Calibration, EvalReport, Plan, Progress, QuantizeResult, Recipe, RecipeLike, Sensitivity, VerifyResult,
-    calibrate, eval, inspect, load_recipe, plan, quantize, recipes, sensitivity, verify)
+    calibrate, eval, inspect, load_recipe, plan, quantize, recipes, rotate, sensitivity, verify)
 from ._errors import BadInput, Error, Internal, Io, Unsupported  # noqa: E402
 from ._serve import Server, serve  # noqa: E402
 from ._tensor import QuantizedTensor, dequantize, quantize_tensor, scheme_outputs  # noqa: E402
@@ -40,6 +40,6 @@ __all__ = [
     "Recipe", "RecipeLike", "recipes", "load_recipe",
     "Server", "serve",
     "inspect", "Plan", "plan", "Progress", "QuantizeResult", "quantize", "VerifyResult", "verify",
-    "EvalReport", "eval", "Sensitivity", "sensitivity", "Calibration", "calibrate",
+    "EvalReport", "eval", "Sensitivity", "sensitivity", "Calibration", "calibrate", "rotate",
     "QuantizedTensor", "quantize_tensor", "dequantize", "scheme_outputs",
 ]

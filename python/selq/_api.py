@@ -452,6 +452,21 @@ class Calibration:
         return self.path
 
 
+def rotate(source: PathLike, dst: PathLike, rotation: str = "r1", *, seed: int = 0, f32_linears: bool = False,
+           force: bool = False, progress: Optional[Callable[[str, int, int], Any]] = None) -> dict:
+    """Fold an orthogonal rotation into the float checkpoint ``source`` and
+    write it to ``dst`` (``selq rotate``): ``"r1"`` rotates the residual
+    stream (each RMSNorm's scale folded into the linears reading it),
+    ``"r1r2"`` also each attention head's values. The output is the same
+    architecture with the same logits (within float rounding) that every
+    engine loads; plan and quantize it as any checkpoint, and its manifest
+    records the rotation. ``f32_linears`` writes the layers' rotated linears
+    in F32 (BF16's rounding of them is the rotation's only error). Returns
+    the rotation record (selq-rotation.json)."""
+    return json.loads(_selq.rotate(os.fspath(source), os.fspath(dst), str(rotation), int(seed), bool(f32_linears),
+                                   bool(force), progress))
+
+
 def calibrate(source: PathLike, out: Optional[PathLike] = None, *, calibration_text: Optional[PathLike] = None,
               calibration_tokens: int = 2048, calibration_context: int = 256,
               progress: Optional[Callable[[str, int, int], Any]] = None) -> Calibration:

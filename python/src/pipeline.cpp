@@ -29,6 +29,7 @@
 #include "recipe/recipe.h"
 #include "recipe/shipped.h"
 #include "report/html_report.h"
+#include "rotation/rotate_checkpoint.h"
 #include "runtime/eval/base_logprobs.h"
 #include "runtime/eval/eval.h"
 #include "runtime/text/default_text.h"
@@ -246,6 +247,23 @@ std::string calibrate(const std::string& source, const std::optional<std::string
   });
 }
 
+// `selq rotate`: the rotation record (selq-rotation.json) of the checkpoint written to `dst`.
+std::string rotate(const std::string& source, const std::string& dst, const std::string& kind, std::uint64_t seed,
+                   bool f32_linears, bool force, const StageFn& progress) {
+  return Session::run<std::string>([&](Session& s) {
+    rotation::RotateOptions o;
+    o.kind = rotation::parse_rotation_kind(kind, "rotation");
+    o.seed = seed;
+    o.overwrite = force;
+    o.f32_linears = f32_linears;
+    o.on_progress = [&](std::size_t done, std::size_t total) {
+      if (progress) s.report([&progress, done, total] { progress("rotate", done, total); });
+      else s.check();
+    };
+    return rotation::rotate_checkpoint(source, dst, o).record.dump();
+  });
+}
+
 std::tuple<std::string, std::string> evaluate(const std::string& base, const std::vector<std::string>& quantized,
                      const std::optional<std::string>& text, const std::string& text_source,
                      const std::optional<std::vector<std::string>>& prompts, const std::string& prompts_source,
@@ -359,6 +377,7 @@ void bind_commands(nb::module_& m) {
         "refine_tokens"_a);
   m.def("calibrate", &calibrate, "source"_a, "text"_a.none(), "text_source"_a, "max_tokens"_a, "context"_a,
         "out"_a.none(), "progress"_a.none());
+  m.def("rotate", &rotate, "source"_a, "dst"_a, "kind"_a, "seed"_a, "f32_linears"_a, "force"_a, "progress"_a.none());
   m.def("evaluate", &evaluate, "base"_a, "quantized"_a, "text"_a.none(), "text_source"_a, "prompts"_a.none(),
         "prompts_source"_a, "context"_a, "max_tokens"_a, "draft_k"_a, "max_prompts"_a, "gen_tokens"_a,
         "chat_template"_a, "base_cache"_a.none(), "progress"_a.none());

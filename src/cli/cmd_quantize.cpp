@@ -10,6 +10,7 @@
 #include "pipeline/manifest.h"
 #include "pipeline/quantize.h"
 #include "report/html_report.h"
+#include "rotation/rotate_checkpoint.h"
 
 #include <filesystem>
 
@@ -35,7 +36,30 @@ struct QuantizeArgs {
   std::vector<std::string> calibration_text;  // --rounding gptq
   std::int64_t calibration_tokens{8192}, calibration_context{512};
   bool gptq_gate{true};
+  std::string rotation;            // --rotation: none, r1, r1r2 (else the recipe's)
+  std::uint64_t rotation_seed{0};
 };
+
+// The checkpoint the run reads: the source, or with a rotation (--rotation or
+// the recipe's) the source folded into DST.selq-rotated first (kept from an
+// interrupted run; removed by the caller once the output is committed).
+std::string quantized_source(const QuantizeArgs& a, const recipe::Recipe& recipe) {
+  if (recipe.rotation.empty() || recipe.rotation == "none") return a.plan.source;
+  if (a.in_place)
+    throw_bad_input("a rotation rewrites every weight into a new checkpoint: it cannot run --in-place", {a.plan.source});
+  if (dist::ranks().size() > 1)
+    throw_unsupported("a rotation runs in one process: `selq rotate` first, then quantize the rotated checkpoint "
+                      "under mpirun");
+  if (std::filesystem::exists(a.dst) && !a.force) throw_bad_input("destination exists", {a.dst}, ErrorHint::ReplaceOutput);
+  rotation::RotateOptions ro;
+  ro.kind = rotation::parse_rotation_kind(recipe.rotation, "rotation");
+  ro.seed = a.rotation_seed;
+  ProgressBar bar("rotate", !a.quiet && stderr_is_tty(), ProgressBar::Unit::Count);
+  ro.on_progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
+  std::string src = rotation::rotated_source(a.plan.source, rotation::rotation_work_dir(a.dst), ro);
+  bar.finish();
+  return src;
+}
 
 // The run's options: progress on the bar, plan warnings on stderr, the HTML
 // report written into the checkpoint before it commits (`html_written`).
@@ -109,14 +133,17 @@ int run_quantize(QuantizeArgs& a) {
     a.json = false;
   }
   auto recipe = load_plan_recipe(a.plan);
+  if (!a.rotation.empty()) recipe = recipe::with_rotation(recipe, a.rotation);
+  const std::string source = quantized_source(a, recipe);
   ProgressBar bar("quantize", !a.quiet && stderr_is_tty());
   bool html_written = false;
   pipeline::QuantizeOptions qo = quantize_options(a, bar, html_written);
   if (!a.in_place) calibration::use_gptq_pass(qo, gptq_options(a, qo.memory_budget), a.dst);
-  pipeline::QuantizeJob job{a.plan.source, a.dst, a.in_place, std::move(recipe), plan_options(a.plan), a.resume};
+  pipeline::QuantizeJob job{source, a.dst, a.in_place, std::move(recipe), plan_options(a.plan), a.resume};
   pipeline::Plan plan;
   const pipeline::QuantizeResult result = pipeline::quantize(job, qo, &plan);
   if (!a.in_place) calibration::remove_gptq_work_dir(a.dst);
+  if (source != a.plan.source) std::filesystem::remove_all(source);  // the rotation made for this run
   bar.finish();
   if (result.already_done) {
     if (!a.quiet) fmt::print("{}: already quantized in place with this recipe; nothing to do\n", a.plan.source);
@@ -141,6 +168,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "  selq quantize CKPT out --recipe llama-nvfp4 --rounding mse   # searched block scales, same format\n"
       "  selq quantize CKPT out --recipe llama-nvfp4 --rounding gptq --calibration-text my.txt   # GPTQ, same format\n"
       "  selq calibrate CKPT -o calib.json && selq quantize CKPT out --recipe llama-fp8-static --calibration calib.json\n"
+      "  selq quantize CKPT out --recipe llama-mxfp4 --rotation r1 --rounding gptq   # Hadamard-rotated first\n"
       "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume\n"
       "  mpirun -np 16 --hostfile hosts selq quantize SRC DST --recipe R -j 8  # shards over 16 ranks (Open MPI)\n"
       "  mpirun -np 4 selq quantize SRC DST --recipe R --split-by tensor   # every shard spread over 4 ranks\n"
@@ -165,6 +193,12 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   cmd->add_option("--calibration-context", args->calibration_context,
                   "--rounding gptq: tokens per calibration sequence")
       ->capture_default_str();
+  cmd->add_option("--rotation", args->rotation,
+                  "Fold an orthogonal rotation into the weights first (selq rotate): r1 the residual stream, r1r2\n"
+                  "also each head's values; none (default, or the recipe's `rotation:`). Written to DST.selq-rotated,\n"
+                  "kept for a resumed run, removed when DST is complete; a plain checkpoint every engine loads")
+      ->check(CLI::IsMember({"none", "r1", "r1r2"}));
+  cmd->add_option("--rotation-seed", args->rotation_seed, "--rotation: seed of its random signs")->capture_default_str();
   cmd->add_flag("--quiet,-q", args->quiet, "No progress bar or summary");
   cmd->add_flag("--json", args->json, "Print a JSON summary (with per-tensor error metrics) on stdout");
   cmd->add_flag("--allow-non-finite", args->allow_non_finite, "Quantize weights containing NaN/Inf instead of failing");

@@ -132,6 +132,7 @@ std::string manifest_json(const Plan& plan, const recipe::Recipe& recipe, const 
   }
   m.raw("\n },\n ");
   if (!plan.calibration.is_null()) m.key("calibration").raw(plan.calibration.dump()).raw(",\n ");
+  if (!plan.rotation.is_null()) m.key("rotation").raw(plan.rotation.dump()).raw(",\n ");
   if (!plan.gptq_calibration.is_null()) m.key("gptq_calibration").raw(plan.gptq_calibration.dump()).raw(",\n ");
   m.key("in_place").raw(mode == RunMode::InPlace ? "true" : "false").raw(",\n ");
   m.key("recipe").raw("{").key("name").str(recipe.name).raw(", ").key("path").str(recipe.path).raw(", ");

@@ -14,6 +14,7 @@
 #include "export/dialect.h"
 #include "export/dialect_read.h"
 #include "export/module_names.h"
+#include "io/rotation_record.h"
 #include "pipeline/calibration.h"
 #include "quant/rounding_traits.h"
 #include "quant/scheme_traits.h"
@@ -374,6 +375,20 @@ void check_unique_output_names(const Plan& plan) {
         throw_bad_input(fmt::format("two output tensors would be named '{}'", o.info.name), {plan.source, t.source});
 }
 
+// The source's rotation record; a recipe asking for a rotation its source
+// does not carry is refused (rotating is a pass over the whole checkpoint
+// before planning, which `selq quantize` runs and a plan cannot).
+nlohmann::json source_rotation(const io::Checkpoint& ckpt, const recipe::Recipe& recipe) {
+  nlohmann::json record = ckpt.is_remote() ? nlohmann::json() : io::read_rotation_record(ckpt.dir());
+  const std::string has = record.is_null() ? "none" : record["rotation"].get<std::string>();
+  if (!recipe.rotation.empty() && recipe.rotation != has)
+    throw_bad_input(fmt::format("the recipe asks for rotation {}, and the source carries {}: rotate the float source "
+                                "first (a rotation is folded into every weight before planning)",
+                                recipe.rotation, has == "none" ? "none" : "rotation " + has),
+                    {recipe.path});
+  return record;
+}
+
 }  // namespace
 
 Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const PlanOptions& options) {
@@ -381,6 +396,7 @@ Plan make_plan(const io::Checkpoint& ckpt, const recipe::Recipe& recipe, const P
   plan.source = ckpt.dir();
   plan.calibration = options.calibration;
   plan.recipe_path = recipe.path;
+  plan.rotation = source_rotation(ckpt, recipe);
   plan.dialect = plan_dialect(recipe, options);
   {
     std::vector<TensorInfo> infos;

@@ -83,6 +83,9 @@ struct Plan {
   std::vector<std::string> warnings;
   std::vector<exporter::ModuleDecision> linear_modules;
   nlohmann::json calibration;  // PlanOptions::calibration
+  // The source's rotation record (io/rotation_record.h), null when it has
+  // none; in the manifest, so a rotated checkpoint says how it was made.
+  nlohmann::json rotation;
   // Rounding gptq: what its rounded weights depend on (RoundedWeights::
   // fingerprint), set before the run; part of the run's fingerprint.
   std::string rounded_fingerprint;

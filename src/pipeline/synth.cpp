@@ -229,7 +229,10 @@ void write_synth_shard(const std::string& path, const SynthModel& m, const Synth
     const auto& src = m.tensors[out.source];
     if (out.info.name == src.info.name) {
       generate_values(src, o.seed, values);
-      writer.write(out.info.name, to_bf16_bytes(values));
+      if (src.info.dtype == DType::F32)
+        writer.write(out.info.name, std::span(reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * 4));
+      else
+        writer.write(out.info.name, to_bf16_bytes(values));
       continue;
     }
     if (out.source != last_source) {  // quantize the expert once; its outputs are written as they come up

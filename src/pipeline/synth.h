@@ -22,7 +22,7 @@ struct SynthOptions {
   std::uint64_t seed{1};
   std::uint64_t max_shard_bytes{1ull << 30};
   bool experts_nvfp4{false};        // kimi-k3/deepseek-v3: routed experts pre-quantized NVFP4 (compressed-tensors)
-  DType dtype{DType::BF16};
+  DType dtype{DType::BF16};        // BF16 or F32 (the same values unrounded: exactness tests)
   // Other files written into the checkpoint with it (name -> content), e.g.
   // the CLI's byte-level tokenizer.json for a model the runtime runs.
   std::map<std::string, std::string> extra_files;

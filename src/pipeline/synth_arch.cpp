@@ -219,15 +219,27 @@ SynthModel llama(const SynthOptions& o) {
   return m;
 }
 
-}  // namespace
-
-SynthModel describe_synth_model(const SynthOptions& o) {
-  if (o.scale < 1) throw_bad_input("scale must be >= 1");
+SynthModel arch_model(const SynthOptions& o) {
   if (o.arch == "dspark") return dspark(o);
   if (o.arch == "kimi-k3") return deepseek_like(o, true);
   if (o.arch == "deepseek-v3") return deepseek_like(o, false);
   if (o.arch == "llama") return llama(o);
   throw_bad_input(fmt::format("unknown architecture '{}' (expected dspark, kimi-k3, deepseek-v3 or llama)", o.arch));
+}
+
+}  // namespace
+
+SynthModel describe_synth_model(const SynthOptions& o) {
+  if (o.scale < 1) throw_bad_input("scale must be >= 1");
+  if (o.dtype != DType::BF16 && o.dtype != DType::F32)
+    throw_bad_input(fmt::format("a synthetic checkpoint is BF16 or F32, not {}", dtype_name(o.dtype)));
+  if (o.dtype == DType::F32 && o.experts_nvfp4) throw_bad_input("NVFP4 routed experts are quantized from BF16 weights");
+  SynthModel m = arch_model(o);
+  if (o.dtype == DType::F32) {  // the same values, unrounded (exactness tests)
+    for (auto& t : m.tensors) t.info.dtype = DType::F32;
+    m.config["torch_dtype"] = "float32";
+  }
+  return m;
 }
 
 }  // namespace selq::pipeline

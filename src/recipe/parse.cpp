@@ -309,7 +309,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
   bool have_name = false;
   for_each_key(
       c, root, "the recipe",
-      {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default", "requantize", "rounding"},
+      {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default", "requantize", "rounding",
+       "rotation"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
         if (key == "rounding" || key == "arch") {
           return;  // read above
@@ -320,6 +321,10 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
           scalar(c, v, "description");
         } else if (key == "requantize") {
           r.requantize = boolean(c, v, "requantize");
+        } else if (key == "rotation") {
+          r.rotation = scalar(c, v, "rotation");
+          if (r.rotation != "none" && r.rotation != "r1" && r.rotation != "r1r2")
+            fail(c, v, fmt::format("unknown rotation '{}' (none, r1 or r1r2)", r.rotation));
         } else if (key == "dialect") {
           r.dialect = scalar(c, v, "dialect");  // checked against export's list by the plan
           r.dialect_where = loc(c, v);
@@ -353,6 +358,20 @@ Recipe with_rounding(const Recipe& recipe, quant::Rounding rounding) {
   std::string text = recipe.text;
   if (!text.empty() && text.back() != '\n') text += '\n';
   text += fmt::format("rounding: {}  # selq --rounding {}\n", quant::rounding_name(rounding), quant::rounding_name(rounding));
+  return parse_recipe(text, recipe.path);
+}
+
+Recipe with_rotation(const Recipe& recipe, const std::string& rotation) {
+  if (!recipe.rotation.empty()) {
+    if (recipe.rotation == rotation) return recipe;
+    throw_bad_input(fmt::format("rotation {} conflicts with the recipe's own 'rotation: {}'; drop one of them", rotation,
+                                recipe.rotation),
+                    ErrorWhere(recipe.path));
+  }
+  if (rotation == "none") return recipe;
+  std::string text = recipe.text;
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  text += fmt::format("rotation: {}  # selq --rotation {}\n", rotation, rotation);
   return parse_recipe(text, recipe.path);
 }
 

@@ -58,6 +58,10 @@ struct Recipe {
   // Top-level `rounding:`, every rule's and the default's unless their
   // options say otherwise (each scheme carries its own: SchemeSpec::rounding).
   std::optional<quant::Rounding> rounding;
+  // Top-level `rotation:` ("none", "r1" or "r1r2"; "" when absent): the
+  // source must carry that rotation (io/rotation_record.h), which
+  // `selq quantize` folds in first (rotation/rotate_checkpoint.h).
+  std::string rotation;
   std::string text;  // the YAML source, for the manifest
 };
 
@@ -71,6 +75,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
 // run's fingerprint hashes says it. Nearest leaves the recipe as it is; a
 // recipe whose own top-level rounding differs is an error (BadInput).
 Recipe with_rounding(const Recipe& recipe, quant::Rounding rounding);
+// The same for a rotation ("none", "r1", "r1r2"; `--rotation`).
+Recipe with_rotation(const Recipe& recipe, const std::string& rotation);
 
 enum class Action {
   Keep,             // copied unchanged (norms, embeddings, excluded or unmatched float weights)
