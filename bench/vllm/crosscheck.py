@@ -37,6 +37,10 @@ CASES = {
     "w4a16-g64": ({"default": {"scheme": "int4", "options": {"group_size": 64}}}, "compressed-tensors", "score"),
     "w4a16-channel": ({"default": {"scheme": "int4", "options": {"group_size": -1}}}, "compressed-tensors", "score"),
     "w8a16-int8": ({"default": {"scheme": "int8"}}, "compressed-tensors", "score"),
+    # A rotation folded into the weights (selq quantize runs selq rotate first; the tied head is
+    # written out): a plain checkpoint, scored like any other.
+    "w4a16-g64-r1": ({"rotation": "r1", "default": {"scheme": "int4", "options": {"group_size": 64}}},
+                     "compressed-tensors", "score"),
     "fp8-dynamic-ct": ({"default": {"scheme": "fp8-channel", "options": {"activations": "fp8-per-token"}}},
                        "compressed-tensors", "generate"),
     "fp8-dynamic-quark": ({"default": {"scheme": "fp8-channel", "options": {"activations": "fp8-per-token"}}},

@@ -38,6 +38,7 @@ struct QuantizeArgs {
   bool gptq_gate{true};
   std::string rotation;            // --rotation: none, r1, r1r2 (else the recipe's)
   std::uint64_t rotation_seed{0};
+  std::int64_t rotation_block{-1};  // --rotation-block; -1: not given (the recipe's rotation_block, 0 by default)
 };
 
 // The checkpoint the run reads: the source, or with a rotation (--rotation or
@@ -54,6 +55,7 @@ std::string quantized_source(const QuantizeArgs& a, const recipe::Recipe& recipe
   rotation::RotateOptions ro;
   ro.kind = rotation::parse_rotation_kind(recipe.rotation, "rotation");
   ro.seed = a.rotation_seed;
+  ro.block = recipe.rotation_block;
   ProgressBar bar("rotate", !a.quiet && stderr_is_tty(), ProgressBar::Unit::Count);
   ro.on_progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
   std::string src = rotation::rotated_source(a.plan.source, rotation::rotation_work_dir(a.dst), ro);
@@ -134,6 +136,7 @@ int run_quantize(QuantizeArgs& a) {
   }
   auto recipe = load_plan_recipe(a.plan);
   if (!a.rotation.empty()) recipe = recipe::with_rotation(recipe, a.rotation);
+  if (a.rotation_block >= 0) recipe = recipe::with_rotation_block(recipe, static_cast<int>(a.rotation_block));
   const std::string source = quantized_source(a, recipe);
   ProgressBar bar("quantize", !a.quiet && stderr_is_tty());
   bool html_written = false;
@@ -199,6 +202,9 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
                   "kept for a resumed run, removed when DST is complete; a plain checkpoint every engine loads")
       ->check(CLI::IsMember({"none", "r1", "r1r2"}));
   cmd->add_option("--rotation-seed", args->rotation_seed, "--rotation: seed of its random signs")->capture_default_str();
+  cmd->add_option("--rotation-block", args->rotation_block,
+                  "--rotation: the residual rotated in runs of this many channels (32: an MX group's, best for MXFP4\n"
+                  "with --rounding gptq); 0 all at once (default, or the recipe's rotation_block:)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress bar or summary");
   cmd->add_flag("--json", args->json, "Print a JSON summary (with per-tensor error metrics) on stdout");
   cmd->add_flag("--allow-non-finite", args->allow_non_finite, "Quantize weights containing NaN/Inf instead of failing");

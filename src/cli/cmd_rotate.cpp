@@ -11,6 +11,7 @@ namespace {
 struct RotateArgs {
   std::string source, dst, kind{"r1"};
   std::uint64_t seed{0};
+  std::int64_t block{0};
   bool force{false}, quiet{false}, json{false}, f32_linears{false};
 };
 
@@ -35,6 +36,10 @@ const CommandRegistration kRotate(35, [](CLI::App& root, int& status) {
       ->check(CLI::IsMember({"r1", "r1r2"}));
   cmd->add_option("--seed", a->seed, "Seed of the random signs (and of a random factor where no Hadamard fits)")
       ->capture_default_str();
+  cmd->add_option("--block", a->block,
+                  "Rotate the residual stream in independent runs of this many channels (32: an MX group's),\n"
+                  "a block-diagonal Hadamard; 0 (default) one rotation of the whole hidden size")
+      ->capture_default_str();
   cmd->add_flag("--f32-linears", a->f32_linears,
                 "Write the layers' rotated linears in F32 rather than the source's dtype (BF16's rounding of\n"
                 "every rotated weight is the rotation's only error: SmolLM2-135M KL 2.9e-4 in BF16, 2.9e-5 so)");
@@ -45,6 +50,7 @@ const CommandRegistration kRotate(35, [](CLI::App& root, int& status) {
     rotation::RotateOptions o;
     o.kind = rotation::parse_rotation_kind(a->kind, "--rotation");
     o.seed = a->seed;
+    o.block = a->block;
     o.overwrite = a->force;
     o.f32_linears = a->f32_linears;
     ProgressBar bar("rotate", !a->quiet && !a->json && stderr_is_tty(), ProgressBar::Unit::Count);

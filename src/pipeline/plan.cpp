@@ -386,6 +386,11 @@ nlohmann::json source_rotation(const io::Checkpoint& ckpt, const recipe::Recipe&
                                 "first (a rotation is folded into every weight before planning)",
                                 recipe.rotation, has == "none" ? "none" : "rotation " + has),
                     {recipe.path});
+  if (!record.is_null() && recipe.rotation_block != record.value("block", 0))
+    throw_bad_input(fmt::format("the recipe asks for rotation blocks of {}, and the source was rotated in blocks of {} "
+                                "(0: the whole hidden size)",
+                                recipe.rotation_block, record.value("block", 0)),
+                    {recipe.path});
   return record;
 }
 

@@ -19,6 +19,7 @@
 #include "export/engine_resolve.h"
 #include "export/module_names.h"
 #include "export/native_fp8.h"
+#include "io/rotation_record.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
 #include "quant/scheme_traits.h"
@@ -552,9 +553,27 @@ json findings_json(const std::vector<VerifyFinding>& findings) {
   return out;
 }
 
+// A rotated output's weights are of the rotated source: comparing them with
+// another basis would report every module. Refused in one line instead.
+void check_same_rotation(const io::Checkpoint& out, const io::Checkpoint& against) {
+  if (out.is_remote() || against.is_remote()) return;
+  const json a = io::read_rotation_record(out.dir()), b = io::read_rotation_record(against.dir());
+  auto key = [](const json& r) {
+    return r.is_null() ? std::string("none")
+                       : fmt::format("{} (seed {}, block {})", r["rotation"].get<std::string>(), r.value("seed", 0),
+                                     r.value("block", 0));
+  };
+  if (key(a) != key(b))
+    throw_bad_input(fmt::format("{} carries rotation {} and {} carries {}: compare a rotated output with the rotated "
+                                "checkpoint it was quantized from (the same kind, seed and block)",
+                                out.dir(), key(a), against.dir(), key(b)),
+                    {against.dir()});
+}
+
 }  // namespace
 
 VerifyResult verify_checkpoint(const io::Checkpoint& ckpt, const VerifyOptions& options) {
+  if (options.against) check_same_rotation(ckpt, *options.against);
   VerifyResult result;
   Ctx c{ckpt, result};
   json& report = result.report;

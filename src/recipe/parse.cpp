@@ -310,7 +310,7 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
   for_each_key(
       c, root, "the recipe",
       {"name", "description", "arch", "dialect", "serving", "exclude", "rules", "default", "requantize", "rounding",
-       "rotation"},
+       "rotation", "rotation_block"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& v) {
         if (key == "rounding" || key == "arch") {
           return;  // read above
@@ -325,6 +325,9 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
           r.rotation = scalar(c, v, "rotation");
           if (r.rotation != "none" && r.rotation != "r1" && r.rotation != "r1r2")
             fail(c, v, fmt::format("unknown rotation '{}' (none, r1 or r1r2)", r.rotation));
+        } else if (key == "rotation_block") {
+          r.rotation_block = integer(c, v, "rotation_block");
+          if (r.rotation_block < 0) fail(c, v, "rotation_block must be 0 (the whole hidden size) or a block size");
         } else if (key == "dialect") {
           r.dialect = scalar(c, v, "dialect");  // checked against export's list by the plan
           r.dialect_where = loc(c, v);
@@ -372,6 +375,18 @@ Recipe with_rotation(const Recipe& recipe, const std::string& rotation) {
   std::string text = recipe.text;
   if (!text.empty() && text.back() != '\n') text += '\n';
   text += fmt::format("rotation: {}  # selq --rotation {}\n", rotation, rotation);
+  return parse_recipe(text, recipe.path);
+}
+
+Recipe with_rotation_block(const Recipe& recipe, int block) {
+  if (recipe.rotation_block == block) return recipe;
+  if (recipe.rotation_block != 0)
+    throw_bad_input(fmt::format("rotation block {} conflicts with the recipe's own 'rotation_block: {}'; drop one of them",
+                                block, recipe.rotation_block),
+                    ErrorWhere(recipe.path));
+  std::string text = recipe.text;
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  text += fmt::format("rotation_block: {}  # selq --rotation-block {}\n", block, block);
   return parse_recipe(text, recipe.path);
 }
 

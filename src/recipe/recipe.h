@@ -62,6 +62,9 @@ struct Recipe {
   // source must carry that rotation (io/rotation_record.h), which
   // `selq quantize` folds in first (rotation/rotate_checkpoint.h).
   std::string rotation;
+  // Top-level `rotation_block:`: the residual rotation block-diagonal in runs
+  // of this many channels (0: one rotation of the whole hidden size).
+  int rotation_block{0};
   std::string text;  // the YAML source, for the manifest
 };
 
@@ -77,6 +80,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
 Recipe with_rounding(const Recipe& recipe, quant::Rounding rounding);
 // The same for a rotation ("none", "r1", "r1r2"; `--rotation`).
 Recipe with_rotation(const Recipe& recipe, const std::string& rotation);
+// And its block (`--rotation-block`).
+Recipe with_rotation_block(const Recipe& recipe, int block);
 
 enum class Action {
   Keep,             // copied unchanged (norms, embeddings, excluded or unmatched float weights)

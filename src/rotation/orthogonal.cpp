@@ -121,32 +121,50 @@ std::vector<float> paley_hadamard(std::int64_t m, std::string* kind) {
   return {};
 }
 
-Orthogonal::Orthogonal(std::int64_t n, std::uint64_t seed) : n_(n), seed_(seed) {
+Orthogonal::Orthogonal(std::int64_t n, std::uint64_t seed, std::int64_t block) : n_(n), seed_(seed) {
   if (n < 1) throw_bad_input(fmt::format("a rotation needs a positive size, not {}", n));
-  p_ = 1;
-  while (n % (p_ * 2) == 0) p_ *= 2;
-  m_ = n / p_;
-  // Prefer a Paley factor that takes powers of two from p (36 x 16 over 9 x 64).
-  if (m_ > 1) {
-    for (std::int64_t k = 4; k <= p_; k *= 2) {
-      std::string kind;
-      auto h = paley_hadamard(m_ * k, &kind);
-      if (!h.empty()) {
-        small_ = std::move(h);
-        small_kind_ = kind;
-        m_ *= k;
-        p_ /= k;
-        break;
-      }
+  if (block > 0) {
+    // Block-diagonal: M is a Hadamard of `block` (Sylvester, or Paley), H the identity.
+    if (n % block != 0) throw_bad_input(fmt::format("a rotation block of {} does not divide {}", block, n));
+    if ((block & (block - 1)) == 0) {
+      small_.resize(static_cast<std::size_t>(block * block));
+      for (std::int64_t i = 0; i < block; ++i)
+        for (std::int64_t j = 0; j < block; ++j)
+          small_[static_cast<std::size_t>(i * block + j)] = __builtin_popcountll(static_cast<unsigned long long>(i & j)) % 2 ? -1.f : 1.f;
+      small_kind_ = "hadamard";
+    } else {
+      small_ = paley_hadamard(block, &small_kind_);
+      if (small_.empty()) throw_bad_input(fmt::format("no Hadamard matrix of {} here (a power of two or a Paley size)", block));
     }
-    if (small_.empty()) {
-      small_ = random_orthogonal(m_, seed);
-      small_kind_ = "random";
+    m_ = block;
+    p_ = n / block;
+    blocks_only_ = true;
+  } else {
+    p_ = 1;
+    while (n % (p_ * 2) == 0) p_ *= 2;
+    m_ = n / p_;
+    // Prefer a Paley factor that takes powers of two from p (36 x 16 over 9 x 64).
+    if (m_ > 1) {
+      for (std::int64_t k = 4; k <= p_; k *= 2) {
+        std::string kind;
+        auto h = paley_hadamard(m_ * k, &kind);
+        if (!h.empty()) {
+          small_ = std::move(h);
+          small_kind_ = kind;
+          m_ *= k;
+          p_ /= k;
+          break;
+        }
+      }
+      if (small_.empty()) {
+        small_ = random_orthogonal(m_, seed);
+        small_kind_ = "random";
+      }
     }
   }
   std::mt19937_64 rng(seed);
   signs_.resize(static_cast<std::size_t>(n));
-  const float norm = static_cast<float>(1 / std::sqrt(static_cast<double>(n)));
+  const float norm = static_cast<float>(1 / std::sqrt(static_cast<double>(blocks_only_ ? m_ : n)));
   for (auto& s : signs_) s = (rng() >> 63) ? -norm : norm;
 }
 
@@ -170,7 +188,7 @@ void Orthogonal::apply_block(float* x, std::int64_t rows, bool transpose, std::v
                          static_cast<int>(m_), 0.f, scratch.data(), static_cast<int>(m_));
     std::copy(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(count), x);
   }
-  if (p_ > 1)
+  if (p_ > 1 && !blocks_only_)
     for (std::int64_t r = 0; r < rows; ++r) fwht_strided(x + r * n_, p_, m_);
   if (transpose) scale_by_signs();
 }
@@ -195,6 +213,9 @@ void Orthogonal::apply_segments(float* x, std::int64_t rows, std::int64_t width,
 }
 
 nlohmann::json Orthogonal::describe() const {
+  if (blocks_only_)
+    return {{"size", n_}, {"construction", fmt::format("block-diagonal {}({}) with random signs", small_kind_, m_)},
+            {"seed", seed_}, {"block", m_}};
   std::string c;
   if (p_ > 1) c = fmt::format("hadamard({})", p_);
   if (m_ > 1) c += fmt::format("{}{}({})", c.empty() ? "" : " x ", small_kind_, m_);

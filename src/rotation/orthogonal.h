@@ -19,7 +19,11 @@ namespace selq::rotation {
 
 class Orthogonal {
  public:
-  Orthogonal(std::int64_t n, std::uint64_t seed);
+  // `block` > 0: the block-diagonal diag(s) (I kron H_block) / sqrt(block)
+  // instead, mixing channels only within each run of `block` (an MX group's
+  // 32: the micro-rotation of MR-GPTQ, which leaves other groups' outliers
+  // where they were).
+  Orthogonal(std::int64_t n, std::uint64_t seed, std::int64_t block = 0);
 
   std::int64_t size() const { return n_; }
   // Each of `rows` rows of x (rows x n, row-major) becomes x Q, or x Q^T.
@@ -35,7 +39,8 @@ class Orthogonal {
  private:
   std::int64_t n_{0}, m_{1}, p_{1};
   std::uint64_t seed_{0};
-  std::string small_kind_;     // "", "paley1", "paley2" or "random"
+  std::string small_kind_;     // "", "hadamard", "paley1", "paley2" or "random"
+  bool blocks_only_{false};    // block-diagonal: no transform across blocks
   std::vector<float> small_;   // m x m, entries of magnitude ~1 (a Hadamard's are +-1)
   std::vector<float> signs_;   // n random signs times 1 / sqrt(n)
   void apply_block(float* x, std::int64_t rows, bool transpose, std::vector<float>& scratch) const;

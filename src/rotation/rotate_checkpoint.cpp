@@ -110,9 +110,22 @@ class Rotator {
   Rotator(const io::Checkpoint& ck, const Matrices& mats, std::uint64_t block_bytes)
       : ck_(ck), mats_(mats), block_bytes_(block_bytes) {}
 
-  // Streams `job` into `w`; returns the bytes read.
+  // Streams `job` into `w`; returns the bytes read. The source's pages are
+  // dropped after (as the quantize pipeline does): RSS stays at a tensor's.
   std::uint64_t write(const Job& job, io::SafetensorsWriter& w) {
     const io::FetchedTensor src = ck_.fetch(job.source);
+    const std::uint64_t n = write_fetched(job, src, w);
+    io::release_file_pages(src.view.bytes);
+    return n;
+  }
+
+ private:
+  const io::Checkpoint& ck_;
+  const Matrices& mats_;
+  std::uint64_t block_bytes_;
+  std::map<std::string, std::vector<float>> norms_;
+
+  std::uint64_t write_fetched(const Job& job, const io::FetchedTensor& src, io::SafetensorsWriter& w) {
     const TensorInfo& info = job.out;
     const DType in_dtype = ck_.find(job.source)->info.dtype;  // the output may be wider (f32_linears)
     const std::int64_t numel = static_cast<std::int64_t>(shape_numel(info.shape));
@@ -168,12 +181,6 @@ class Rotator {
     w.finish(info.name, XXH3_64bits_digest(hash.get()));
     return src.view.bytes.size();
   }
-
- private:
-  const io::Checkpoint& ck_;
-  const Matrices& mats_;
-  std::uint64_t block_bytes_;
-  std::map<std::string, std::vector<float>> norms_;
 
   const std::vector<float>& norm(const std::string& name, std::int64_t size) {
     auto it = norms_.find(name);
@@ -275,7 +282,7 @@ RotateResult rotate_checkpoint(const std::string& source, const std::string& dst
   refuse_quantized(*ck, source);
   const RotationShape shape = rotation_shape(ck->config(), source);
   auto by_shard = plan_jobs(*ck, shape, o, source);
-  Matrices mats{Orthogonal(shape.hidden, o.seed), nullptr};
+  Matrices mats{Orthogonal(shape.hidden, o.seed, o.block), nullptr};
   if (o.kind == RotationKind::R1R2) mats.head = std::make_unique<Orthogonal>(shape.head_dim, o.seed + 1);
   if (fs::exists(dst) && !o.overwrite) throw_bad_input("destination exists", {dst}, ErrorHint::ReplaceOutput);
 
@@ -288,6 +295,7 @@ RotateResult rotate_checkpoint(const std::string& source, const std::string& dst
   const bool head_written = ck->find(kHead) == nullptr;
   res.record = {{"rotation", rotation_kind_name(o.kind)},
                 {"seed", o.seed},
+                {"block", o.block},
                 {"source", source},
                 {"family", shape.family},
                 {"residual", mats.residual.describe()},
@@ -318,7 +326,7 @@ std::string rotated_source(const std::string& source, const std::string& work_di
   if (fs::exists(work_dir)) {
     const nlohmann::json kept = io::read_rotation_record(work_dir);
     if (kept.is_object() && kept.value("rotation", "") == want && kept.value("seed", std::uint64_t{1} + o.seed) == o.seed &&
-        kept.value("source", "") == source)
+        kept.value("block", std::int64_t{-1}) == o.block && kept.value("source", "") == source)
       return work_dir;  // an interrupted run's, complete (it was renamed into place)
   }
   RotateOptions redo = o;

@@ -20,6 +20,9 @@ namespace selq::rotation {
 struct RotateOptions {
   RotationKind kind{RotationKind::R1};
   std::uint64_t seed{0};
+  // The residual rotation block-diagonal in runs of this many channels (0:
+  // one rotation of the whole hidden size).
+  std::int64_t block{0};
   bool overwrite{false};
   // The decoder layers' rotated linears in F32 instead of the source's dtype:
   // a BF16 rounding of every rotated weight is most of what separates the

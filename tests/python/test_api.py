@@ -226,3 +226,17 @@ def test_ctrl_c(mode, llama, larger, tmp_path):
     assert p.returncode != 0 and "KeyboardInterrupt" in err, err
     assert not dst.exists()
     assert (tmp_path / "out.selq-partial").exists()  # staged, resumable
+
+
+def test_rotate_same_bytes_as_cli_and_quantize_records_it(llama, cli, tmp_path):
+    rec = selq.rotate(llama, tmp_path / "py", "r1r2", seed=3)
+    assert rec["rotation"] == "r1r2" and rec["seed"] == 3 and rec["head_written"]
+    cli("rotate", llama, tmp_path / "cli", "--rotation", "r1r2", "--seed", "3", "-q")
+    same_files(tmp_path / "py", tmp_path / "cli", outputs(tmp_path / "cli"))
+    res = selq.quantize(tmp_path / "py", tmp_path / "q", "llama-mxfp4")
+    assert res.manifest["rotation"]["seed"] == 3
+    with pytest.raises(selq.Unsupported, match="already rotated"):
+        selq.rotate(tmp_path / "py", tmp_path / "again")
+    with pytest.raises(selq.BadInput, match="unknown rotation"):
+        selq.rotate(llama, tmp_path / "bad", "r3")
+    assert not (tmp_path / "again").exists() and not (tmp_path / "bad").exists()

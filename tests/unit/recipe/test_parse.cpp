@@ -245,5 +245,24 @@ TEST(NameInfo, LayerIndexOnlyFromTheDecoderStack) {
   EXPECT_EQ(detail::NameInfo("lm_head").layer, -1);
 }
 
+TEST(RecipeParse, RotationAndItsBlock) {
+  const auto r = parse_recipe("name: r\nrotation: r1r2\nrotation_block: 32\ndefault: {scheme: nvfp4}\n", "r.yaml");
+  EXPECT_EQ(r.rotation, "r1r2");
+  EXPECT_EQ(r.rotation_block, 32);
+  EXPECT_EQ(parse_recipe("name: r\ndefault: {scheme: nvfp4}\n", "r.yaml").rotation, "");
+  EXPECT_NE(parse_error("name: r\nrotation: r3\n").find("unknown rotation 'r3'"), std::string::npos);
+  EXPECT_NE(parse_error("name: r\nrotation_block: -2\n").find("rotation_block"), std::string::npos);
+  // The CLI's --rotation and --rotation-block become the recipe's own lines (the manifest's text says so).
+  const auto plain = parse_recipe("name: r\ndefault: {scheme: nvfp4}\n", "r.yaml");
+  const auto rot = with_rotation_block(with_rotation(plain, "r1"), 32);
+  EXPECT_EQ(rot.rotation, "r1");
+  EXPECT_EQ(rot.rotation_block, 32);
+  EXPECT_NE(rot.text.find("rotation: r1"), std::string::npos);
+  EXPECT_EQ(with_rotation(plain, "none").text, plain.text);
+  EXPECT_THROW(with_rotation(r, "r1"), Error);          // the recipe says r1r2
+  EXPECT_THROW(with_rotation_block(r, 16), Error);      // and blocks of 32
+  EXPECT_EQ(with_rotation(r, "r1r2").text, r.text);
+}
+
 }  // namespace
 }  // namespace selq::recipe
