@@ -7,6 +7,7 @@
 #include "cli/plan_args.h"
 #include "cli/progress_bar.h"
 #include "io/checkpoint.h"
+#include "io/rotation_record.h"
 #include "pipeline/manifest.h"
 #include "pipeline/quantize.h"
 #include "report/html_report.h"
@@ -52,6 +53,10 @@ std::string quantized_source(const QuantizeArgs& a, const recipe::Recipe& recipe
     throw_unsupported("a rotation runs in one process: `selq rotate` first, then quantize the rotated checkpoint "
                       "under mpirun");
   if (std::filesystem::exists(a.dst) && !a.force) throw_bad_input("destination exists", {a.dst}, ErrorHint::ReplaceOutput);
+  if (!a.plan.calibration.empty() && io::read_rotation_record(io::Checkpoint::open(a.plan.source)->dir()).is_null())
+    throw_bad_input("--calibration measured the unrotated model, and the rotation changes every activation: "
+                    "`selq rotate` first, `selq calibrate` the rotated checkpoint, then quantize that with --calibration",
+                    {a.plan.calibration});
   rotation::RotateOptions ro;
   ro.kind = rotation::parse_rotation_kind(recipe.rotation, "rotation");
   ro.seed = a.rotation_seed;

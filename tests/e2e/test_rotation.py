@@ -125,6 +125,10 @@ class Rotation(unittest.TestCase):
         self.assert_refused(["quantize", self.llama, self.out("x"), "--recipe", recipe, "--rotation", "r1r2"],
                             "conflicts")
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "x")))
+        calib = os.path.join(self.tmp, "calib.json")
+        u.selq("calibrate", self.ds, "-o", calib, "--calibration-tokens", "64")
+        self.assert_refused(["quantize", self.ds, self.out("w"), "--recipe", recipe, "--calibration", calib],
+                            "unrotated model")
         q = self.out("q")
         u.selq("quantize", self.llama, q, "--recipe", "llama-fp8", "-q")
         self.assert_refused(["rotate", q, self.out("y")], "already quantized")
