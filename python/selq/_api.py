@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -272,7 +273,8 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
              memory_budget: Optional[int] = None, max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
              progress: Optional[Callable[[Progress], Any]] = None, rounding: Optional[str] = None,
              calibration_text: Optional[PathLike] = None, calibration_tokens: int = 8192,
-             calibration_context: int = 512, **deprecated: Any) -> QuantizeResult:
+             calibration_context: int = 512, rotation: Optional[str] = None, rotation_seed: int = 0,
+             rotation_block: Optional[int] = None, **deprecated: Any) -> QuantizeResult:
     """Quantize ``source`` into ``destination`` (``selq quantize``): the same
     bytes as the CLI for the same recipe, with the same selq-report.html
     inside. ``recipe`` is a name, path, YAML text or dict; or give a ``plan``
@@ -291,7 +293,11 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     ``calibration`` (``selq calibrate -o``); ``"gptq"`` runs GPTQ layer by layer
     on ``calibration_tokens`` tokens of ``calibration_text`` (a UTF-8 file;
     default: the Austen calibration text) in windows of ``calibration_context``
-    onto ``"mse"``'s scales, file to file (``--rounding gptq --calibration-text``)."""
+    onto ``"mse"``'s scales, file to file (``--rounding gptq --calibration-text``).
+    ``rotation="r1"`` (or ``"r1r2"``; default the recipe's ``rotation:``) folds a
+    rotation into the weights first (``--rotation``; ``rotation_block=32`` for
+    MXFP4's groups, docs/RECIPES.md, "Rotation"), in ``DESTINATION.selq-rotated``,
+    removed once the output is complete."""
     old = _renamed("quantize", deprecated, {"overwrite": "force"})
     if "force" in old:
         if force:
@@ -314,6 +320,24 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
         return _result(source, res, bpw, warnings)
     if destination is None:
         raise _bad("quantize needs a destination (or in_place=True)")
+    rotated = None
+    if rotation is not None or (recipe is not None and plan is None and load_recipe(recipe).rotation not in ("", "none")):
+        if plan is not None:
+            raise _bad("give rotation with recipe=, not plan= (plan the rotated checkpoint from selq.rotate)")
+        if cal is not None and rotation not in (None, "none"):
+            raise _bad("calibration measured the unrotated model: selq.rotate first, calibrate the rotation, "
+                       "then quantize that with calibration=")
+        r = load_recipe(recipe)
+        if rotation is not None:  # as the CLI's --rotation: the recipe's own line, in the manifest's text
+            r = _selq.with_rotation(r, str(rotation))
+        if rotation_block is not None:
+            r = _selq.with_rotation_block(r, int(rotation_block))
+        recipe, kind, block = r, (r.rotation or "none"), r.rotation_block
+        if kind != "none":
+            work = os.fspath(destination) + ".selq-rotated"
+            got = _selq.rotated_source(source, work, kind, int(rotation_seed), int(block), None)
+            rotated = got if got != source else None
+            source = got
     if plan is None:
         if recipe is None:
             raise _bad("quantize needs recipe= or plan=")
@@ -325,6 +349,8 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     text = os.fspath(calibration_text) if calibration_text is not None else None
     res = _selq.quantize(plan._handle, dst, force, threads, allow_non_finite, writer_budget, cb, text,
                          calibration_tokens, calibration_context, memory_budget or 0)
+    if rotated is not None:
+        shutil.rmtree(rotated, ignore_errors=True)  # the rotation made for this run
     return _result(dst, res, plan.bits_per_weight, plan.warnings)
 
 

@@ -264,6 +264,23 @@ std::string rotate(const std::string& source, const std::string& dst, const std:
   });
 }
 
+// What a quantization with a rotation reads (rotation::rotated_source): the
+// source when it carries the rotation, else its rotation made in work_dir.
+std::string rotated_source(const std::string& source, const std::string& work_dir, const std::string& kind,
+                           std::uint64_t seed, std::int64_t block, const StageFn& progress) {
+  return Session::run<std::string>([&](Session& s) {
+    rotation::RotateOptions o;
+    o.kind = rotation::parse_rotation_kind(kind, "rotation");
+    o.seed = seed;
+    o.block = block;
+    o.on_progress = [&](std::size_t done, std::size_t total) {
+      if (progress) s.report([&progress, done, total] { progress("rotate", done, total); });
+      else s.check();
+    };
+    return rotation::rotated_source(source, work_dir, o);
+  });
+}
+
 std::tuple<std::string, std::string> evaluate(const std::string& base, const std::vector<std::string>& quantized,
                      const std::optional<std::string>& text, const std::string& text_source,
                      const std::optional<std::vector<std::string>>& prompts, const std::string& prompts_source,
@@ -303,6 +320,8 @@ void bind_recipes(nb::module_& m) {
       .def_ro("path", &recipe::Recipe::path)
       .def_ro("dialect", &recipe::Recipe::dialect)
       .def_ro("arch", &recipe::Recipe::arch)
+      .def_ro("rotation", &recipe::Recipe::rotation)
+      .def_ro("rotation_block", &recipe::Recipe::rotation_block)
       .def_ro("text", &recipe::Recipe::text);
   m.def("load_recipe", &recipe::load_recipe, "name_or_path"_a, "A recipe file, or a shipped recipe by name.");
   m.def("parse_recipe", &recipe::parse_recipe, "yaml_text"_a, "path_for_errors"_a, "A recipe from YAML text.");
@@ -312,6 +331,9 @@ void bind_recipes(nb::module_& m) {
         return recipe::with_rounding(r, quant::parse_rounding(rounding, "rounding"));
       },
       "recipe"_a, "rounding"_a, "The recipe with this rounding for every rule naming none (--rounding).");
+  m.def("with_rotation", &recipe::with_rotation, "recipe"_a, "rotation"_a, "The recipe with `rotation:` (--rotation).");
+  m.def("with_rotation_block", &recipe::with_rotation_block, "recipe"_a, "block"_a,
+        "The recipe with `rotation_block:` (--rotation-block).");
   m.def(
       "shipped_recipes",
       [] {
@@ -377,6 +399,8 @@ void bind_commands(nb::module_& m) {
         "refine_tokens"_a);
   m.def("calibrate", &calibrate, "source"_a, "text"_a.none(), "text_source"_a, "max_tokens"_a, "context"_a,
         "out"_a.none(), "progress"_a.none());
+  m.def("rotated_source", &rotated_source, "source"_a, "work_dir"_a, "kind"_a, "seed"_a, "block"_a,
+        "progress"_a.none());
   m.def("rotate", &rotate, "source"_a, "dst"_a, "kind"_a, "seed"_a, "f32_linears"_a, "force"_a, "progress"_a.none());
   m.def("evaluate", &evaluate, "base"_a, "quantized"_a, "text"_a.none(), "text_source"_a, "prompts"_a.none(),
         "prompts_source"_a, "context"_a, "max_tokens"_a, "draft_k"_a, "max_prompts"_a, "gen_tokens"_a,

@@ -240,3 +240,15 @@ def test_rotate_same_bytes_as_cli_and_quantize_records_it(llama, cli, tmp_path):
     with pytest.raises(selq.BadInput, match="unknown rotation"):
         selq.rotate(llama, tmp_path / "bad", "r3")
     assert not (tmp_path / "again").exists() and not (tmp_path / "bad").exists()
+
+
+def test_quantize_with_rotation_same_bytes_as_cli(llama, cli, tmp_path):
+    selq.quantize(llama, tmp_path / "py", "llama-mxfp4", rotation="r1", rotation_block=32, rotation_seed=2)
+    cli("quantize", llama, tmp_path / "cli", "--recipe", "llama-mxfp4", "--rotation", "r1", "--rotation-block", "32",
+        "--rotation-seed", "2", "-q")
+    same_files(tmp_path / "py", tmp_path / "cli", outputs(tmp_path / "cli"))
+    m = json.loads((tmp_path / "py" / "selq-manifest.json").read_text())
+    assert (m["rotation"]["block"], m["rotation"]["seed"]) == (32, 2) and "rotation_block: 32" in m["recipe"]["text"]
+    assert not (tmp_path / "py.selq-rotated").exists()
+    with pytest.raises(selq.BadInput, match="unrotated model"):
+        selq.quantize(llama, tmp_path / "x", "llama-mxfp4", rotation="r1", calibration=tmp_path / "c.json")
