@@ -212,6 +212,46 @@ void Orthogonal::apply_segments(float* x, std::int64_t rows, std::int64_t width,
   });
 }
 
+void Orthogonal::apply_columns(float* w, std::int64_t cols) const {
+  // Q^T W = (H kron M^T) diag(s) W: rows times s, each run of m rows times M^T
+  // (a GEMM per run), then H across the runs on whole rows: no transpose.
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_, 16), [&](const auto& r) {
+    for (std::int64_t i = r.begin(); i < r.end(); ++i) {
+      float* row = w + i * cols;
+      const float s = signs_[static_cast<std::size_t>(i)];
+      for (std::int64_t j = 0; j < cols; ++j) row[j] *= s;
+    }
+  });
+  if (m_ > 1)
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, p_), [&](const auto& r) {
+      std::vector<float> scratch(static_cast<std::size_t>(m_ * cols));
+      for (std::int64_t b = r.begin(); b < r.end(); ++b) {
+        float* run = w + b * m_ * cols;
+        runtime::blas::sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(m_), static_cast<int>(cols),
+                             static_cast<int>(m_), 1.f, small_.data(), static_cast<int>(m_), run, static_cast<int>(cols),
+                             0.f, scratch.data(), static_cast<int>(cols));
+        std::copy(scratch.begin(), scratch.end(), run);
+      }
+    });
+  if (p_ > 1 && !blocks_only_) {
+    // Vector b is the run of m rows at b m cols; split its length over the cores.
+    const std::int64_t len = m_ * cols;
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, len, 4096), [&](const auto& r) {
+      for (std::int64_t h = 1; h < p_; h *= 2)
+        for (std::int64_t i = 0; i < p_; i += 2 * h)
+          for (std::int64_t j = i; j < i + h; ++j) {
+            float* a = w + j * len;
+            float* c = w + (j + h) * len;
+            for (std::int64_t t = r.begin(); t < r.end(); ++t) {
+              const float u = a[t], v = c[t];
+              a[t] = u + v;
+              c[t] = u - v;
+            }
+          }
+    });
+  }
+}
+
 nlohmann::json Orthogonal::describe() const {
   if (blocks_only_)
     return {{"size", n_}, {"construction", fmt::format("block-diagonal {}({}) with random signs", small_kind_, m_)},

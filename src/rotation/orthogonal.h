@@ -31,6 +31,9 @@ class Orthogonal {
   // Each row of x (rows x width, width a multiple of n) becomes, segment by
   // segment of n, segment Q (or Q^T): a block-diagonal Q, one per head.
   void apply_segments(float* x, std::int64_t rows, std::int64_t width, bool transpose) const;
+  // W (n x cols, row-major) becomes Q^T W: each column times Q^T, as
+  // segment Q applied to W's columns read as rows would give, without a transpose.
+  void apply_columns(float* w, std::int64_t cols) const;
   // {"size", "construction": "hadamard(256) x paley2(28) with random signs", "seed"}: enough to rebuild it.
   nlohmann::json describe() const;
   // The dense matrix (tests and small sizes only).

@@ -79,15 +79,17 @@ void apply(const Matrices& mats, const SegmentRotation& r, float* rows, std::int
                   static_cast<std::size_t>(n) * sizeof(float));
 }
 
-// out (cols x rows) = in (rows x cols)^T, in 32 x 32 tiles over the cores.
-void transpose(const float* in, std::int64_t rows, std::int64_t cols, float* out) {
-  constexpr std::int64_t kTile = 32;
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, (rows + kTile - 1) / kTile), [&](const auto& r) {
-    for (std::int64_t ti = r.begin(); ti < r.end(); ++ti)
-      for (std::int64_t j0 = 0; j0 < cols; j0 += kTile)
-        for (std::int64_t i = ti * kTile; i < std::min(rows, (ti + 1) * kTile); ++i)
-          for (std::int64_t j = j0; j < std::min(cols, j0 + kTile); ++j) out[j * rows + i] = in[i * cols + j];
-  });
+// W (rows x cols) <- Q^T W on its rows' segments: for each k, the rows
+// [k period + offset, + size) (all rows when period is 0).
+void apply_to_columns(const Matrices& mats, const SegmentRotation& r, float* w, std::int64_t rows, std::int64_t cols,
+                      const std::string& tensor) {
+  const Orthogonal& q = mats.of(r.matrix);
+  const std::int64_t period = r.period == 0 ? q.size() : r.period;
+  if (rows % period != 0 || r.offset + q.size() > period)
+    throw_bad_input(fmt::format("{}: {} rows are not whole blocks of {} (a rotation of {} at {})", tensor, rows, period,
+                                q.size(), r.offset),
+                    {"", tensor});
+  for (std::int64_t k = 0; k < rows / period; ++k) q.apply_columns(w + (k * period + r.offset) * cols, cols);
 }
 
 // Each row of x (rows x width) times `scale` element by element (a folded norm).
@@ -159,7 +161,7 @@ class Rotator {
         job.fold.output ? out : std::max<std::int64_t>(1, static_cast<std::int64_t>(block_bytes_ / (4 * in)));
     std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> hash(XXH3_createState(), XXH3_freeState);
     XXH3_64bits_reset(hash.get());
-    std::vector<float> f, t;
+    std::vector<float> f;
     std::vector<std::uint8_t> bytes;
     for (std::int64_t r0 = 0; r0 < total_rows; r0 += block_rows) {
       const std::int64_t rows = std::min(block_rows, total_rows - r0);
@@ -167,12 +169,7 @@ class Rotator {
       load_floats(in_dtype, src.view.bytes.data(), static_cast<std::uint64_t>(r0 * in), f.size(), f.data());
       if (!scale.empty()) scale_columns(f.data(), rows, in, scale);
       if (job.fold.input) apply(mats_, *job.fold.input, f.data(), rows, in, false, info.name);
-      if (job.fold.output) {  // W <- Q^T W: the columns of W, as rows of W^T, times Q
-        t.resize(f.size());
-        transpose(f.data(), rows, in, t.data());
-        apply(mats_, *job.fold.output, t.data(), in, rows, false, info.name);
-        transpose(t.data(), in, rows, f.data());
-      }
+      if (job.fold.output) apply_to_columns(mats_, *job.fold.output, f.data(), rows, in, info.name);  // W <- Q^T W
       bytes.resize(f.size() * static_cast<std::size_t>(esize));
       store_floats(info.dtype, f.data(), f.size(), bytes.data());
       w.write_part(info.name, static_cast<std::uint64_t>(r0 * in * esize), bytes);
