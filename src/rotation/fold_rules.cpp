@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/expert_name.h"
 #include "runtime/model/architectures.h"
 #include "runtime/model/hf_config.h"
 
@@ -103,9 +104,13 @@ TensorFold tensor_fold(const RotationShape& s, RotationKind kind, const std::str
   const std::string in_norm = p + "input_layernorm.weight", post_norm = p + "post_attention_layernorm.weight";
 
   if (rest == "input_layernorm.weight" || rest == "post_attention_layernorm.weight") return folded_norm();
-  static const std::regex mlp(R"(mlp\.((shared_experts|experts\.\d+)\.)?(gate|up|down)_proj\.weight)");
-  std::smatch mm;
-  if (std::regex_match(rest, mm, mlp)) return mm[3] == "down" ? writes_residual() : reads_residual(post_norm);
+  // A dense MLP's, a shared expert's or (core/expert_name.h) a routed expert's projection.
+  const auto routed = parse_routed_expert(name);
+  const std::string proj = routed ? std::string(routed->rest)
+                           : rest.starts_with("mlp.shared_experts.") ? rest.substr(19)
+                           : rest.starts_with("mlp.") ? rest.substr(4) : std::string();
+  if (proj == "down_proj.weight") return writes_residual();
+  if (proj == "gate_proj.weight" || proj == "up_proj.weight") return reads_residual(post_norm);
   if (rest == "mlp.experts.gate_up_proj") return reads_residual(post_norm);  // transformers 5 stack [E, 2I, H]
   if (rest == "mlp.experts.down_proj") return writes_residual();              // [E, H, I]
   if (rest == "mlp.gate.weight") return reads_residual(post_norm);             // the router reads the stream too

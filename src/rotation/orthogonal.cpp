@@ -45,14 +45,14 @@ std::vector<int> paley_core(std::int64_t q) {
 }
 
 // In-place fast Walsh-Hadamard transform, unnormalized, across p (a power of
-// two) vectors of m floats laid one after another: vector j is x[j m, (j+1) m).
-void fwht_strided(float* x, std::int64_t p, std::int64_t m) {
+// two) vectors laid `stride` floats apart, on their elements [t0, t1).
+void fwht_strided(float* x, std::int64_t p, std::int64_t stride, std::int64_t t0, std::int64_t t1) {
   for (std::int64_t h = 1; h < p; h *= 2)
     for (std::int64_t i = 0; i < p; i += 2 * h)
       for (std::int64_t j = i; j < i + h; ++j) {
-        float* a = x + j * m;
-        float* b = x + (j + h) * m;
-        for (std::int64_t t = 0; t < m; ++t) {
+        float* a = x + j * stride;
+        float* b = x + (j + h) * stride;
+        for (std::int64_t t = t0; t < t1; ++t) {
           const float u = a[t], v = b[t];
           a[t] = u + v;
           b[t] = u - v;
@@ -189,7 +189,7 @@ void Orthogonal::apply_block(float* x, std::int64_t rows, bool transpose, std::v
     std::copy(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(count), x);
   }
   if (p_ > 1 && !blocks_only_)
-    for (std::int64_t r = 0; r < rows; ++r) fwht_strided(x + r * n_, p_, m_);
+    for (std::int64_t r = 0; r < rows; ++r) fwht_strided(x + r * n_, p_, m_, 0, m_);
   if (transpose) scale_by_signs();
 }
 
@@ -236,19 +236,8 @@ void Orthogonal::apply_columns(float* w, std::int64_t cols) const {
   if (p_ > 1 && !blocks_only_) {
     // Vector b is the run of m rows at b m cols; split its length over the cores.
     const std::int64_t len = m_ * cols;
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, len, 4096), [&](const auto& r) {
-      for (std::int64_t h = 1; h < p_; h *= 2)
-        for (std::int64_t i = 0; i < p_; i += 2 * h)
-          for (std::int64_t j = i; j < i + h; ++j) {
-            float* a = w + j * len;
-            float* c = w + (j + h) * len;
-            for (std::int64_t t = r.begin(); t < r.end(); ++t) {
-              const float u = a[t], v = c[t];
-              a[t] = u + v;
-              c[t] = u - v;
-            }
-          }
-    });
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, len, 4096),
+                      [&](const auto& r) { fwht_strided(w, p_, len, r.begin(), r.end()); });
   }
 }
 

@@ -83,7 +83,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from xref import missing  # noqa: E402
+from xref import compare_logits, missing  # noqa: E402
 
 try:
     import numpy as np
@@ -181,15 +181,7 @@ def run_selq(logits_exe, model_dir, tokens_file, out_prefix, vocab):
 
 
 def compare(label, mine, ref, tol=REL_TOL):
-    scale = float(np.abs(ref).max())
-    diff = float(np.abs(mine - ref).max())
-    top2 = np.sort(ref, axis=1)[:, -2:]
-    decisive = (top2[:, 1] - top2[:, 0]) > 2 * tol * scale
-    agree = mine.argmax(1) == ref.argmax(1)
-    ok = diff <= tol * scale and bool(agree[decisive].all())
-    print(f"  {label}: max|diff| {diff:.3e}, logit scale {scale:.3f}, rel {diff / scale:.2e} (tol {tol:.0e}); "
-          f"top-1 agree {agree.mean():.3f} ({int(decisive.sum())} decisive){'' if ok else '  FAIL'}")
-    return ok
+    return compare_logits(label, mine, ref, tol)
 
 
 def routing_spread(model, ids):

@@ -33,7 +33,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from xref import missing, smollm2_gguf  # noqa: E402
+from xref import compare_logits, missing, smollm2_gguf  # noqa: E402
 
 try:
     import numpy as np
@@ -105,15 +105,7 @@ def rotate(selq, src, dst, kind, *extra):
 
 
 def compare(label, mine, ref):
-    scale = float(np.abs(ref).max())
-    diff = float(np.abs(mine - ref).max())
-    top2 = np.sort(ref, axis=1)[:, -2:]
-    decisive = (top2[:, 1] - top2[:, 0]) > 2 * REL_TOL * scale
-    agree = mine.argmax(1) == ref.argmax(1)
-    ok = diff <= REL_TOL * scale and bool(agree[decisive].all())
-    print(f"  {label}: max|diff| {diff:.3e}, logit scale {scale:.3f}, rel {diff / scale:.2e} (tol {REL_TOL:.0e}); "
-          f"top-1 agree {agree.mean():.3f}{'' if ok else '  FAIL'}")
-    return ok
+    return compare_logits(label, mine, ref, REL_TOL)
 
 
 def check_weights(label, src, dst):

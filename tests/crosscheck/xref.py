@@ -70,3 +70,18 @@ def compare_dequantized(tensors, ours):
         print(f"MISMATCH: selq wrote {ours.size} values, gguf-py has {pos}")
         bad += 1
     return bad, pos, types
+
+
+def compare_logits(label, mine, ref, tol):
+    """max |mine - ref| <= tol * max |ref|, and the argmax equal wherever the reference's top-2
+    margin exceeds twice that; prints one line, returns whether both hold."""
+    import numpy as np
+    scale = float(np.abs(ref).max())
+    diff = float(np.abs(mine - ref).max())
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    decisive = (top2[:, 1] - top2[:, 0]) > 2 * tol * scale
+    agree = mine.argmax(1) == ref.argmax(1)
+    ok = diff <= tol * scale and bool(agree[decisive].all())
+    print(f"  {label}: max|diff| {diff:.3e}, logit scale {scale:.3f}, rel {diff / scale:.2e} (tol {tol:.0e}); "
+          f"top-1 agree {agree.mean():.3f} ({int(decisive.sum())} decisive){'' if ok else '  FAIL'}")
+    return ok
