@@ -49,34 +49,16 @@ struct Matrices {
 };
 
 void apply(const Matrices& mats, const SegmentRotation& r, float* rows, std::int64_t nrows, std::int64_t width,
-           bool transpose, const std::string& tensor) {
+           const std::string& tensor) {
   const Orthogonal& q = mats.of(r.matrix);
-  if (r.period == 0) {
-    if (width != q.size())
-      throw_bad_input(fmt::format("{} has rows of {}, the rotation is {} wide", tensor, width, q.size()), {"", tensor});
-    q.apply_rows(rows, nrows, transpose);
-    return;
-  }
-  if (width % r.period != 0 || r.offset + q.size() > r.period)
-    throw_bad_input(fmt::format("{}: rows of {} are not whole heads of {} (a rotation of {} at {})", tensor, width,
-                                r.period, q.size(), r.offset),
+  // Along a row, segments are whole heads (offset 0); MLA's value rows inside
+  // a period are an output side's, which apply_to_columns takes.
+  const std::int64_t period = r.period == 0 ? width : r.period;
+  if (period != q.size() || r.offset != 0 || width % period != 0)
+    throw_bad_input(fmt::format("{}: rows of {} are not whole blocks of {} (a rotation of {})", tensor, width, period,
+                                q.size()),
                     {"", tensor});
-  if (r.offset == 0 && r.period == q.size()) {
-    q.apply_segments(rows, nrows, width, transpose);
-    return;
-  }
-  // Segments inside a period (MLA's value rows after k_nope): gather, rotate, scatter.
-  const std::int64_t per_row = width / r.period, n = q.size();
-  std::vector<float> seg(static_cast<std::size_t>(nrows * per_row * n));
-  for (std::int64_t i = 0; i < nrows; ++i)
-    for (std::int64_t k = 0; k < per_row; ++k)
-      std::memcpy(&seg[static_cast<std::size_t>((i * per_row + k) * n)], rows + i * width + k * r.period + r.offset,
-                  static_cast<std::size_t>(n) * sizeof(float));
-  q.apply_segments(seg.data(), nrows * per_row, n, transpose);
-  for (std::int64_t i = 0; i < nrows; ++i)
-    for (std::int64_t k = 0; k < per_row; ++k)
-      std::memcpy(rows + i * width + k * r.period + r.offset, &seg[static_cast<std::size_t>((i * per_row + k) * n)],
-                  static_cast<std::size_t>(n) * sizeof(float));
+  q.apply_segments(rows, nrows, width, false);
 }
 
 // W (rows x cols) <- Q^T W on its rows' segments: for each k, the rows
@@ -149,7 +131,7 @@ class Rotator {
     if (info.shape.size() == 1) {  // a bias: the output side's rotation of one row
       std::vector<float> v(static_cast<std::size_t>(numel));
       load_floats(in_dtype, src.view.bytes.data(), 0, v.size(), v.data());
-      if (job.fold.output) apply(mats_, *job.fold.output, v.data(), 1, numel, false, info.name);
+      if (job.fold.output) apply(mats_, *job.fold.output, v.data(), 1, numel, info.name);
       std::vector<std::uint8_t> bytes(info.nbytes());
       store_floats(info.dtype, v.data(), v.size(), bytes.data());
       w.write(info.name, bytes);
@@ -168,7 +150,7 @@ class Rotator {
       f.resize(static_cast<std::size_t>(rows * in));
       load_floats(in_dtype, src.view.bytes.data(), static_cast<std::uint64_t>(r0 * in), f.size(), f.data());
       if (!scale.empty()) scale_columns(f.data(), rows, in, scale);
-      if (job.fold.input) apply(mats_, *job.fold.input, f.data(), rows, in, false, info.name);
+      if (job.fold.input) apply(mats_, *job.fold.input, f.data(), rows, in, info.name);
       if (job.fold.output) apply_to_columns(mats_, *job.fold.output, f.data(), rows, in, info.name);  // W <- Q^T W
       bytes.resize(f.size() * static_cast<std::size_t>(esize));
       store_floats(info.dtype, f.data(), f.size(), bytes.data());
