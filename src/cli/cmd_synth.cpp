@@ -24,11 +24,15 @@ const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
       "synth",
       "Write a synthetic checkpoint with a real architecture's tensor names and (optionally\n"
       "scaled-down) shapes; weights have per-channel scale spread and heavy-tailed outliers.\n"
-      "dspark at --scale 1 has the published shapes (hidden 7168, o_proj 7168x8192).");
+      "dspark at --scale 1 has the published shapes (hidden 7168, o_proj 7168x8192); deepseek-v3\n"
+      "at --scale 1 has DeepSeek-V3's (128 heads; its router: 8 groups, 4 of them chosen, 8\n"
+      "experts per token, as far as --experts allows).");
   cmd->footer(
       "Examples:\n"
       "  selq synth --arch dspark --scale 8 /tmp/dspark     # a 5-layer draft model, 1/8 scale\n"
-      "  selq synth --arch kimi-k3 --scale 64 /tmp/k3       # MoE names and shapes, scaled down");
+      "  selq synth --arch kimi-k3 --scale 64 /tmp/k3       # MoE names and shapes, scaled down\n"
+      "  selq synth --arch deepseek-v3 --layers 2 --experts 256 --vocab 32000 /tmp/layer\n"
+      "                      # a dense layer and one real-size MoE layer (23 GB)");
   cmd->add_option("--arch", args->options.arch,
                   "dspark, kimi-k3, deepseek-v3 or llama (deepseek-v3 comes with its router and RoPE config and a\n"
                   "byte-level tokenizer.json: selq's runtime and transformers run it)")

@@ -135,8 +135,10 @@ SynthModel dspark(const SynthOptions& o) {
 }
 
 SynthModel deepseek_like(const SynthOptions& o, bool kimi) {
+  // At scale 1 a deepseek-v3 is DeepSeek-V3's own config (128 heads, the router below).
+  const bool real_v3 = !kimi && o.scale == 1;
   Dims d{scaled(7168, o.scale), scaled(18432, o.scale), scaled(2048, o.scale),
-         o.vocab > 0 ? o.vocab : scaled(163840, o.scale), std::max<std::int64_t>(1, 64 / o.scale),
+         o.vocab > 0 ? o.vocab : scaled(163840, o.scale), real_v3 ? 128 : std::max<std::int64_t>(1, 64 / o.scale),
          scaled(1536, o.scale), scaled(512, o.scale), 64, 128, 128,
          o.layers > 0 ? o.layers : 4, o.experts > 0 ? o.experts : 8, 1, 1};
   SynthModel m;
@@ -144,15 +146,18 @@ SynthModel deepseek_like(const SynthOptions& o, bool kimi) {
                   : mla_config(d, "deepseek_v3", "DeepseekV3ForCausalLM");
   if (!kimi) {
     // The router and RoPE as DeepSeek-V3 configures them (its 256 experts in 8
-    // groups, 4 groups and 8 experts per token), scaled to the experts here, so
-    // that selq's runtime and transformers run the model.
-    int groups = 1;  // the most of 4, 2 that divide the experts into groups of at least 2
-    for (int g : {4, 2})
-      if (groups == 1 && d.experts % g == 0 && d.experts / g >= 2) groups = g;
+    // groups, 4 groups and 8 experts per token), so that selq's runtime and
+    // transformers run the model. Scaled down: at most 4 groups and 2 experts per
+    // token; at scale 1: 8 groups, half of them chosen, 8 experts per token, as
+    // far as the experts allow.
+    const int most_groups = real_v3 ? 8 : 4, most_per_token = real_v3 ? 8 : 2;
+    int groups = 1;  // the most of most_groups, ..., 2 that divide the experts into groups of at least 2
+    for (int g = most_groups; g >= 2 && groups == 1; g /= 2)
+      if (d.experts % g == 0 && d.experts / g >= 2) groups = g;
     const int topk_groups = std::max(1, groups / 2);
     m.config.update({{"n_group", groups},
                      {"topk_group", topk_groups},
-                     {"num_experts_per_tok", std::min(2, topk_groups * (d.experts / groups))},
+                     {"num_experts_per_tok", std::min(most_per_token, topk_groups * (d.experts / groups))},
                      {"routed_scaling_factor", 2.5},
                      {"norm_topk_prob", true},
                      {"scoring_func", "sigmoid"},
