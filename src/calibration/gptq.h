@@ -16,6 +16,7 @@
 // depend on the thread count.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -47,10 +48,24 @@ struct GptqResult {
   std::vector<float> nearest;  // [out, in] with options.with_nearest: the original on the grid, each element to nearest
 };
 
+// What GPTQ rounds every reader of one input with (fused gate/up, q/k/v
+// share it): the act order, the dead inputs and U with (H + λI)⁻¹ = Uᵀ U in
+// that order, the dampening λ raised until H + λI is positive definite.
+struct GptqInverse {
+  std::vector<std::int64_t> perm;
+  std::vector<char> dead;
+  std::vector<double> u;  // [in, in] row-major upper
+  double dampening{0};
+};
+// Throws BadInput naming `name` when H stays indefinite after dampening.
+GptqInverse gptq_inverse(std::span<const double> hessian, std::int64_t in, double dampening, const std::string& name);
+
 // `weight` a 2-D [out, in] float tensor of a kind quant::rounding_takes(Rounding::Gptq, kind);
-// `hessian` [in, in] row-major, symmetric (Σ x xᵀ; any positive scale).
+// `hessian` [in, in] row-major, symmetric (Σ x xᵀ; any positive scale);
+// `inverse`: gptq_inverse(hessian, in, options.dampening) when the caller shares
+// one between readers of the input (computed here when null).
 // Throws BadInput naming the tensor when H stays indefinite after dampening.
 GptqResult gptq_round(const quant::SchemeSpec& spec, const TensorView& weight, std::span<const double> hessian,
-                      const GptqOptions& options = {});
+                      const GptqOptions& options = {}, const GptqInverse* inverse = nullptr);
 
 }  // namespace selq::calibration

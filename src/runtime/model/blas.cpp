@@ -14,12 +14,17 @@ namespace {
 
 // LAPACK's Fortran entry points (OpenBLAS's are C and take no hidden string lengths).
 using LapackFactor = void (*)(const char* uplo, const int* n, double* a, const int* lda, int* info);
+using LapackTriangularInverse = void (*)(const char* uplo, const char* diag, const int* n, double* a, const int* lda,
+                                         int* info);
+using SetThreads = void (*)(int);
 
 struct Api {
   decltype(&cblas_sgemm) sgemm;
   decltype(&cblas_sgemv) sgemv;
   decltype(&cblas_dgemm) dgemm;
-  LapackFactor dpotrf{nullptr}, dpotri{nullptr};
+  LapackFactor dpotrf{nullptr};
+  LapackTriangularInverse dtrtri{nullptr};
+  SetThreads set_threads{nullptr};  // OpenBLAS's own
 };
 
 // Debian 12's OpenBLAS (0.3.21) does not know some newer x86 CPUs (a 2-vCPU Intel
@@ -42,16 +47,16 @@ const Api& api() {
     // The runtime splits its products over TBB tasks (runtime/model/matrix.h), each
     // a one-thread BLAS call; OpenBLAS's own threads would oversubscribe the
     // cores. Other BLAS libraries lack the call and are left as they are.
-    try {
-      using SetThreads = void (*)(int);
-      lib.function<SetThreads>("openblas_set_num_threads")(1);
-    } catch (const std::exception&) {
-    }
     Api a{lib.function<decltype(&cblas_sgemm)>("cblas_sgemm"), lib.function<decltype(&cblas_sgemv)>("cblas_sgemv"),
           lib.function<decltype(&cblas_dgemm)>("cblas_dgemm")};
+    try {
+      a.set_threads = lib.function<SetThreads>("openblas_set_num_threads");
+      a.set_threads(1);
+    } catch (const std::exception&) {
+    }
     try {  // GPTQ only: a BLAS without LAPACK still runs everything else
       a.dpotrf = lib.function<LapackFactor>("dpotrf_");
-      a.dpotri = lib.function<LapackFactor>("dpotri_");
+      a.dtrtri = lib.function<LapackTriangularInverse>("dtrtri_");
     } catch (const std::exception&) {
     }
     return a;
@@ -79,7 +84,7 @@ void dgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, 
 namespace {
 int lapack(LapackFactor f, int n, double* a, int lda) {
   if (!f)
-    throw_unsupported(fmt::format("GPTQ needs LAPACK's dpotrf/dpotri, which the BLAS library {} does not export "
+    throw_unsupported(fmt::format("GPTQ needs LAPACK's dpotrf, which the BLAS library {} does not export "
                                   "(OpenBLAS does)",
                                   SELQ_BLAS_SONAME));
   const char uplo = 'L';
@@ -90,6 +95,27 @@ int lapack(LapackFactor f, int n, double* a, int lda) {
 }  // namespace
 
 int dpotrf_lower(int n, double* a, int lda) { return lapack(api().dpotrf, n, a, lda); }
-int dpotri_lower(int n, double* a, int lda) { return lapack(api().dpotri, n, a, lda); }
+
+int dtrtri_lower(int n, double* a, int lda) {
+  const auto f = api().dtrtri;
+  if (!f)
+    throw_unsupported(fmt::format("GPTQ needs LAPACK's dtrtri, which the BLAS library {} does not export (OpenBLAS does)",
+                                  SELQ_BLAS_SONAME));
+  const char uplo = 'L', diag = 'N';
+  int info = 0;
+  f(&uplo, &diag, &n, a, &lda, &info);
+  return info;
+}
+
+ThreadsForOneCall::ThreadsForOneCall(int threads) {
+  if (api().set_threads && threads > 1) {
+    api().set_threads(threads);
+    set_ = true;
+  }
+}
+
+ThreadsForOneCall::~ThreadsForOneCall() {
+  if (set_) api().set_threads(1);
+}
 
 }  // namespace selq::runtime::blas

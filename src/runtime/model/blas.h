@@ -1,5 +1,5 @@
 #pragma once
-// The two CBLAS routines the reference runtime uses, resolved from the BLAS
+// The CBLAS routines the reference runtime uses, resolved from the BLAS
 // library on first use (see core/shared_library.h for why it is not linked
 // at start-up: OpenBLAS's thread alone took a share of one core during every
 // quantize run). The enums and signatures are CBLAS's own.
@@ -19,11 +19,27 @@ void sgemv(CBLAS_ORDER order, CBLAS_TRANSPOSE trans, int m, int n, float alpha, 
 void dgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int m, int n, int k, double alpha,
            const double* a, int lda, const double* b, int ldb, double beta, double* c, int ldc);
 
-// LAPACK's Cholesky factor (dpotrf) and the inverse from it (dpotri) of a
-// symmetric positive definite n x n matrix, column-major, lower triangle
-// ('L'); return LAPACK's info (0: success; > 0: not positive definite).
-// OpenBLAS exports both; another BLAS without LAPACK fails with one line.
+// LAPACK's Cholesky factor (dpotrf) of a symmetric positive definite n x n
+// matrix, column-major, lower triangle ('L'); return LAPACK's info (0:
+// success; > 0: not positive definite). OpenBLAS exports it and dtrtri;
+// another BLAS without LAPACK fails with one line.
 int dpotrf_lower(int n, double* a, int lda);
-int dpotri_lower(int n, double* a, int lda);
+// LAPACK's inverse of a lower triangular matrix with its diagonal (dtrtri 'L', 'N'), column-major.
+int dtrtri_lower(int n, double* a, int lda);
+
+// OpenBLAS's own threads for the BLAS calls made while this lives (else every
+// call runs on one thread: the runtime splits its products over TBB tasks).
+// For one large factorization with nothing else running, as GPTQ's inverse of
+// a 7168-input Hessian; another BLAS library is left as it is.
+class ThreadsForOneCall {
+ public:
+  explicit ThreadsForOneCall(int threads);
+  ~ThreadsForOneCall();
+  ThreadsForOneCall(const ThreadsForOneCall&) = delete;
+  ThreadsForOneCall& operator=(const ThreadsForOneCall&) = delete;
+
+ private:
+  bool set_{false};
+};
 
 }  // namespace selq::runtime::blas
