@@ -1,21 +1,23 @@
 #pragma once
 // Rounding `gptq` for a plan (pipeline::QuantizeOptions::round_weights): the
 // source model runs layer by layer over the calibration text; for each decoder
-// layer the Hessian H = Σ x xᵀ of every linear's inputs is gathered with the
-// layers before it already rounded (fused modules read the same input and
-// share one), each linear the plan rounds `gptq` is rounded (calibration/gptq.h),
-// its rounded weights take its place, and the calibration sequences go on
-// through the rounded layer. Memory: the model's weights as the runtime holds
-// them, one layer's Hessians (in² doubles each) and one sequence's hidden
-// states; every sequence's states (tokens × hidden floats) are in two files
-// of `work_dir` mapped as page cache, which the kernel spills to disk beyond
-// RAM (calibration/gptq_states.h).
+// layer the inputs of its gptq linears are recorded in one run through it with
+// the layers before it already rounded, the linears are rounded in batches
+// whose Hessians H = Σ x xᵀ (fused modules read the same input and share one)
+// fit the memory budget, each from its own inputs' rows
+// (calibration/gptq_layer.h), and the calibration sequences go on through the
+// rounded layer. Memory: the model's weights as the runtime holds them (a BF16
+// source read in place), one batch's Hessians and rounded weights; every
+// sequence's states (tokens × hidden floats), the layer's recorded inputs and
+// the rounded weights are files of `work_dir` read through the page cache,
+// which the kernel spills to disk beyond RAM (calibration/gptq_states.h).
 //
-// Resumable per layer: `work_dir` gets layer-NNNN.safetensors (the layer's
-// rounded weights, F32, named as the source tensors, written atomically) and
-// the sequences' states after each finished layer (committed by an atomic
-// hidden.json), both stamped with the run's fingerprint; a rerun with the
-// same fingerprint continues after the last finished layer, and its result is
+// Resumable per batch: `work_dir` gets layer-NNNN-bKKKK.safetensors (a batch's
+// rounded weights, BF16 when exact else F32, named as the source tensors,
+// written atomically) and the sequences' states after each finished layer
+// (committed by an atomic hidden.json), both stamped with the run's
+// fingerprint; a rerun with the same fingerprint continues after the last
+// finished layer, reusing that layer's finished batches, and its result is
 // byte-identical to an uninterrupted run's.
 #include <cstdint>
 #include <functional>
@@ -35,6 +37,17 @@ namespace selq::calibration {
 inline constexpr const char* kUnreachedExpertGptqRule =
     "a routed expert's linear that no calibration token reached is rounded by mse (no Hessian to use)";
 
+// A routed expert that few calibration tokens reach has a Hessian of low rank
+// (fewer rows than inputs), which GPTQ fits exactly and nothing else: its
+// gate/up input's Hessian is completed to expert_prior × in tokens with
+// pseudo-tokens of the layer's mean over every routed row (all routed experts
+// read the same MoE input), so an unreached expert's gate/up are rounded by
+// GPTQ on that mean instead of mse. down_proj reads the expert's own
+// activations: no prior.
+inline constexpr const char* kRareExpertGptqRule =
+    "a routed expert's gate/up input with fewer calibration tokens than expert_prior x its inputs gets the difference "
+    "as pseudo-tokens of the layer's mean x x^T over every routed token (the MoE input all routed experts read)";
+
 inline constexpr const char* kGptqGateRule =
     "every eighth calibration sequence held out of the fit; each linear keeps GPTQ's weights or the nearest "
     "rounding on the same scales, whichever has less output error on the held-out rows (a tie keeps GPTQ)";
@@ -47,17 +60,20 @@ struct GptqPassOptions {
   std::int64_t context{512};      // tokens per sequence
   std::string work_dir;      // per-layer results (created; kept for a rerun)
   double dampening{0.01};
+  // kRareExpertGptqRule's factor (0: off; docs/RECIPES.md, "GPTQ on a large MoE").
+  double expert_prior{1.0};
   // The rounding gate (calibration/gptq_gate.h): every eighth sequence held out of the
   // fit, each linear keeps GPTQ's or the nearest rounding on its scales, whichever
   // has less output error on those rows. Off: GPTQ everywhere, fitted on every sequence.
   bool gate{true};
   int threads{0};            // 0: all cores (the bytes do not depend on it)
-  // Bytes a layer's Hessians may take (in x in doubles per input; 0: half of
-  // the machine's memory). Beyond it the layer's linears are rounded in
-  // batches, each batch's Hessians gathered by one more run of the sequences
-  // through the layer (time, not bytes: the output does not depend on it).
+  // Bytes a batch's Hessians (in x in doubles per input) and rounded weights
+  // may take (0: half of the machine's memory). Beyond it a layer's linears
+  // are rounded in batches, each batch's Hessians summed from its own inputs'
+  // recorded rows (the output does not depend on it).
   std::uint64_t hessian_budget{0};
-  // One line per finished layer ("layer 3/30: 7 linears rounded in 2.1 s").
+  // One line per finished layer ("layer 3/30: 7 linears rounded in 2.1 s ...", with
+  // where the time went), and one per batch when a layer has several.
   std::function<void(const std::string&)> on_progress;
 };
 

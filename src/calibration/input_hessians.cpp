@@ -37,13 +37,15 @@ std::ptrdiff_t InputHessians::find(const std::string& module) const {
 
 void InputHessians::hook(void* ctx, const Linear& l, const float* x, std::int64_t rows) {
   auto& self = *static_cast<InputHessians*>(ctx);
-  const auto it = self.slot.find(&l);
-  if (it == self.slot.end() || rows == 0) return;
-  std::vector<double>& h = self.h[it->second];
-  self.rows[it->second] += rows;
-  const std::int64_t n = l.in;
-  self.panel.resize(static_cast<std::size_t>(n * n));
-  float* p = self.panel.data();
+  if (const auto it = self.slot.find(&l); it != self.slot.end()) self.add(it->second, x, rows, l.in);
+}
+
+void InputHessians::add(std::size_t s, const float* x, std::int64_t rows, std::int64_t n) {
+  if (rows == 0) return;
+  std::vector<double>& h = this->h[s];
+  this->rows[s] += rows;
+  panel.resize(static_cast<std::size_t>(n * n));
+  float* p = panel.data();
   const std::int64_t panels = (n + kHessianPanel - 1) / kHessianPanel;
   tbb::parallel_for(std::int64_t{0}, panels, [&](std::int64_t k) {
     const std::int64_t j0 = k * kHessianPanel, w = std::min(kHessianPanel, n - j0);

@@ -30,6 +30,8 @@ struct InputHessians {
   std::size_t of(const runtime::Linear& l) const { return of_input.at(input_key(l.module)); }
   // The slot of `module`'s input, or -1 when none of the linears read it.
   std::ptrdiff_t find(const std::string& module) const;
+  // Adds `rows` rows of `in` floats to slot `s`'s H (a call's rows, as the hook does).
+  void add(std::size_t s, const float* x, std::int64_t rows, std::int64_t in);
   // CausalLM::ActivationHook adding a call's rows to its input's H.
   static void hook(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows);
 };

@@ -37,6 +37,7 @@ struct QuantizeArgs {
   std::vector<std::string> calibration_text;  // --rounding gptq
   std::int64_t calibration_tokens{8192}, calibration_context{512};
   bool gptq_gate{true};
+  double gptq_expert_prior{calibration::GptqPassOptions{}.expert_prior};
   std::string rotation;            // --rotation: none, r1, r1r2 (else the recipe's)
   std::uint64_t rotation_seed{0};
   std::int64_t rotation_block{-1};  // --rotation-block; -1: not given (the recipe's rotation_block, 0 by default)
@@ -97,6 +98,7 @@ calibration::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t m
   calibration::GptqPassOptions gptq;
   gptq.texts = a.calibration_text;
   gptq.gate = a.gptq_gate;
+  gptq.expert_prior = a.gptq_expert_prior;
   gptq.max_tokens = a.calibration_tokens;
   gptq.context = a.calibration_context;
   gptq.threads = a.threads;
@@ -194,6 +196,11 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
   cmd->add_flag("!--no-gptq-gate", args->gptq_gate,
                 "--rounding gptq: no gate (by default every eighth calibration sequence is held out of the fit and "
                 "each linear keeps GPTQ's or the nearest rounding on its scales, whichever errs less on those rows)");
+  cmd->add_option("--gptq-expert-prior", args->gptq_expert_prior,
+                  "--rounding gptq on a MoE: a routed expert's gate/up Hessian with fewer tokens than this times its "
+                  "inputs is completed with the layer's mean over every routed token (0: off; docs/RECIPES.md)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--calibration-tokens", args->calibration_tokens,
                   "--rounding gptq: tokens of that text used (0: all); more lower KL at proportional time "
                   "(MXFP4 on SmolLM2: 0.63x nearest's at 8192, 0.56x at 32768; docs/QUALITY.md)")

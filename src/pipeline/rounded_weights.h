@@ -1,6 +1,6 @@
 #pragma once
-// GPTQ's rounded weights for a plan's tensors that round `gptq`: F32, named
-// as the source tensor, in safetensors files that calibration/gptq_pass.h writes
+// GPTQ's rounded weights for a plan's tensors that round `gptq`: F32, or BF16
+// where every value is one (MXFP4's), named as the source tensor, in safetensors files that calibration/gptq_pass.h writes
 // (this module cannot run the model). The writer stores each tensor from
 // them with the scales the GPTQ pass's search chooses for the original
 // (quant::store_gptq_weights, with channel_weights()).
@@ -24,7 +24,7 @@ class RoundedWeights {
   // `provenance`: the calibration text and settings, for the manifest.
   RoundedWeights(const std::map<std::string, std::string>& files, std::string fingerprint, nlohmann::json provenance);
 
-  // The rounded weights of `tensor` (F32, the source's shape); Internal error
+  // The rounded weights of `tensor` (F32 or BF16, the source's shape); Internal error
   // naming the tensor when the pass made none.
   TensorView view(const std::string& tensor) const;
   // The channel weights GPTQ's scale search used for `tensor` (its Hessian's

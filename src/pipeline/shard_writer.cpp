@@ -381,7 +381,7 @@ void produce_block(const PlannedTensor& t, const QuantizeOptions& options, Buffe
   if (quant::rounding_input(t.scheme->rounding.value) == quant::RoundingInput::ModelPass) {
     const TensorView whole = rounded_weights(options, t).view(t.source);
     qo.channel_weights = rounded_weights(options, t).channel_weights(t.source);
-    const TensorInfo rounded_info{info.name, DType::F32, block_info.shape};
+    const TensorInfo rounded_info{info.name, whole.info->dtype, block_info.shape};
     const std::size_t row_bytes = whole.bytes.size() / static_cast<std::size_t>(units);
     quant::store_gptq_weights(*t.scheme, block,
                               {&rounded_info, whole.bytes.subspan(static_cast<std::size_t>(item.u0) * row_bytes,

@@ -98,8 +98,9 @@ void store_gptq_weights(const SchemeSpec& spec, const TensorView& original, cons
                         const TensorQuantizeOptions& options) {
   const std::string& name = original.info->name;
   if (spec.rounding.value != Rounding::Gptq || rounded.info->shape != original.info->shape ||
-      rounded.info->dtype != DType::F32)
-    throw Error(ErrorKind::Internal, "store_gptq_weights: a gptq spec and F32 GPTQ weights of the original's shape",
+      (rounded.info->dtype != DType::F32 && rounded.info->dtype != DType::BF16))
+    throw Error(ErrorKind::Internal,
+                "store_gptq_weights: a gptq spec and F32 or BF16 GPTQ weights of the original's shape",
                 ErrorWhere{{}, name, {}});
   TensorQuantizeOptions whole = options;
   whole.pieces = nullptr;
@@ -108,7 +109,9 @@ void store_gptq_weights(const SchemeSpec& spec, const TensorView& original, cons
   quantize_weight(spec, rounded, outs, unused, whole);  // keeps the scales `outs` holds
   std::vector<std::span<const std::uint8_t>> views(outs.begin(), outs.end());
   const std::vector<float> dq = dequantize_weight(spec, original.info->shape, views);
-  const float* q = reinterpret_cast<const float*>(rounded.bytes.data());
+  std::vector<float> qv(dq.size());
+  load_floats(rounded.info->dtype, rounded.bytes.data(), 0, qv.size(), qv.data());
+  const float* q = qv.data();
   for (std::size_t i = 0; i < dq.size(); ++i)
     if (dq[i] != q[i])
       throw Error(ErrorKind::Internal,

@@ -48,7 +48,9 @@ Matrix Matrix::from_f32(std::vector<float> values, std::int64_t rows, std::int64
     }
   }
   if (!exact || values.empty()) {
-    m.f32 = std::move(values);
+    auto owned = std::make_shared<const std::vector<float>>(std::move(values));
+    m.f32 = std::span<const float>(*owned);
+    m.storage = std::move(owned);
     return m;
   }
   std::vector<std::uint16_t> bits(values.size());
@@ -76,6 +78,17 @@ Matrix Matrix::from_mapped_bf16(const std::uint16_t* bits, std::int64_t rows, st
   m.rows = rows;
   m.cols = cols;
   m.bf16 = std::span<const std::uint16_t>(bits, static_cast<std::size_t>(rows * cols));
+  m.storage = std::move(keep_alive);
+  m.mapped = true;
+  return m;
+}
+
+Matrix Matrix::from_mapped_f32(const float* values, std::int64_t rows, std::int64_t cols,
+                               std::shared_ptr<const void> keep_alive) {
+  Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.f32 = std::span<const float>(values, static_cast<std::size_t>(rows * cols));
   m.storage = std::move(keep_alive);
   m.mapped = true;
   return m;
@@ -127,7 +140,7 @@ std::vector<float> Matrix::to_f32() const {
     stored->rows_f32(0, rows, out.data());
     return out;
   }
-  if (!is_bf16()) return f32;
+  if (!is_bf16()) return {f32.begin(), f32.end()};
   std::vector<float> out(size());
   for (std::int64_t r = 0; r < rows; ++r) row_f32(r, out.data() + r * cols);
   return out;

@@ -27,10 +27,10 @@ class StoredWeight;
 struct Matrix {
   std::int64_t rows{0}, cols{0};        // row-major [rows, cols]
   std::span<const std::uint16_t> bf16;  // BF16 bits, when every value is exactly BF16 (in `storage`)
-  std::vector<float> f32;               // otherwise
+  std::span<const float> f32;           // otherwise (in `storage`)
   std::vector<float> row_scale;         // with bf16 only: value[r, c] = bf16[r, c] * row_scale[r]
-  std::shared_ptr<const void> storage;  // what holds bf16's bits: its own vector, or a checkpoint's mapping
-  bool mapped{false};                   // bf16 is in a checkpoint's mapping (page cache), not anonymous memory
+  std::shared_ptr<const void> storage;  // what holds bf16's or f32's values: its own vector, or a file's mapping
+  bool mapped{false};                   // the values are in a file's mapping (page cache), not anonymous memory
   std::shared_ptr<const StoredWeight> stored;  // or: the quantized weight as stored, dequantized where used
 
   // BF16 when that loses nothing, else F32 (`values` moved in).
@@ -38,9 +38,11 @@ struct Matrix {
   static Matrix from_bf16(std::vector<std::uint16_t> bits, std::int64_t rows, std::int64_t cols);
   static Matrix from_bf16_scaled(std::vector<std::uint16_t> bits, std::vector<float> row_scale, std::int64_t rows,
                                  std::int64_t cols);
-  // BF16 bits read in place from a mapping that `keep_alive` holds open.
+  // BF16 bits (F32 values) read in place from a mapping that `keep_alive` holds open.
   static Matrix from_mapped_bf16(const std::uint16_t* bits, std::int64_t rows, std::int64_t cols,
                                  std::shared_ptr<const void> keep_alive);
+  static Matrix from_mapped_f32(const float* values, std::int64_t rows, std::int64_t cols,
+                                std::shared_ptr<const void> keep_alive);
   static Matrix from_stored(std::shared_ptr<const StoredWeight> weight);
 
   bool is_bf16() const { return !bf16.empty(); }

@@ -1,17 +1,21 @@
 // The GPTQ pass under a Hessian budget (GptqPassOptions::hessian_budget):
-// a layer's linears rounded in batches, each batch's Hessians gathered by its
-// own run through the layer, give the same rounded weights as one batch. And
+// a layer's linears rounded in batches, each batch's Hessians summed from its
+// own recorded input rows, give the same rounded weights as one batch; a rerun
+// reuses the batch files a killed run left; each module's calibration tokens
+// are recorded (a routed expert's: the tokens routed to it). And
 // its gate (calibration/gptq_gate.h): the held-out sequences, the record of every
 // module, and weights that are the kept candidate's exactly.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "calibration/gptq_pass.h"
 #include "io/checkpoint.h"
@@ -80,6 +84,54 @@ TEST(GptqPass, HessianBudgetGivesTheSameWeights) {
     ++compared;
   }
   EXPECT_GT(compared, 20);  // attention, dense, shared and routed experts
+
+  // Every token reaches num_experts_per_tok routed experts of the MoE layer and every other linear.
+  const auto config = nlohmann::json::parse(std::ifstream(dir / "src" / "config.json"));
+  const std::int64_t per_token = config.at("num_experts_per_tok"), tokens = 256;
+  std::int64_t routed = 0;
+  int modules = 0;
+  for (const auto& [module, n] : whole->provenance().at("module_tokens").items()) {
+    ++modules;
+    if (module.find(".mlp.experts.") != std::string::npos) {
+      if (module.ends_with("gate_proj")) routed += n.get<std::int64_t>();
+    } else {
+      EXPECT_EQ(n.get<std::int64_t>(), tokens) << module;
+    }
+  }
+  EXPECT_EQ(routed, tokens * per_token);
+  EXPECT_EQ(static_cast<std::size_t>(modules), static_cast<std::size_t>(compared));
+  EXPECT_EQ(batched->provenance().at("module_tokens"), whole->provenance().at("module_tokens"));
+
+  // A run killed within a layer: its states not committed, one batch file lost.
+  // The rerun rounds that batch alone and gives the same bytes.
+  std::vector<fs::path> batch_files;
+  for (const auto& e : fs::directory_iterator(dir / "batched"))
+    if (e.path().filename().string().starts_with("layer-0001-b")) batch_files.push_back(e.path());
+  std::sort(batch_files.begin(), batch_files.end());
+  ASSERT_GT(batch_files.size(), 3u);
+  const auto kept_time = fs::last_write_time(batch_files.front());
+  fs::remove(dir / "batched" / "hidden.json");
+  fs::remove(batch_files[2]);
+  std::vector<std::string> lines;
+  GptqPassOptions o;
+  o.texts = {(dir / "text.txt").string()};
+  o.max_tokens = 256;
+  o.context = 64;
+  o.work_dir = (dir / "batched").string();
+  o.hessian_budget = 1;
+  o.on_progress = [&](const std::string& line) { lines.push_back(line); };
+  const auto resumed = run_gptq_pass(*ck, plan, o);
+  int batch_lines = 0;
+  for (const auto& l : lines) batch_lines += l.find(": batch ") != std::string::npos;
+  EXPECT_EQ(batch_lines, 1);  // the lost batch, in layer 1 (layer 0's batches were reused too)
+  EXPECT_EQ(fs::last_write_time(batch_files.front()), kept_time);
+  for (const auto& t : plan.tensors) {
+    if (!t.scheme || t.scheme->rounding.value != quant::Rounding::Gptq) continue;
+    const TensorView a = whole->view(t.source), b = resumed->view(t.source);
+    ASSERT_EQ(a.bytes.size(), b.bytes.size()) << t.source;
+    EXPECT_EQ(0, std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size())) << t.source;
+  }
+  EXPECT_EQ(resumed->provenance().at("gate"), whole->provenance().at("gate"));
   fs::remove_all(dir);
 }
 
@@ -126,14 +178,75 @@ TEST(GptqPass, TheGateHoldsOutEveryEighthSequenceAndStoresTheKeptCandidate) {
     const auto outs = quant::gptq_scale_outputs(*t.scheme, ck->view(t.source), qo);
     const std::vector<std::span<const std::uint8_t>> views(outs.begin(), outs.end());
     const std::vector<float> nearest = quant::dequantize_weight(*t.scheme, t.source_info.shape, views);
-    const TensorView stored = gated->view(t.source);
-    const bool same = std::memcmp(stored.bytes.data(), nearest.data(), stored.bytes.size()) == 0;
+    const TensorView stored = gated->view(t.source);  // MXFP4's values: BF16
+    EXPECT_EQ(stored.info->dtype, DType::BF16) << t.module;
+    std::vector<float> values(nearest.size());
+    load_floats(stored.info->dtype, stored.bytes.data(), 0, values.size(), values.data());
+    const bool same = values == nearest;
     if (m.at("kept") == "nearest") {
       EXPECT_TRUE(same) << t.module;
     }
     ++checked;
   }
   EXPECT_GT(checked, 20);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace selq::calibration
+
+namespace selq::calibration {
+namespace {
+
+// A routed expert few tokens reach (kRareExpertGptqRule): its gate/up Hessian is
+// completed to expert_prior × in tokens with the layer's routed-token mean, so
+// an unreached expert's gate/up are rounded by GPTQ (its down_proj, whose input
+// is the expert's own, by mse); with the prior off all three are mse.
+TEST(GptqPass, RarelyRoutedExpertsGetTheLayersMeanAsPseudoTokens) {
+  const fs::path dir = small_deepseek("selq-gptq-prior");
+  const std::string src = (dir / "src").string();
+  std::ofstream(dir / "text.txt") << "Few tokens: some experts see none.";
+  const auto recipe = recipe::parse_recipe(
+      "name: g\narch: deepseek-v3\ndialect: compressed-tensors\n"
+      "rules: [{match: '*mlp.experts.*', scheme: mxfp4, options: {activations: none, rounding: gptq}}]\n",
+      "g.yaml");
+  const auto ck = io::Checkpoint::open(src);
+  const pipeline::Plan plan = pipeline::make_plan(*ck, recipe);
+  auto pass = [&](double prior, const std::string& work) {
+    GptqPassOptions o;
+    o.texts = {(dir / "text.txt").string()};
+    o.max_tokens = 6;
+    o.context = 6;
+    o.work_dir = (dir / work).string();
+    o.expert_prior = prior;
+    return run_gptq_pass(*ck, plan, o);
+  };
+  const auto with = pass(1.0, "with"), without = pass(0.0, "without");
+  EXPECT_NE(with->fingerprint(), without->fingerprint());
+  const auto& tokens = with->provenance().at("module_tokens");
+  const auto& pseudo = with->provenance().at("expert_prior");
+  EXPECT_FALSE(without->provenance().contains("expert_prior"));
+  const auto listed = [](const nlohmann::json& p, const std::string& m) {
+    if (!p.contains("unreached")) return false;
+    for (const auto& u : p.at("unreached"))
+      if (u == m) return true;
+    return false;
+  };
+  const std::int64_t in = ck->find("model.layers.1.mlp.experts.0.gate_proj.weight")->info.shape[1];
+  int unreached = 0;
+  for (const auto& [module, n] : tokens.items()) {
+    const bool reads_input = !module.ends_with("down_proj");
+    // 6 tokens: every expert's gate/up is short of `in` tokens and gets the difference.
+    EXPECT_EQ(pseudo.contains(module), reads_input) << module;
+    if (reads_input) {
+      EXPECT_EQ(pseudo.at(module).get<double>(), static_cast<double>(in - n.get<std::int64_t>())) << module;
+    }
+    if (n.get<std::int64_t>() > 0) continue;
+    ++unreached;
+    EXPECT_TRUE(listed(without->provenance(), module)) << module;
+    EXPECT_EQ(listed(with->provenance(), module), !reads_input) << module;
+  }
+  EXPECT_GT(unreached, 0);  // 6 tokens, 2 of 4 experts each: some expert is left out
   fs::remove_all(dir);
 }
 

@@ -1,0 +1,390 @@
+#include "calibration/gptq_layer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include "calibration/gptq.h"
+#include "calibration/gptq_gate.h"
+#include "calibration/input_hessians.h"
+#include "calibration/input_recording.h"
+#include "core/error.h"
+#include "core/expert_name.h"
+#include "io/safetensors.h"
+#include "pipeline/rounded_weights.h"
+#include "quant/gptq_grid.h"
+#include "runtime/model/linear.h"
+
+namespace selq::calibration {
+
+using namespace runtime;  // this room runs the runtime's models and matrices
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string batch_file_prefix(std::int64_t layer) { return fmt::format("layer-{:04d}-b", layer); }
+std::string batch_file(const std::string& dir, std::int64_t layer, std::size_t batch) {
+  return (fs::path(dir) / fmt::format("{}{:04d}.safetensors", batch_file_prefix(layer), batch)).string();
+}
+std::vector<std::string> layer_batch_files(const std::string& dir, std::int64_t layer) {
+  std::vector<std::string> out;
+  const std::string prefix = batch_file_prefix(layer);
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(prefix) && name.ends_with(".safetensors")) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  for (std::size_t b = 0; b < s.size();) {
+    const std::size_t e = std::min(s.find(',', b), s.size());
+    v.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return v;
+}
+
+// The values `mse` stores for `weight` (what GPTQ keeps the scales of).
+std::vector<float> mse_rounded(const quant::SchemeSpec& spec, const TensorView& weight,
+                               const quant::TensorQuantizeOptions& options) {
+  const auto outs = quant::gptq_scale_outputs(spec, weight, options);
+  const std::vector<std::span<const std::uint8_t>> views(outs.begin(), outs.end());
+  return quant::dequantize_weight(spec, weight.info->shape, views);
+}
+
+io::TensorBytes f32_tensor(const std::string& name, const std::vector<float>& v, Shape shape) {
+  io::TensorBytes t{{name, DType::F32, std::move(shape)}, std::vector<std::uint8_t>(v.size() * 4)};
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+// Rounded weights as BF16 when every value is one (MXFP4's E2M1 times a power
+// of two: half the file and page cache), else F32.
+io::TensorBytes rounded_tensor(const std::string& name, const std::vector<float>& v, Shape shape) {
+  const auto bits = [](float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  if (std::any_of(v.begin(), v.end(), [&](float f) { return (bits(f) & 0xFFFFu) != 0; }))
+    return f32_tensor(name, v, std::move(shape));
+  io::TensorBytes t{{name, DType::BF16, std::move(shape)}, std::vector<std::uint8_t>(v.size() * 2)};
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto hi = static_cast<std::uint16_t>(bits(v[i]) >> 16);
+    std::memcpy(t.bytes.data() + 2 * i, &hi, 2);
+  }
+  return t;
+}
+
+// A layer's targets in batches whose Hessians (8·in² bytes per input) and
+// rounded weights (4·out·in per linear) fit `budget` bytes; the readers of one
+// input stay together, and an input larger than the budget is a batch of its own.
+std::vector<LayerTargets> batches_within(const LayerTargets& mine, std::uint64_t budget) {
+  std::vector<LayerTargets> batches(1);
+  std::uint64_t bytes = 0;
+  std::map<std::string, LayerTargets> by_input;  // in first-reader order below
+  std::vector<std::string> order;
+  for (const auto& lt : mine) {
+    const std::string key = input_key(lt.first->module);
+    if (!by_input.contains(key)) order.push_back(key);
+    by_input[key].push_back(lt);
+  }
+  for (const auto& key : order) {
+    const LayerTargets& readers = by_input[key];
+    const auto in = static_cast<std::uint64_t>(readers.front().first->in);
+    std::uint64_t need = 8 * in * in;
+    for (const auto& [l, t] : readers) need += 4 * static_cast<std::uint64_t>(l->out) * in;
+    if (budget > 0 && !batches.back().empty() && bytes + need > budget) {
+      batches.emplace_back();
+      bytes = 0;
+    }
+    batches.back().insert(batches.back().end(), readers.begin(), readers.end());
+    bytes += need;
+  }
+  return batches;
+}
+
+std::vector<std::string> sources_of(const LayerTargets& batch) {
+  std::vector<std::string> v;
+  for (const auto& [l, t] : batch) v.push_back(t->tensor->source);
+  return v;
+}
+
+// The layer's routed-token mean of x xᵀ over the inputs every routed expert's
+// gate/up read (the MoE input, gathered per expert): what a rarely routed
+// expert's Hessian is completed with. Empty when no such input is short of
+// `prior` × in fit tokens, or none has any.
+struct ExpertPrior {
+  std::vector<double> mean;  // [in, in]: Σ x xᵀ / N over every recorded routed row
+  std::int64_t in{0};
+};
+
+bool reads_moe_input(const Linear& l) {
+  const auto e = parse_routed_expert(l.module);
+  return e && (e->rest.ends_with("gate_proj") || e->rest.ends_with("up_proj") || e->rest == "w1" || e->rest == "w3");
+}
+
+ExpertPrior expert_prior(const LayerTargets& mine, const InputRecording& recording, double prior) {
+  ExpertPrior p;
+  if (prior <= 0) return p;
+  std::vector<Linear*> readers;  // one per routed expert's MoE input
+  std::set<std::string> seen;
+  bool short_of_rows = false;
+  for (const auto& [l, t] : mine)
+    if (reads_moe_input(*l) && seen.insert(input_key(l->module)).second) {
+      readers.push_back(l);
+      short_of_rows |= static_cast<double>(recording.rows(*l, RecordedPart::Fit)) < prior * static_cast<double>(l->in);
+    }
+  if (readers.empty() || !short_of_rows) return p;
+  p.in = readers.front()->in;
+  InputHessians all({readers.front()});
+  for (Linear* l : readers)
+    recording.for_each_call(*l, RecordedPart::Fit, [&](const float* x, std::int64_t rows) { all.add(0, x, rows, p.in); });
+  if (all.rows[0] == 0) return {};
+  p.mean = std::move(all.h[0]);
+  for (double& v : p.mean) v /= static_cast<double>(all.rows[0]);
+  return p;
+}
+
+// Whether no linear after `l` in `batch` reads its input.
+bool is_last_reader(const LayerTargets& batch, const Linear* l) {
+  const std::string key = input_key(l->module);
+  bool after = false;
+  for (const auto& [m, t] : batch) {
+    if (after && input_key(m->module) == key) return false;
+    after |= m == l;
+  }
+  return true;
+}
+
+// GPTQ's weights of `l`, or the nearest rounding on the same grid where the gate
+// (calibration/gptq_gate.h) measures less output error on the held-out rows `x`;
+// the choice into `gate`.
+std::vector<float> gated(GptqResult r, const TensorView& weight, const Linear& l, const std::string& module,
+                         std::span<const float> x, std::int64_t held_out_rows, nlohmann::json& gate_record) {
+  const Matrix m = load_matrix(weight, l.out, l.in);
+  std::vector<float> w(static_cast<std::size_t>(l.out * l.in));
+  for (std::int64_t row = 0; row < l.out; ++row) m.row_f32(row, w.data() + row * l.in);
+  const GateChoice c = gate(w, r.weight, r.nearest, l.out, l.in, x, held_out_rows);
+  gate_record[module] = {{"kept", c.gptq ? "gptq" : "nearest"},
+                         {"gptq_error", c.gptq_error},
+                         {"nearest_error", c.nearest_error},
+                         {"held_out_rows", held_out_rows}};
+  return c.gptq ? std::move(r.weight) : std::move(r.nearest);
+}
+
+// Rounds a batch into its file `path`: the rounded weights and the scale
+// search's channel weights, with the batch's records as metadata. The
+// Hessians are summed from the recording's fit rows of the batch's inputs
+// alone; the gate reads their held-out rows.
+void round_batch(const LayerTargets& batch, const InputRecording& recording, const ExpertPrior& prior,
+                 const LayerRounding& r, const std::string& path, LayerRecord& record) {
+  auto t0 = Clock::now();
+  std::vector<Linear*> linears;
+  for (const auto& [l, t] : batch) linears.push_back(l);
+  InputHessians hs(linears);
+  nlohmann::json pseudo = nlohmann::json::object();
+  for (const auto& [l, s] : hs.slot) {
+    recording.for_each_call(*l, RecordedPart::Fit, [&hs, l = l, s = s](const float* x, std::int64_t rows) {
+      hs.add(s, x, rows, l->in);
+    });
+    // A rarely routed expert: its Hessian completed with pseudo-tokens of the layer's mean.
+    const double want = r.expert_prior * static_cast<double>(l->in), have = static_cast<double>(hs.rows[s]);
+    if (!prior.mean.empty() && reads_moe_input(*l) && l->in == prior.in && have < want) {
+      std::vector<double>& h = hs.h[s];
+      for (std::size_t i = 0; i < h.size(); ++i) h[i] += (want - have) * prior.mean[i];
+      for (const auto& [m, t] : batch)
+        if (input_key(m->module) == input_key(l->module)) pseudo[m->module] = want - have;
+    }
+  }
+  record.hessian_s += since(t0);
+  t0 = Clock::now();
+  std::vector<io::TensorBytes> out;
+  std::vector<std::string> unreached;
+  std::map<std::size_t, GptqInverse> inverses;  // per slot, shared by its readers, dropped after the last
+  nlohmann::json gate_record = nlohmann::json::object(), tokens = nlohmann::json::object();
+  for (const auto& [l, t] : batch) {
+    const pipeline::PlannedTensor& pt = *t->tensor;
+    const std::size_t slot = hs.of(*l);
+    const std::int64_t held_rows = r.gate ? recording.rows(*l, RecordedPart::HeldOut) : 0;
+    tokens[pt.module] = hs.rows[slot] + held_rows;
+    GptqOptions go;
+    go.dampening = r.dampening;
+    go.quantize.global_amax = t->global_amax;
+    const TensorView weight = r.source->view(pt.source);
+    std::vector<float> q;
+    if (hs.rows[slot] > 0 || pseudo.contains(pt.module)) {
+      go.with_nearest = held_rows > 0;
+      auto inv = inverses.find(slot);
+      if (inv == inverses.end())
+        inv = inverses.emplace(slot, gptq_inverse(hs.h[slot], l->in, r.dampening, pt.source)).first;
+      GptqResult res = gptq_round(*pt.scheme, weight, hs.h[slot], go, &inv->second);
+      if (is_last_reader(batch, l)) inverses.erase(inv);
+      q = go.with_nearest ? gated(std::move(res), weight, *l, pt.module, recording.gather(*l, RecordedPart::HeldOut),
+                                  held_rows, gate_record)
+                          : std::move(res.weight);
+      // The scale search's channel weights, for the writer to choose the same scales.
+      out.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source),
+                               hessian_diagonal(hs.h[slot], l->in), {l->in}));
+    } else {
+      q = mse_rounded(*pt.scheme, weight, go.quantize);  // no channel weights: mse
+      unreached.push_back(pt.module);
+    }
+    out.push_back(rounded_tensor(pt.source, q, pt.source_info.shape));
+  }
+  record.solve_s += since(t0);
+  t0 = Clock::now();
+  // F32 tensors first, so that each starts 4-byte aligned for the mapped matrices.
+  std::stable_partition(out.begin(), out.end(), [](const io::TensorBytes& t) { return t.info.dtype == DType::F32; });
+  const std::map<std::string, std::string> metadata = {{"fingerprint", r.fingerprint},
+                                                       {"tensors", joined(sources_of(batch))},
+                                                       {"unreached", joined(unreached)},
+                                                       {"gate", gate_record.dump()},
+                                                       {"tokens", tokens.dump()},
+                                                       {"prior", pseudo.dump()}};
+  io::save_safetensors(path, out, metadata);
+  record.write_s += since(t0);
+  record.absorb(path, metadata);
+}
+
+// The batch file at `path` when a previous run of this fingerprint wrote it for exactly `batch`.
+std::optional<std::map<std::string, std::string>> reusable(const std::string& path, const LayerTargets& batch,
+                                                           const std::string& fingerprint) {
+  if (!fs::exists(path)) return std::nullopt;
+  const auto file = io::SafetensorsFile::open(path);
+  const auto& md = file->metadata();
+  const auto fp = md.find("fingerprint"), tensors = md.find("tensors");
+  if (fp == md.end() || fp->second != fingerprint || tensors == md.end() || tensors->second != joined(sources_of(batch)))
+    return std::nullopt;
+  return md;
+}
+
+// Each target linear reads its rounded weights from its batch file's mapping.
+void map_rounded(const LayerTargets& mine, const LayerRecord& record) {
+  std::map<std::string, std::shared_ptr<const io::SafetensorsFile>> open;
+  for (const auto& [l, t] : mine) {
+    const std::string& path = record.files.at(t->tensor->source);
+    auto& file = open[path];
+    if (!file) file = io::SafetensorsFile::open(path);
+    const TensorView v = file->view(t->tensor->source);
+    const std::shared_ptr<const void> keep = file;
+    l->weight = v.info->dtype == DType::BF16
+                    ? Matrix::from_mapped_bf16(reinterpret_cast<const std::uint16_t*>(v.bytes.data()), l->out, l->in, keep)
+                    : Matrix::from_mapped_f32(reinterpret_cast<const float*>(v.bytes.data()), l->out, l->in, keep);
+  }
+}
+
+}  // namespace
+
+void LayerRecord::absorb(const std::string& file, const std::map<std::string, std::string>& md) {
+  for (const auto& t : split(md.at("tensors"))) files[t] = file;
+  if (const auto it = md.find("unreached"); it != md.end() && !it->second.empty())
+    for (auto& m : split(it->second)) unreached.push_back(std::move(m));
+  if (const auto it = md.find("gate"); it != md.end()) gate.update(nlohmann::json::parse(it->second));
+  if (const auto it = md.find("tokens"); it != md.end()) tokens.update(nlohmann::json::parse(it->second));
+  if (const auto it = md.find("prior"); it != md.end()) prior.update(nlohmann::json::parse(it->second));
+}
+
+void LayerRecord::merge(const LayerRecord& o) {
+  for (const auto& [t, f] : o.files) files[t] = f;
+  unreached.insert(unreached.end(), o.unreached.begin(), o.unreached.end());
+  gate.update(o.gate);
+  tokens.update(o.tokens);
+  prior.update(o.prior);
+  record_s += o.record_s;
+  hessian_s += o.hessian_s;
+  solve_s += o.solve_s;
+  write_s += o.write_s;
+  batches += o.batches;
+  reused += o.reused;
+}
+
+LayerRecord round_layer(CausalLM& model, std::int64_t layer, const LayerTargets& mine,
+                        const std::vector<std::span<const float>>& hidden, std::int64_t hidden_size,
+                        const LayerRounding& r) {
+  LayerRecord record;
+  // The routed experts' prior (its in² doubles) stays for the whole layer: the batches get the rest.
+  std::uint64_t reserve = 0;
+  if (r.expert_prior > 0)
+    for (const auto& [l, t] : mine)
+      if (reads_moe_input(*l)) reserve = std::max<std::uint64_t>(reserve, 8 * static_cast<std::uint64_t>(l->in * l->in));
+  const std::vector<LayerTargets> batches = batches_within(mine, r.budget > reserve ? r.budget - reserve : 1);
+  record.batches = batches.size();
+  std::vector<std::string> paths;
+  std::vector<char> done(batches.size(), 0);
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    paths.push_back(batch_file(r.work_dir, layer, b));
+    if (const auto md = reusable(paths.back(), batches[b], r.fingerprint)) {
+      record.absorb(paths.back(), *md);
+      done[b] = 1;
+      ++record.reused;
+    }
+  }
+  if (record.reused < batches.size()) {
+    // The fit's sequences and the gate's (every eighth, when the gate is on and there are enough).
+    std::vector<std::span<const float>> fit, held;
+    for (std::size_t s = 0; s < hidden.size(); ++s)
+      (r.gate && gate_holds_out(s, hidden.size()) ? held : fit).push_back(hidden[s]);
+    // Every target's input, the reused batches' too: the routed experts' prior is of them all.
+    std::vector<Linear*> linears;
+    for (const auto& [l, t] : mine) linears.push_back(l);
+    const auto t0 = Clock::now();
+    InputRecording recording((fs::path(r.work_dir) / "layer-inputs.f32").string(), linears);
+    record_layer_inputs(model, layer, recording, fit, held, hidden_size);
+    record.record_s = since(t0);
+    const auto tp = Clock::now();
+    const ExpertPrior prior = expert_prior(mine, recording, r.expert_prior);
+    record.hessian_s += since(tp);
+    LayerRounding batch_rounding = r;
+    batch_rounding.gate = !held.empty();
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      if (done[b]) continue;
+      const auto tb = Clock::now();
+      round_batch(batches[b], recording, prior, batch_rounding, paths[b], record);
+      if (r.on_progress && batches.size() > 1)
+        r.on_progress(fmt::format("gptq: layer {}: batch {}/{}: {} linear(s) rounded in {:.1f} s", layer + 1, b + 1,
+                                  batches.size(), batches[b].size(), since(tb)));
+    }
+  }
+  // A previous run's files for other batches of this layer (another budget) go.
+  const std::set<std::string> mine_files(paths.begin(), paths.end());
+  for (const auto& f : layer_batch_files(r.work_dir, layer))
+    if (!mine_files.contains(f)) fs::remove(f);
+  map_rounded(mine, record);
+  return record;
+}
+
+LayerRecord finished_layer(const std::string& work_dir, std::int64_t layer) {
+  LayerRecord record;
+  for (const auto& f : layer_batch_files(work_dir, layer)) {
+    record.absorb(f, io::SafetensorsFile::open(f)->metadata());
+    ++record.batches;
+    ++record.reused;
+  }
+  return record;
+}
+
+bool layer_files_match(const std::string& work_dir, const std::string& fingerprint, std::int64_t layer) {
+  for (std::int64_t l = 0; l <= layer; ++l)
+    for (const auto& f : layer_batch_files(work_dir, l))
+      if (io::SafetensorsFile::open(f)->metadata().at("fingerprint") != fingerprint) return false;
+  return true;
+}
+
+}  // namespace selq::calibration
