@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/expert_name.h"
 #include "io/atomic_file.h"
 #include "pipeline/manifest.h"
 #include "planner/sensitivity.h"
@@ -237,6 +238,33 @@ class ReportBuilder {
     return h + "</div>\n";
   }
 
+  // The calibration tokens each layer's routed experts received (a routed
+  // expert sees only the tokens routed to it): how many experts, the fewest,
+  // median and most, and how many no token reached.
+  static std::string expert_tokens_table(const GptqData& g) {
+    std::map<std::string, std::map<std::string, double>> by_layer;  // experts parent -> index -> tokens
+    for (const auto& [module, n] : g.module_tokens)
+      if (const auto e = parse_routed_expert(module)) {
+        double& t = by_layer[std::string(e->experts)][std::string(e->index)];
+        t = std::max(t, n);
+      }
+    if (by_layer.empty()) return {};
+    std::string rows;
+    for (const auto& [parent, experts] : by_layer) {
+      std::vector<double> n;
+      for (const auto& [i, t] : experts) n.push_back(t);
+      std::sort(n.begin(), n.end());
+      const auto none = std::count(n.begin(), n.end(), 0.0);
+      rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.0f}</td><td>{:.0f}</td><td>{:.0f}</td><td>{}</td></tr>\n",
+                          xml_escape(parent), n.size(), n.front(), n[n.size() / 2], n.back(),
+                          none == 0 ? std::string("0") : fmt::format("<b>{}</b>", none));
+    }
+    return fmt::format("<details open><summary>Calibration tokens of the routed experts ({} layer(s))</summary>\n"
+                       "<table><tr><th>experts</th><th>count</th><th>fewest</th><th>median</th><th>most</th>"
+                       "<th>no token (rounded by mse)</th></tr>\n{}</table></details>\n",
+                       by_layer.size(), rows);
+  }
+
   // GPTQ's calibration and, per linear, what its gate kept and measured.
   static std::string rounding_section(const GptqData& g) {
     std::string h = fmt::format(
@@ -250,14 +278,18 @@ class ReportBuilder {
         "<b>GPTQ on {:.0f}</b>, <b>nearest on {:.0f}</b>. Errors relative to the output's energy.</p>\n",
         g.held_out_sequences, g.kept_gptq, g.kept_nearest);
     std::string rows;
-    for (const auto& e : g.modules)
-      rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3g}</td><td>{:.3g}</td><td>{:.2f}</td></tr>\n",
+    for (const auto& e : g.modules) {
+      const auto t = g.module_tokens.find(e.module);
+      rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3g}</td><td>{:.3g}</td><td>{:.2f}</td><td>{}</td></tr>\n",
                           xml_escape(e.module), e.kept == "gptq" ? "gptq" : "<b>nearest</b>", e.gptq_error,
-                          e.nearest_error, e.nearest_error > 0 ? e.gptq_error / e.nearest_error : 0.0);
-    return h + fmt::format("<details{}><summary>Each linear ({})</summary>\n<table><tr><th>module</th><th>kept</th>"
-                           "<th>gptq error</th><th>nearest error</th><th>gptq / nearest</th></tr>\n{}</table>"
-                           "</details>\n",
-                           g.modules.size() <= 12 ? " open" : "", g.modules.size(), rows);
+                          e.nearest_error, e.nearest_error > 0 ? e.gptq_error / e.nearest_error : 0.0,
+                          t == g.module_tokens.end() ? std::string("-") : fmt::format("{:.0f}", t->second));
+    }
+    return h + expert_tokens_table(g) +
+           fmt::format("<details{}><summary>Each linear ({})</summary>\n<table><tr><th>module</th><th>kept</th>"
+                       "<th>gptq error</th><th>nearest error</th><th>gptq / nearest</th><th>tokens</th></tr>\n{}"
+                       "</table></details>\n",
+                       g.modules.size() <= 12 ? " open" : "", g.modules.size(), rows);
   }
 
   std::string eval_section() {

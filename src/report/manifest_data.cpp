@@ -118,6 +118,10 @@ class ManifestSax : public nlohmann::json_sax<nlohmann::json> {
       if (key_ == "held_out_sequences") gptq->held_out_sequences = v;
       if (key_ == "kept_gptq") gptq->kept_gptq = v;
       if (key_ == "kept_nearest") gptq->kept_nearest = v;
+    } else if (in({"", "gptq_calibration", "module_tokens"}) && num) {
+      gptq->module_tokens[key_] = v;
+    } else if (in({"", "gptq_calibration", "unreached"}) && str) {
+      gptq->unreached.push_back(*str);
     } else if (gate_module()) {
       auto& e = gptq->modules.back();
       if (str && key_ == "kept") e.kept = *str;

@@ -3,6 +3,7 @@
 // report draws: format, layer and module kind (recipe/names.h),
 // shape, bytes before and after, and the measured error.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct GptqData {
   double tokens{0}, context{0}, held_out_sequences{0}, kept_gptq{0}, kept_nearest{0};
   bool gated{false};  // the run had a gate (not --no-gptq-gate)
   std::vector<GateEntry> modules;  // manifest order
+  std::map<std::string, double> module_tokens;  // calibration tokens each linear's input received
+  std::vector<std::string> unreached;           // linears no token reached (rounded by mse)
 };
 
 struct ManifestData {

@@ -286,13 +286,19 @@ TEST_F(ReportTest, RoundingSectionShowsTheGatesChoices) {
       {"text", "a mix of <3> texts"}, {"tokens", 4096}, {"context", 512},
       {"gate", {{"held_out_sequences", 1}, {"kept_gptq", 1}, {"kept_nearest", 1}, {"rule", "r"},
                 {"modules", {{"model.layers.0.mlp.down_proj", {{"kept", "nearest"}, {"gptq_error", 0.02}, {"nearest_error", 0.01}, {"held_out_rows", 512}}},
-                             {"model.layers.0.mlp.up_proj", {{"kept", "gptq"}, {"gptq_error", 0.005}, {"nearest_error", 0.01}, {"held_out_rows", 512}}}}}}}};
+                             {"model.layers.0.mlp.up_proj", {{"kept", "gptq"}, {"gptq_error", 0.005}, {"nearest_error", 0.01}, {"held_out_rows", 512}}}}}}},
+      {"module_tokens", {{"model.layers.0.mlp.down_proj", 4096}, {"model.layers.0.mlp.up_proj", 4096},
+                         {"model.layers.1.mlp.experts.0.up_proj", 700}, {"model.layers.1.mlp.experts.0.down_proj", 700},
+                         {"model.layers.1.mlp.experts.1.up_proj", 0}, {"model.layers.1.mlp.experts.2.up_proj", 90}}}};
   io::write_file_atomic(path.string(), m.dump());
   const std::string h = report::build_report(gated.string()).html;
   EXPECT_NE(h.find("Calibrated on 4096 tokens in sequences of 512: a mix of &lt;3&gt; texts."), std::string::npos);
   EXPECT_NE(h.find("<b>GPTQ on 1</b>, <b>nearest on 1</b>"), std::string::npos);
-  EXPECT_NE(h.find("<tr><td>model.layers.0.mlp.down_proj</td><td><b>nearest</b></td><td>0.02</td><td>0.01</td><td>2.00</td></tr>"),
+  EXPECT_NE(h.find("<tr><td>model.layers.0.mlp.down_proj</td><td><b>nearest</b></td><td>0.02</td><td>0.01</td><td>2.00</td><td>4096</td></tr>"),
             std::string::npos);
-  EXPECT_NE(h.find("<tr><td>model.layers.0.mlp.up_proj</td><td>gptq</td><td>0.005</td><td>0.01</td><td>0.50</td></tr>"),
+  EXPECT_NE(h.find("<tr><td>model.layers.0.mlp.up_proj</td><td>gptq</td><td>0.005</td><td>0.01</td><td>0.50</td><td>4096</td></tr>"),
+            std::string::npos);
+  // Three routed experts of layer 1: 0, 90 and 700 tokens, one reached by none.
+  EXPECT_NE(h.find("<tr><td>model.layers.1.mlp.experts</td><td>3</td><td>0</td><td>90</td><td>700</td><td><b>1</b></td></tr>"),
             std::string::npos);
 }
