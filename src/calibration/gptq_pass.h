@@ -61,7 +61,7 @@ struct GptqPassOptions {
   std::string work_dir;      // per-layer results (created; kept for a rerun)
   double dampening{0.01};
   // kRareExpertGptqRule's factor (0: off; docs/RECIPES.md, "GPTQ on a large MoE").
-  double expert_prior{1.0};
+  double expert_prior{0.25};
   // The rounding gate (calibration/gptq_gate.h): every eighth sequence held out of the
   // fit, each linear keeps GPTQ's or the nearest rounding on its scales, whichever
   // has less output error on those rows. Off: GPTQ everywhere, fitted on every sequence.

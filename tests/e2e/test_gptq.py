@@ -131,7 +131,7 @@ class Gptq(unittest.TestCase):
         work = dst + ".selq-gptq"
         cmd = [E.ARGS.selq, "quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", "gptq",
                "--quiet", *GPTQ_ARGS]
-        self.assertTrue(kill_when(cmd, os.path.join(work, "layer-0004.safetensors")),
+        self.assertTrue(kill_when(cmd, os.path.join(work, "layer-0004-b0000.safetensors")),
                         "the run ended before its GPTQ pass reached layer 4")
         self.assertFalse(os.path.exists(dst))
         E.selq("quantize", self.base, dst, "--recipe", E.recipe("llama-nvfp4"), "--rounding", "gptq", "--quiet",
@@ -158,7 +158,7 @@ class Gptq(unittest.TestCase):
         whole, killed = os.path.join(self.tmp.name, "moe-whole"), os.path.join(self.tmp.name, "moe-killed")
         E.selq("quantize", src, whole, *args)
         self.assertTrue(kill_when([E.ARGS.selq, "quantize", src, killed, *args],
-                                  os.path.join(killed + ".selq-gptq", "layer-0003.safetensors")),
+                                  os.path.join(killed + ".selq-gptq", "layer-0003-b0000.safetensors")),
                         "the run ended before its GPTQ pass reached layer 3")
         E.selq("quantize", src, killed, *args)
         a, b = (E.read_json(os.path.join(d, "selq-manifest.json"))["gptq_calibration"] for d in (whole, killed))
