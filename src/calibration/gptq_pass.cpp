@@ -165,6 +165,24 @@ nlohmann::json gate_provenance(const GptqPassOptions& o, std::size_t sequences, 
   return g;
 }
 
+// The progress line of a finished layer: what it rounded and where the time went.
+std::string layer_line(std::int64_t layer, std::int64_t layers, std::size_t linears, const LayerRecord& record,
+                       double total_s, double run_s) {
+  if (linears == 0)
+    return fmt::format("gptq: layer {}/{}: no gptq linear, run through in {:.1f} s", layer + 1, layers, total_s);
+  std::string line = fmt::format(
+      "gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s ({}; recording {:.1f} s, Hessians {:.1f} s, solves "
+      "{:.1f} s, writes {:.1f} s, run through {:.1f} s)",
+      layer + 1, layers, linears, total_s,
+      record.batches == 1 ? std::string("1 batch") : fmt::format("{} batches", record.batches), record.record_s,
+      record.hessian_s, record.solve_s, record.write_s, run_s);
+  if (!record.unreached.empty())
+    line += fmt::format(" ({} that no calibration token reached: by mse alone)", record.unreached.size());
+  if (const std::size_t nearest = kept_nearest(record.gate); nearest > 0)
+    line += fmt::format(", {} kept the nearest rounding (the gate)", nearest);
+  return line;
+}
+
 }  // namespace
 
 std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoint& source, const pipeline::Plan& plan,
@@ -220,23 +238,8 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
     // The sequences are past this layer and its files hold the rounded weights
     // for the writer: the linears let go of their mappings.
     for (const auto& [l, t] : mine) l->weight = Matrix{};
-    const double total = seconds_since(start), run_s = seconds_since(forward);
     if (options.on_progress)
-      options.on_progress(
-          mine.empty()
-              ? fmt::format("gptq: layer {}/{}: no gptq linear, run through in {:.1f} s", layer + 1, layers, total)
-              : fmt::format("gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s ({}; recording {:.1f} s, "
-                            "Hessians {:.1f} s, solves {:.1f} s, writes {:.1f} s, run through {:.1f} s){}{}",
-                            layer + 1, layers, mine.size(), total,
-                            record.batches == 1 ? std::string("1 batch") : fmt::format("{} batches", record.batches),
-                            record.record_s, record.hessian_s, record.solve_s, record.write_s, run_s,
-                            record.unreached.empty() ? ""
-                                                     : fmt::format(" ({} that no calibration token reached: by mse "
-                                                                   "alone)",
-                                                                   record.unreached.size()),
-                            kept_nearest(record.gate) == 0
-                                ? ""
-                                : fmt::format(", {} kept the nearest rounding (the gate)", kept_nearest(record.gate))));
+      options.on_progress(layer_line(layer, layers, mine.size(), record, seconds_since(start), seconds_since(forward)));
     all.merge(record);
   }
   const std::vector<std::string>& unreached = all.unreached;

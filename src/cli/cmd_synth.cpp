@@ -26,17 +26,19 @@ const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
       "scaled-down) shapes; weights have per-channel scale spread and heavy-tailed outliers.\n"
       "dspark at --scale 1 has the published shapes (hidden 7168, o_proj 7168x8192); deepseek-v3\n"
       "at --scale 1 has DeepSeek-V3's (128 heads; its router: 8 groups, 4 of them chosen, 8\n"
-      "experts per token, as far as --experts allows).");
+      "experts per token, as far as --experts allows); kimi-k2 is DeepSeek-V3's code under model_type\n"
+      "kimi_k2 with Kimi-K2's 64 heads and router (one group, 8 experts per token at --scale 1).");
   cmd->footer(
       "Examples:\n"
       "  selq synth --arch dspark --scale 8 /tmp/dspark     # a 5-layer draft model, 1/8 scale\n"
       "  selq synth --arch kimi-k3 --scale 64 /tmp/k3       # MoE names and shapes, scaled down\n"
       "  selq synth --arch deepseek-v3 --layers 2 --experts 256 --vocab 32000 /tmp/layer\n"
-      "                      # a dense layer and one real-size MoE layer (23 GB)");
+      "                      # a dense layer and one real-size MoE layer (23 GB)\n"
+      "  selq synth --arch kimi-k2 --layers 2 --experts 384 --vocab 32000 /tmp/k2layer   # 34 GB");
   cmd->add_option("--arch", args->options.arch,
-                  "dspark, kimi-k3, deepseek-v3 or llama (deepseek-v3 comes with its router and RoPE config and a\n"
-                  "byte-level tokenizer.json: selq's runtime and transformers run it)")
-      ->check(CLI::IsMember({"dspark", "kimi-k3", "deepseek-v3", "llama"}))
+                  "dspark, kimi-k3, kimi-k2, deepseek-v3 or llama (deepseek-v3 and kimi-k2 come with their router\n"
+                  "and RoPE config and a byte-level tokenizer.json: selq's runtime and transformers run them)")
+      ->check(CLI::IsMember({"dspark", "kimi-k3", "kimi-k2", "deepseek-v3", "llama"}))
       ->required();
   cmd->add_option("destination", args->dst, "Output directory (must not exist)")->required();
   cmd->add_option("--scale", args->options.scale, "Divide hidden/intermediate/rank sizes by this (default 1)");
@@ -50,11 +52,12 @@ const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
   cmd->add_flag("--json", args->json, "Print a JSON summary");
   cmd->callback([args, &status] {
     args->options.max_shard_bytes = parse_size(args->max_shard_size);
-    // deepseek-v3 runs in selq's runtime (eval, calibrate, the measured tiers): it gets a tokenizer.
-    if (args->options.arch == "deepseek-v3") {
+    // deepseek-v3 and kimi-k2 run in selq's runtime (eval, calibrate, the measured tiers): they get a tokenizer.
+    if (args->options.arch == "deepseek-v3" || args->options.arch == "kimi-k2") {
       if (args->options.vocab >= 0 && args->options.vocab < 257)
-        throw_bad_input("--arch deepseek-v3 needs --vocab of at least 257 (its byte-level tokenizer's 256 bytes and "
-                        "<|endoftext|>)");
+        throw_bad_input(fmt::format("--arch {} needs --vocab of at least 257 (its byte-level tokenizer's 256 bytes and "
+                                    "<|endoftext|>)",
+                                    args->options.arch));
       args->options.extra_files["tokenizer.json"] = runtime::Tokenizer::byte_level_json().dump();
     }
     const std::uint64_t bytes = pipeline::write_synth_checkpoint(args->options, args->dst);

@@ -14,7 +14,7 @@
 namespace selq::pipeline {
 
 struct SynthOptions {
-  std::string arch{"llama"};        // dspark | kimi-k3 | deepseek-v3 | llama
+  std::string arch{"llama"};        // dspark | kimi-k3 | kimi-k2 | deepseek-v3 | llama
   int scale{1};                     // divide hidden/intermediate/rank dims by this
   int layers{-1};                   // -1: the arch's default
   int experts{-1};                  // MoE archs: routed experts per layer (-1: default)

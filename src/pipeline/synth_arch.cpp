@@ -4,7 +4,8 @@
 // confidence_head; the heads' shapes are not published, so they are assumed:
 // markov_head (hidden, hidden), confidence_head (1, hidden)).
 // kimi-k3 / deepseek-v3: DeepSeek-V3 layout (MLA attention, dense layer 0,
-// routed + shared experts, router gate); kimi-k3 adds a vision tower,
+// routed + shared experts, router gate); kimi-k2 is that under model_type
+// kimi_k2 with Kimi-K2's heads and router; kimi-k3 adds a vision tower,
 // mm_projector, residual projections and short convolutions in attention.
 // llama: the SmolLM2-style Llama layout.
 #include <algorithm>
@@ -134,17 +135,33 @@ SynthModel dspark(const SynthOptions& o) {
   return m;
 }
 
-SynthModel deepseek_like(const SynthOptions& o, bool kimi) {
+// kimi: Kimi-K3's extras (vision tower, convolutions); kimi_k2: DeepSeek-V3's
+// layout and code under model_type kimi_k2, with Kimi-K2's 64 heads and router
+// (one group, 8 experts per token at scale 1, routed_scaling_factor 2.827).
+SynthModel deepseek_like(const SynthOptions& o, bool kimi, bool kimi_k2 = false) {
   // At scale 1 a deepseek-v3 is DeepSeek-V3's own config (128 heads, the router below).
-  const bool real_v3 = !kimi && o.scale == 1;
+  const bool real_v3 = !kimi && !kimi_k2 && o.scale == 1;
   Dims d{scaled(7168, o.scale), scaled(18432, o.scale), scaled(2048, o.scale),
          o.vocab > 0 ? o.vocab : scaled(163840, o.scale), real_v3 ? 128 : std::max<std::int64_t>(1, 64 / o.scale),
          scaled(1536, o.scale), scaled(512, o.scale), 64, 128, 128,
          o.layers > 0 ? o.layers : 4, o.experts > 0 ? o.experts : 8, 1, 1};
   SynthModel m;
-  m.config = kimi ? mla_config(d, "kimi_k3", "KimiK3ForConditionalGeneration")
-                  : mla_config(d, "deepseek_v3", "DeepseekV3ForCausalLM");
-  if (!kimi) {
+  m.config = kimi      ? mla_config(d, "kimi_k3", "KimiK3ForConditionalGeneration")
+             : kimi_k2 ? mla_config(d, "kimi_k2", "DeepseekV3ForCausalLM")
+                       : mla_config(d, "deepseek_v3", "DeepseekV3ForCausalLM");
+  if (kimi_k2) {
+    m.config.update({{"n_group", 1},
+                     {"topk_group", 1},
+                     {"num_experts_per_tok", std::min(o.scale == 1 ? 8 : 2, d.experts)},
+                     {"routed_scaling_factor", 2.827},
+                     {"norm_topk_prob", true},
+                     {"scoring_func", "sigmoid"},
+                     {"topk_method", "noaux_tc"},
+                     {"hidden_act", "silu"},
+                     {"rope_theta", 50000.0},
+                     {"max_position_embeddings", 4096},
+                     {"attention_bias", false}});
+  } else if (!kimi) {
     // The router and RoPE as DeepSeek-V3 configures them (its 256 experts in 8
     // groups, 4 groups and 8 experts per token), so that selq's runtime and
     // transformers run the model. Scaled down: at most 4 groups and 2 experts per
@@ -228,8 +245,9 @@ SynthModel arch_model(const SynthOptions& o) {
   if (o.arch == "dspark") return dspark(o);
   if (o.arch == "kimi-k3") return deepseek_like(o, true);
   if (o.arch == "deepseek-v3") return deepseek_like(o, false);
+  if (o.arch == "kimi-k2") return deepseek_like(o, false, true);
   if (o.arch == "llama") return llama(o);
-  throw_bad_input(fmt::format("unknown architecture '{}' (expected dspark, kimi-k3, deepseek-v3 or llama)", o.arch));
+  throw_bad_input(fmt::format("unknown architecture '{}' (expected dspark, kimi-k3, kimi-k2, deepseek-v3 or llama)", o.arch));
 }
 
 }  // namespace

@@ -7,12 +7,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "core/error.h"
+#include "pipeline/synth.h"
 #include "runtime/model/architectures.h"
 #include "runtime/model/causal_lm.h"
 #include "runtime/model/deepseek_v3.h"
 #include "runtime/model/hf_config.h"
 #include "runtime/model/llama.h"
+#include "runtime/text/tokenizer.h"
 #include "test_model_util.h"
 
 namespace selq::runtime {
@@ -226,6 +230,38 @@ TEST(ModelSeam, RowsNameFamilies) {
   EXPECT_EQ(find_runtime_architecture("kimi_k3"), nullptr);  // selq synth --arch kimi-k3: recipe tests only
   EXPECT_EQ(runtime_model_types().size(), runtime_architectures().size());
   EXPECT_EQ(layer_by_layer_model_types_text(), "llama, mistral, qwen2, deepseek_v3, kimi_k2 and deepseek_v2");
+}
+
+// `selq synth --arch kimi-k2`: DeepSeek-V3's code under model_type kimi_k2 with
+// Kimi-K2's router (one group): the runtime loads it as the deepseek-v3 family
+// and routes every token to num_experts_per_tok experts.
+TEST(ModelSeam, SynthKimiK2RunsAsTheDeepseekFamily) {
+  const auto dir = std::filesystem::temp_directory_path() / ("selq-kimi-k2-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  pipeline::SynthOptions so;
+  so.arch = "kimi-k2";
+  so.scale = 64;
+  so.layers = 2;
+  so.experts = 6;
+  so.vocab = 300;
+  so.extra_files["tokenizer.json"] = Tokenizer::byte_level_json().dump();
+  pipeline::write_synth_checkpoint(so, dir.string());
+  auto model = load_model(dir.string());
+  auto* ds = dynamic_cast<DeepseekV3Model*>(model.get());
+  ASSERT_NE(ds, nullptr);
+  EXPECT_EQ(ds->model_type(), "kimi_k2");
+  EXPECT_EQ(ds->config().n_group, 1);
+  EXPECT_EQ(ds->config().topk_group, 1);
+  EXPECT_EQ(ds->config().experts_per_token, 2);
+  EXPECT_FLOAT_EQ(ds->config().routed_scaling, 2.827f);
+  const std::vector<std::int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<float> x = model->embed(ids);
+  model->forward_layer(0, x.data(), 10);
+  model->forward_layer(1, x.data(), 10);
+  std::int64_t routed = 0;
+  for (std::int64_t n : ds->routing_counts()[1]) routed += n;
+  EXPECT_EQ(routed, 20);  // 10 tokens x 2 experts, in its one MoE layer
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
