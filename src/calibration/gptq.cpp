@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
-#include <thread>
 
 #include "core/error.h"
 #include "quant/gptq_grid.h"
@@ -21,18 +20,23 @@ using namespace runtime;  // this room runs the runtime's models, matrices and t
 namespace {
 
 constexpr std::int64_t kPanelRows = 64;
+constexpr int kFactorThreads = 2;  // OpenBLAS threads of the inverse's factorizations (fixed: see below)
 
 // U with H⁻¹ = Uᵀ U (upper, row-major; only j >= i is read) from `a`, which
 // holds J·H·J (H permuted, damped, its order reversed by J). With J H J = L Lᵀ,
 // H = R Rᵀ for the upper R = J L J, so H⁻¹ = R⁻ᵀ R⁻¹ and U = R⁻¹ = J L⁻¹ J:
 // one Cholesky and one triangular inverse (2n³/3 flops) where the paper's
 // implementation takes a Cholesky, its inverse and a second Cholesky (4n³/3),
-// on every core (a 7168-input expert's takes seconds). Row-major upper is
+// on two OpenBLAS threads whatever the machine (a 7168-input expert's takes
+// seconds; Gptq.InverseIsTheSameForAnyThreadCount). Row-major upper is
 // column-major lower, LAPACK's 'L'.
 bool inverse_cholesky_upper(std::vector<double>& a, std::int64_t n) {
   const int ni = static_cast<int>(n);
   {
-    const blas::ThreadsForOneCall all_cores(static_cast<int>(std::thread::hardware_concurrency()));
+    // Always kFactorThreads: OpenBLAS's threaded factorization rounds
+    // differently for 1, 2 or 3 threads (measured), so a count that followed the
+    // machine's cores would make the bytes depend on the machine.
+    const blas::ThreadsForOneCall threads(kFactorThreads);
     if (blas::dpotrf_lower(ni, a.data(), ni) != 0) return false;
     if (blas::dtrtri_lower(ni, a.data(), ni) != 0) return false;
   }

@@ -30,7 +30,9 @@ int dtrtri_lower(int n, double* a, int lda);
 // OpenBLAS's own threads for the BLAS calls made while this lives (else every
 // call runs on one thread: the runtime splits its products over TBB tasks).
 // For one large factorization with nothing else running, as GPTQ's inverse of
-// a 7168-input Hessian; another BLAS library is left as it is.
+// a 7168-input Hessian; another BLAS library is left as it is. OpenBLAS's
+// threaded LAPACK rounds differently for different thread counts: pass a fixed
+// count, never the machine's, where the bytes must not depend on the machine.
 class ThreadsForOneCall {
  public:
   explicit ThreadsForOneCall(int threads);

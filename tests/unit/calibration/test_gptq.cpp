@@ -7,10 +7,12 @@
 // against a NumPy implementation in tests/python/test_gptq.py.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
 #include <tbb/global_control.h>
+#include <tbb/task_arena.h>
 
 #include "calibration/gptq.h"
 #include "core/error.h"
@@ -206,6 +208,30 @@ TEST(Gptq, SameResultForAnyThreadCount) {
     two = gptq_round(spec, l.view(), l.h).weight;
   }
   EXPECT_EQ(one, two);
+}
+
+// The inverse's factorizations run on a fixed number of OpenBLAS threads
+// (OpenBLAS rounds differently for 1, 2 or 3 of them): a run on 1, 3 or 8
+// threads gives the same bits.
+TEST(Gptq, InverseIsTheSameForAnyThreadCount) {
+  const std::int64_t n = 1536;  // large enough for OpenBLAS's threaded path
+  std::mt19937 rng(5);
+  std::normal_distribution<double> n01;
+  std::vector<double> basis(8 * n), h(static_cast<std::size_t>(n * n));
+  for (auto& b : basis) b = n01(rng);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double v = i == j ? 1.0 + std::abs(n01(rng)) : 0.0;
+      for (int f = 0; f < 8; ++f) v += basis[static_cast<std::size_t>(f * n + i)] * basis[static_cast<std::size_t>(f * n + j)];
+      h[static_cast<std::size_t>(i * n + j)] = v;
+    }
+  GptqInverse one, three, eight;
+  tbb::task_arena(1).execute([&] { one = gptq_inverse(h, n, 0.01, "w"); });
+  tbb::task_arena(3).execute([&] { three = gptq_inverse(h, n, 0.01, "w"); });
+  tbb::task_arena(8).execute([&] { eight = gptq_inverse(h, n, 0.01, "w"); });  // whatever the machine's cores
+  EXPECT_EQ(one.perm, eight.perm);
+  EXPECT_EQ(one.u, three.u);
+  EXPECT_EQ(one.u, eight.u);
 }
 
 // A tensor the writer stores in row blocks (a small memory budget): the same
