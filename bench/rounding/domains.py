@@ -1,13 +1,10 @@
 """Summarises bench/rounding/domains.sh: per domain, format and rounding, the
 mean KL and its ratio to nearest's with the paired 95% interval of the difference.
   python3 domains.py WORKDIR DOMAIN..."""
-import json
 import os
 import sys
 
-
-def name(path):
-    return os.path.basename(path.rstrip("/"))
+import eval_report
 
 
 def main():
@@ -15,9 +12,7 @@ def main():
     print("| domain | format | rounding | KL mean [95%] | ratio to nearest | KL − nearest's (paired 95%) |")
     print("|---|---|---|---|---|---|")
     for d in domains:
-        rep = json.load(open(os.path.join(work, f"eval-{d}.json")))
-        kl = {name(q["path"]): q for q in rep["quantized"]}
-        paired = {(name(p["a"]), name(p["b"])): p["b_minus_a"]["kl_mean"] for p in rep["paired"]}
+        rep, kl, paired = eval_report.load(work, d)
         for fmt in (os.environ.get("FORMATS") or "nvfp4 mxfp4 int4-g64").split():
             near = kl[f"q-{fmt}-nearest"]["kl_mean"]
             for r in ("nearest", "mse", "gptq"):

@@ -12,7 +12,6 @@ set -euo pipefail
 BASE=$1 W=$2 TOKENS=${3:-2048}
 S=$(realpath "${SELQ:-build/release/src/selq}")
 HERE=$(cd "$(dirname "$0")" && pwd)
-SHARED=$HERE/../../../shared/data
 mkdir -p "$W"
 CAL=()
 for c in ${CALIB:-}; do CAL+=(--calibration-text "$c"); done
@@ -27,13 +26,8 @@ for fmt in ${FORMATS:-nvfp4 mxfp4 int4-g64}; do
     /usr/bin/time -f "$m: %e s, %M KB" $S quantize "$BASE" "$W/$m" --recipe "${f#*:}" --rounding $r "${CAL[@]}" -q
   done
 done
-# The sources selq holds out of its calibration mix, by domain (selq text --json).
-DOMAINS=()
-while read -r d name; do
-  $S text "$name" --max-bytes 65536 -o "$W/held-out-$d.txt" 2>/dev/null
-  DOMAINS+=("$d")
-done < <($S text --json | python3 -c 'import json,sys; [print(s["domain"], s["name"]) for s in json.load(sys.stdin) if s["held_out"]]')
-if [ -f "$SHARED/wikitext2-test.txt" ]; then head -c 65536 "$SHARED/wikitext2-test.txt" > "$W/held-out-wikitext2.txt"; DOMAINS+=(wikitext2); fi
+# The sources selq holds out of its calibration mix, by domain, and WikiText-2 where ../shared has it.
+mapfile -t DOMAINS < <("$HERE/held_out_texts.sh" "$S" "$W")
 for d in "${DOMAINS[@]}"; do
   [ -f "$W/eval-$d.json" ] && continue
   (cd "$W" && $S eval "$BASE" "${MODELS[@]}" --text "held-out-$d.txt" --max-tokens "$TOKENS" --context 128 \

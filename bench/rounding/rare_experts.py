@@ -7,9 +7,7 @@ import os
 import statistics
 import sys
 
-
-def name(path):
-    return os.path.basename(path.rstrip("/"))
+import eval_report
 
 
 def main():
@@ -17,9 +15,7 @@ def main():
     print("| domain | model | KL mean [95%] | − nearest's (paired 95%) | − prior 0's (paired 95%) |")
     print("|---|---|---|---|---|")
     for d in domains:
-        rep = json.load(open(os.path.join(work, f"eval-{d}.json")))
-        kl = {name(q["path"]): q for q in rep["quantized"]}
-        paired = {(name(p["a"]), name(p["b"])): p["b_minus_a"]["kl_mean"] for p in rep["paired"]}
+        rep, kl, paired = eval_report.load(work, d)
 
         def diff(a, b):
             if a == b:

@@ -30,11 +30,7 @@ for p in 0 0.25 1 4; do
   /usr/bin/time -f "q-gptq-p$p: %e s, %M KB" $S quantize "$W/src" "$W/q-gptq-p$p" --recipe "$W/experts.yaml" \
     --rounding gptq --gptq-expert-prior "$p" --calibration-tokens "$CTOK" -q
 done
-DOMAINS=()
-while read -r d name; do
-  $S text "$name" --max-bytes 65536 -o "$W/held-out-$d.txt" 2>/dev/null
-  DOMAINS+=("$d")
-done < <($S text --json | python3 -c 'import json,sys; [print(s["domain"], s["name"]) for s in json.load(sys.stdin) if s["held_out"]]')
+mapfile -t DOMAINS < <("$HERE/held_out_texts.sh" "$S" "$W")
 for d in "${DOMAINS[@]}"; do
   [ -f "$W/eval-$d.json" ] && continue
   (cd "$W" && $S eval src "${MODELS[@]}" --text "held-out-$d.txt" --max-tokens "$ETOK" --context 128 \

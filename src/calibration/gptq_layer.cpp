@@ -12,6 +12,7 @@
 #include "calibration/gptq_gate.h"
 #include "calibration/input_hessians.h"
 #include "calibration/input_recording.h"
+#include "core/codecs.h"
 #include "core/error.h"
 #include "core/expert_name.h"
 #include "io/safetensors.h"
@@ -77,18 +78,10 @@ io::TensorBytes f32_tensor(const std::string& name, const std::vector<float>& v,
 // Rounded weights as BF16 when every value is one (MXFP4's E2M1 times a power
 // of two: half the file and page cache), else F32.
 io::TensorBytes rounded_tensor(const std::string& name, const std::vector<float>& v, Shape shape) {
-  const auto bits = [](float f) {
-    std::uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-  };
-  if (std::any_of(v.begin(), v.end(), [&](float f) { return (bits(f) & 0xFFFFu) != 0; }))
-    return f32_tensor(name, v, std::move(shape));
-  io::TensorBytes t{{name, DType::BF16, std::move(shape)}, std::vector<std::uint8_t>(v.size() * 2)};
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const auto hi = static_cast<std::uint16_t>(bits(v[i]) >> 16);
-    std::memcpy(t.bytes.data() + 2 * i, &hi, 2);
-  }
+  const auto bits = exact_bf16(v);
+  if (!bits) return f32_tensor(name, v, std::move(shape));
+  io::TensorBytes t{{name, DType::BF16, std::move(shape)}, std::vector<std::uint8_t>(bits->size() * 2)};
+  std::memcpy(t.bytes.data(), bits->data(), t.bytes.size());
   return t;
 }
 
@@ -217,7 +210,9 @@ void round_batch(const LayerTargets& batch, const InputRecording& recording, con
   t0 = Clock::now();
   std::vector<io::TensorBytes> out;
   std::vector<std::string> unreached;
-  std::map<std::size_t, GptqInverse> inverses;  // per slot, shared by its readers, dropped after the last
+  // Per slot, shared by the readers of its input and dropped after the last: GPTQ's inverse, the held-out rows.
+  std::map<std::size_t, GptqInverse> inverses;
+  std::map<std::size_t, std::vector<float>> held_out;
   nlohmann::json gate_record = nlohmann::json::object(), tokens = nlohmann::json::object();
   for (const auto& [l, t] : batch) {
     const pipeline::PlannedTensor& pt = *t->tensor;
@@ -235,10 +230,17 @@ void round_batch(const LayerTargets& batch, const InputRecording& recording, con
       if (inv == inverses.end())
         inv = inverses.emplace(slot, gptq_inverse(hs.h[slot], l->in, r.dampening, pt.source)).first;
       GptqResult res = gptq_round(*pt.scheme, weight, hs.h[slot], go, &inv->second);
-      if (is_last_reader(batch, l)) inverses.erase(inv);
-      q = go.with_nearest ? gated(std::move(res), weight, *l, pt.module, recording.gather(*l, RecordedPart::HeldOut),
-                                  held_rows, gate_record)
-                          : std::move(res.weight);
+      if (go.with_nearest) {
+        auto rows = held_out.find(slot);
+        if (rows == held_out.end()) rows = held_out.emplace(slot, recording.gather(*l, RecordedPart::HeldOut)).first;
+        q = gated(std::move(res), weight, *l, pt.module, rows->second, held_rows, gate_record);
+      } else {
+        q = std::move(res.weight);
+      }
+      if (is_last_reader(batch, l)) {
+        inverses.erase(slot);
+        held_out.erase(slot);
+      }
       // The scale search's channel weights, for the writer to choose the same scales.
       out.push_back(f32_tensor(pipeline::RoundedWeights::channel_weights_name(pt.source),
                                hessian_diagonal(hs.h[slot], l->in), {l->in}));

@@ -4,21 +4,17 @@
 #include <tbb/task_arena.h>
 
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <set>
 
 #include "calibration/gptq_gate.h"
 #include "calibration/gptq_layer.h"
 #include "calibration/gptq_states.h"
 #include "core/error.h"
 #include "core/machine.h"
-#include "io/safetensors.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
-#include "quant/gptq_grid.h"
 #include "quant/rounding_traits.h"
 #include "quant/scheme.h"
 #include "runtime/eval/eval.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <cmath>
 #include <limits>
 
@@ -76,6 +77,17 @@ std::uint16_t f32_to_bf16_ref(float f) {
   if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
   u += 0x7FFFu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>(u >> 16);
+}
+
+std::optional<std::vector<std::uint16_t>> exact_bf16(std::span<const float> values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &values[i], 4);
+    if ((u & 0xFFFFu) != 0) return std::nullopt;
+    bits[i] = static_cast<std::uint16_t>(u >> 16);
+  }
+  return bits;
 }
 
 float f16_to_f32(std::uint16_t h) {

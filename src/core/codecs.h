@@ -7,6 +7,9 @@
 // Rounding is round-to-nearest-even everywhere (torch, ml_dtypes,
 // compressed-tensors, Quark all use RNE for elements).
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
 
 namespace selq {
 
@@ -14,6 +17,9 @@ namespace selq {
 float bf16_to_f32(std::uint16_t b);
 // RNE; NaN stays NaN (quiet bit set), like torch/ggml.
 std::uint16_t f32_to_bf16_ref(float f);
+// The BF16 bits of `values` when every one is exactly a BF16 value (its low 16
+// bits zero, NaN payloads included), else none: what may be held in half the bytes.
+std::optional<std::vector<std::uint16_t>> exact_bf16(std::span<const float> values);
 float f16_to_f32(std::uint16_t h);
 std::uint16_t f32_to_f16_ref(float f);
 

@@ -9,6 +9,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
+#include "core/codecs.h"
 #include "core/codecs_simd.h"
 #include "runtime/model/blas.h"
 #include "runtime/model/stored_weight.h"
@@ -33,33 +34,15 @@ std::int64_t matvec_grain(const Matrix& w) {
 }  // namespace
 
 Matrix Matrix::from_f32(std::vector<float> values, std::int64_t rows, std::int64_t cols) {
+  if (!values.empty())
+    if (auto bits = exact_bf16(values)) return from_bf16(std::move(*bits), rows, cols);
   Matrix m;
   m.rows = rows;
   m.cols = cols;
-  // Exactly BF16 when the low 16 bits of every value are zero; then the
-  // stored BF16 is the value itself (NaN payloads included).
-  bool exact = true;
-  for (float v : values) {
-    std::uint32_t u;
-    std::memcpy(&u, &v, 4);
-    if ((u & 0xFFFFu) != 0) {
-      exact = false;
-      break;
-    }
-  }
-  if (!exact || values.empty()) {
-    auto owned = std::make_shared<const std::vector<float>>(std::move(values));
-    m.f32 = std::span<const float>(*owned);
-    m.storage = std::move(owned);
-    return m;
-  }
-  std::vector<std::uint16_t> bits(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    std::uint32_t u;
-    std::memcpy(&u, &values[i], 4);
-    bits[i] = static_cast<std::uint16_t>(u >> 16);
-  }
-  return from_bf16(std::move(bits), rows, cols);
+  auto owned = std::make_shared<const std::vector<float>>(std::move(values));
+  m.f32 = std::span<const float>(*owned);
+  m.storage = std::move(owned);
+  return m;
 }
 
 Matrix Matrix::from_bf16(std::vector<std::uint16_t> bits, std::int64_t rows, std::int64_t cols) {
