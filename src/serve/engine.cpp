@@ -100,12 +100,13 @@ void Engine::run() {
         admit(active, free_slots);
       }
       stats_.queued = queue_.size();
-      stats_.running = active.size();
     }
     // A cancelled request (failed, timed out, client gone) gives its slots back.
     for (std::size_t i = 0; i < active.size();) {
       if (active[i].work->cancelled) {
         free_slots.push_back(active[i].slot);
+        std::lock_guard lk(mu_);
+        --stats_.running;  // before the answer goes out, so /health never lags it
         complete(*active[i].work);
         active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
       } else {
@@ -124,6 +125,8 @@ void Engine::run() {
         }
       }
     } catch (const std::exception& e) {  // the step itself failed: every sequence in it does
+      std::lock_guard lk(mu_);
+      stats_.running = 0;
       for (auto& a : active) {
         fail(a.work, fmt::format("the model failed: {}", e.what()));
         free_slots.push_back(a.slot);
@@ -151,6 +154,7 @@ void Engine::admit(std::vector<Active>& active, std::vector<int>& free_slots) {
     free_slots.pop_back();
     model_->truncate(0, slot);  // the slot's previous sequence
     active.push_back({w, i, slot, false});
+    ++stats_.running;
     queue_.pop_front();
   }
 }
@@ -237,6 +241,7 @@ void Engine::finish(Active& a, std::vector<int>& free_slots) {
   free_slots.push_back(a.slot);
   std::lock_guard lk(mu_);
   ++stats_.sequences;
+  --stats_.running;  // before the answer goes out, so /health never lags it
   if (--a.work->remaining == 0) complete(*a.work);
 }
 

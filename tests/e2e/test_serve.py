@@ -314,6 +314,10 @@ class Serve(unittest.TestCase):
             full = next(r for r in results if r[0] == 503)
             self.assertIn("queue is full", full[1]["error"]["message"])
             self.assertEqual(full[2]["Retry-After"], "1")
+            # Every answer is out, so nothing runs or waits (a stale count here once
+            # let the SIGTERM below go out before the late request was taken).
+            health = s.get("/health")
+            self.assertEqual((health["running"], health["queued"]), (0, 0), health)
             # SIGTERM while a request runs: it is answered, then the process exits 0.
             late = []
             th = threading.Thread(target=lambda: late.append(s.post("/v1/completions",
