@@ -15,6 +15,7 @@
 #include "core/codecs.h"
 #include "core/error.h"
 #include "core/expert_name.h"
+#include "dist/assign.h"
 #include "io/safetensors.h"
 #include "pipeline/rounded_weights.h"
 #include "quant/gptq_grid.h"
@@ -262,7 +263,6 @@ void round_batch(const LayerTargets& batch, const InputRecording& recording, con
                                                        {"prior", pseudo.dump()}};
   io::save_safetensors(path, out, metadata);
   record.write_s += since(t0);
-  record.absorb(path, metadata);
 }
 
 // The batch file at `path` when a previous run of this fingerprint wrote it for exactly `batch`.
@@ -317,9 +317,46 @@ void LayerRecord::merge(const LayerRecord& o) {
   reused += o.reused;
 }
 
+namespace {
+
+// What rounding a batch costs, for sharing batches among ranks: its Hessians
+// (fit rows × in²) and its solves (out × in² per linear).
+std::uint64_t batch_cost(const LayerTargets& batch, const InputRecording& recording) {
+  std::uint64_t cost = 0;
+  std::set<std::string> inputs;
+  for (const auto& [l, t] : batch) {
+    const auto in2 = static_cast<std::uint64_t>(l->in) * static_cast<std::uint64_t>(l->in);
+    cost += static_cast<std::uint64_t>(l->out) * in2;
+    if (inputs.insert(input_key(l->module)).second)
+      cost += static_cast<std::uint64_t>(recording.rows(*l, RecordedPart::Fit)) * in2;
+  }
+  return cost;
+}
+
+// Which rank rounds each batch (-1: a previous run's, reused): largest first
+// onto the least-loaded rank, the same on every rank.
+std::vector<int> batch_ranks(const std::vector<LayerTargets>& batches, const std::vector<char>& done,
+                             const InputRecording& recording, int ranks) {
+  std::vector<std::size_t> todo;
+  std::vector<std::uint64_t> costs;
+  for (std::size_t b = 0; b < batches.size(); ++b)
+    if (!done[b]) {
+      todo.push_back(b);
+      costs.push_back(batch_cost(batches[b], recording));
+    }
+  std::vector<int> of(batches.size(), -1);
+  const std::vector<int> assigned = dist::assign_largest_first(costs, ranks);
+  for (std::size_t i = 0; i < todo.size(); ++i) of[todo[i]] = assigned[i];
+  return of;
+}
+
+}  // namespace
+
 LayerRecord round_layer(CausalLM& model, std::int64_t layer, const LayerTargets& mine,
                         const std::vector<std::span<const float>>& hidden, std::int64_t hidden_size,
                         const LayerRounding& r) {
+  dist::Ranks& ranks = r.ranks ? *r.ranks : dist::ranks();
+  const std::size_t total = r.total_sequences > 0 ? r.total_sequences : hidden.size();
   LayerRecord record;
   // The routed experts' prior (its in² doubles) stays for the whole layer: the batches get the rest.
   std::uint64_t reserve = 0;
@@ -332,42 +369,56 @@ LayerRecord round_layer(CausalLM& model, std::int64_t layer, const LayerTargets&
   std::vector<char> done(batches.size(), 0);
   for (std::size_t b = 0; b < batches.size(); ++b) {
     paths.push_back(batch_file(r.work_dir, layer, b));
-    if (const auto md = reusable(paths.back(), batches[b], r.fingerprint)) {
-      record.absorb(paths.back(), *md);
+    if (reusable(paths.back(), batches[b], r.fingerprint)) {
       done[b] = 1;
       ++record.reused;
     }
   }
+  ranks.barrier();  // every rank has seen the same batch files before any is written
   if (record.reused < batches.size()) {
-    // The fit's sequences and the gate's (every eighth, when the gate is on and there are enough).
+    // The fit's sequences and the gate's (every eighth of all, when the gate is on and there are enough).
     std::vector<std::span<const float>> fit, held;
     for (std::size_t s = 0; s < hidden.size(); ++s)
-      (r.gate && gate_holds_out(s, hidden.size()) ? held : fit).push_back(hidden[s]);
+      (r.gate && gate_holds_out(r.first_sequence + s, total) ? held : fit).push_back(hidden[s]);
+    bool any_held = false;
+    for (std::size_t s = 0; s < total; ++s) any_held |= r.gate && gate_holds_out(s, total);
     // Every target's input, the reused batches' too: the routed experts' prior is of them all.
     std::vector<Linear*> linears;
     for (const auto& [l, t] : mine) linears.push_back(l);
     const auto t0 = Clock::now();
-    InputRecording recording((fs::path(r.work_dir) / "layer-inputs.f32").string(), linears);
+    const auto recording_path = [&](int rank) {
+      return (fs::path(r.work_dir) /
+              (ranks.size() == 1 ? std::string("layer-inputs.f32") : fmt::format("layer-inputs.r{}.f32", rank)))
+          .string();
+    };
+    InputRecording recording(recording_path(ranks.rank()), linears);
     record_layer_inputs(model, layer, recording, fit, held, hidden_size);
+    recording.share(ranks, recording_path);
     record.record_s = since(t0);
     const auto tp = Clock::now();
     const ExpertPrior prior = expert_prior(mine, recording, r.expert_prior);
     record.hessian_s += since(tp);
     LayerRounding batch_rounding = r;
-    batch_rounding.gate = !held.empty();
+    batch_rounding.gate = any_held;
+    const std::vector<int> rank_of = batch_ranks(batches, done, recording, ranks.size());
     for (std::size_t b = 0; b < batches.size(); ++b) {
-      if (done[b]) continue;
+      if (rank_of[b] != ranks.rank()) continue;
       const auto tb = Clock::now();
       round_batch(batches[b], recording, prior, batch_rounding, paths[b], record);
       if (r.on_progress && batches.size() > 1)
-        r.on_progress(fmt::format("gptq: layer {}: batch {}/{}: {} linear(s) rounded in {:.1f} s", layer + 1, b + 1,
-                                  batches.size(), batches[b].size(), since(tb)));
+        r.on_progress(fmt::format("gptq: {}layer {}: batch {}/{}: {} linear(s) rounded in {:.1f} s",
+                                  dist::rank_prefix(), layer + 1, b + 1, batches.size(), batches[b].size(), since(tb)));
     }
+    ranks.barrier();  // every batch file is written, and no rank reads another's recording any more
   }
+  // Every batch's records in batch order, whichever rank or run wrote it.
+  for (const auto& path : paths) record.absorb(path, io::SafetensorsFile::open(path)->metadata());
   // A previous run's files for other batches of this layer (another budget) go.
-  const std::set<std::string> mine_files(paths.begin(), paths.end());
-  for (const auto& f : layer_batch_files(r.work_dir, layer))
-    if (!mine_files.contains(f)) fs::remove(f);
+  if (ranks.rank() == 0) {
+    const std::set<std::string> mine_files(paths.begin(), paths.end());
+    for (const auto& f : layer_batch_files(r.work_dir, layer))
+      if (!mine_files.contains(f)) fs::remove(f);
+  }
   map_rounded(mine, record);
   return record;
 }

@@ -10,6 +10,9 @@
 // reuses the batches already written, within a layer too. When the layer is
 // done its linears read their rounded weights from those files' mappings
 // (page cache), so the anonymous memory is one batch's, whatever the layer's size.
+// Under mpirun (a shared work directory) each rank records its own share of the
+// sequences, reads every rank's recording, and rounds the batches assigned to
+// it (largest first); a barrier, then every rank reads every batch's file.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -21,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/ranks.h"
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
 #include "runtime/model/causal_lm.h"
@@ -60,11 +64,17 @@ struct LayerRounding {
   // H_all / N_all (calibration/gptq_pass.h, kRareExpertGptqRule); 0: none.
   double expert_prior{0};
   std::function<void(const std::string&)> on_progress;  // a line per batch, when a layer has several
+  // The ranks sharing the layer (one: a plain run), and which sequences this rank
+  // runs: `hidden` below holds sequences [first_sequence, first_sequence + its
+  // size) of total_sequences (0: hidden's size), a contiguous share in rank order.
+  dist::Ranks* ranks{nullptr};
+  std::size_t first_sequence{0}, total_sequences{0};
 };
 
-// Rounds `mine`, the targets of `layer`, from `hidden` (each sequence's states
-// at the layer's input; every eighth held out when r.gate and there are enough),
-// and leaves each target linear reading its rounded weights.
+// Rounds `mine`, the targets of `layer`, from `hidden` (each of this rank's
+// sequences' states at the layer's input; every eighth of all held out when
+// r.gate and there are enough), and leaves each target linear reading its
+// rounded weights. Every rank calls it with the same targets.
 LayerRecord round_layer(runtime::CausalLM& model, std::int64_t layer, const LayerTargets& mine,
                         const std::vector<std::span<const float>>& hidden, std::int64_t hidden_size,
                         const LayerRounding& r);

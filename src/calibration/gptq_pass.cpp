@@ -13,6 +13,7 @@
 #include "calibration/gptq_states.h"
 #include "core/error.h"
 #include "core/machine.h"
+#include "dist/ranks.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
 #include "quant/rounding_traits.h"
@@ -87,6 +88,7 @@ void use_gptq_pass(pipeline::QuantizeOptions& options, GptqPassOptions pass, con
 }
 
 void remove_gptq_work_dir(const std::string& dst) {
+  if (dist::ranks().rank() != 0) return;  // under mpirun, once: the ranks share the directory
   std::error_code ec;
   fs::remove_all(gptq_work_dir(dst), ec);
 }
@@ -170,13 +172,27 @@ std::string layer_line(std::int64_t layer, std::int64_t layers, std::size_t line
       "gptq: layer {}/{}: {} linear(s) rounded in {:.1f} s ({}; recording {:.1f} s, Hessians {:.1f} s, solves "
       "{:.1f} s, writes {:.1f} s, run through {:.1f} s)",
       layer + 1, layers, linears, total_s,
-      record.batches == 1 ? std::string("1 batch") : fmt::format("{} batches", record.batches), record.record_s,
+      fmt::format("{} batch{}{}", record.batches, record.batches == 1 ? "" : "es",
+                  record.reused > 0 ? fmt::format(", {} from a previous run", record.reused) : ""),
+      record.record_s,
       record.hessian_s, record.solve_s, record.write_s, run_s);
   if (!record.unreached.empty())
     line += fmt::format(" ({} that no calibration token reached: by mse alone)", record.unreached.size());
   if (const std::size_t nearest = kept_nearest(record.gate); nearest > 0)
     line += fmt::format(", {} kept the nearest rounding (the gate)", nearest);
   return line;
+}
+
+// The last finished layer every rank resumes after: each rank's own states
+// (a rank that stopped earlier, or a rerun with another rank count, starts
+// them all from the embeddings; the finished layers' batch files are reused,
+// so that costs runs through them, not solves), or -1.
+std::int64_t agreed_resume(dist::Ranks& ranks, std::int64_t mine, const std::string& work_dir,
+                           const std::string& fingerprint) {
+  if (mine >= 0 && !layer_files_match(work_dir, fingerprint, mine)) mine = -1;
+  std::vector<float> bounds = {static_cast<float>(mine), -static_cast<float>(mine)};  // max and -min, exact
+  ranks.max_floats(bounds);
+  return bounds[0] == -bounds[1] ? mine : -1;
 }
 
 }  // namespace
@@ -197,16 +213,24 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
   provenance["fingerprint"] = fp;
 
   fs::create_directories(options.work_dir);
+  // Under mpirun each rank runs a contiguous share of the sequences, its states in a directory of its own.
+  dist::Ranks& ranks = dist::ranks();
+  const std::size_t first = seqs.size() * static_cast<std::size_t>(ranks.rank()) / static_cast<std::size_t>(ranks.size()),
+                    last = seqs.size() * static_cast<std::size_t>(ranks.rank() + 1) / static_cast<std::size_t>(ranks.size());
+  std::string states_dir = options.work_dir;
+  if (ranks.size() > 1) {
+    states_dir = (fs::path(options.work_dir) / fmt::format("states-r{}of{}", ranks.rank(), ranks.size())).string();
+    fs::create_directories(states_dir);
+  }
   std::vector<std::size_t> lengths;
-  for (const auto& s : seqs) lengths.push_back(s.size());
-  LayerStates states(options.work_dir, fp, lengths, hidden_size);
-  std::int64_t done = states.resume();
-  if (done >= 0 && !layer_files_match(options.work_dir, fp, done)) done = -1;
+  for (std::size_t s = first; s < last; ++s) lengths.push_back(seqs[s].size());
+  LayerStates states(states_dir, fp, lengths, hidden_size);
+  const std::int64_t done = agreed_resume(ranks, states.resume(), options.work_dir, fp);
   if (done < 0)
-    for (std::size_t s = 0; s < seqs.size(); ++s) states.set(s, model->embed(seqs[s]));
-  const auto run_on = [&](std::int64_t layer) {  // the sequences on through the layer as it now is
+    for (std::size_t s = first; s < last; ++s) states.set(s - first, model->embed(seqs[s]));
+  const auto run_on = [&](std::int64_t layer) {  // this rank's sequences on through the layer as it now is
     states.advance(layer, [&](std::size_t s, float* x) {
-      model->forward_layer(layer, x, static_cast<std::int64_t>(seqs[s].size()));
+      model->forward_layer(layer, x, static_cast<std::int64_t>(seqs[first + s].size()));
     });
   };
 
@@ -219,6 +243,9 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
   rounding.expert_prior = options.expert_prior;
   rounding.budget = options.hessian_budget > 0 ? options.hessian_budget : physical_memory_bytes() / 2;
   rounding.on_progress = options.on_progress;
+  rounding.ranks = &ranks;
+  rounding.first_sequence = first;
+  rounding.total_sequences = seqs.size();
   LayerRecord all;  // every layer's
   for (std::int64_t layer = 0; layer < layers; ++layer) {
     const auto start = std::chrono::steady_clock::now();
@@ -234,7 +261,7 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
     // The sequences are past this layer and its files hold the rounded weights
     // for the writer: the linears let go of their mappings.
     for (const auto& [l, t] : mine) l->weight = Matrix{};
-    if (options.on_progress)
+    if (options.on_progress && ranks.rank() == 0)
       options.on_progress(layer_line(layer, layers, mine.size(), record, seconds_since(start), seconds_since(forward)));
     all.merge(record);
   }

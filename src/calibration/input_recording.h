@@ -10,6 +10,10 @@
 // same order, so the Hessians are the bits a hook during the run would sum.
 // The gate's held-out sequences are recorded as a part of their own, and their
 // rows read directly (calibration/gptq_gate.h), never summed into a Hessian.
+// Under mpirun each rank records its own run of the sequences (a contiguous
+// share, in order) into its own file of the shared work directory; share()
+// then makes every rank read every rank's calls in rank order, which is the
+// order one process makes them in, so the Hessians are the same bits.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/ranks.h"
 #include "runtime/model/causal_lm.h"
 
 namespace selq::calibration {
@@ -38,6 +43,10 @@ class InputRecording {
   static void hook(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows);
   // Ends the recording: flushed and mapped for reading. IoError naming the file (a full disk) when it cannot be.
   void finish();
+  // After finish(), on every rank: this rank's calls go to `path_of(rank)` + ".calls",
+  // and the calls then read are every rank's (`path_of(k)`), in rank order. Keep
+  // the recording until every rank is done reading (a barrier): its file goes with it.
+  void share(dist::Ranks& ranks, const std::function<std::string(int rank)>& path_of);
 
   // Each recorded call of the input `l` reads in `part`, in the order the layer made them.
   void for_each_call(const runtime::Linear& l, RecordedPart part,
@@ -52,6 +61,11 @@ class InputRecording {
   struct Call {
     std::uint64_t offset;  // in bytes
     std::int64_t rows;
+    std::size_t file{0};  // index into maps_: this rank's recording, or another rank's after share()
+  };
+  struct Mapping {
+    const std::uint8_t* data{nullptr};
+    std::uint64_t bytes{0};
   };
   const std::vector<Call>& calls(const runtime::Linear& l, RecordedPart part) const;
 
@@ -63,7 +77,7 @@ class InputRecording {
   std::vector<std::vector<Call>> calls_[2];             // per part, per slot
   RecordedPart part_{RecordedPart::Fit};
   std::uint64_t written_{0};
-  const std::uint8_t* map_{nullptr};
+  std::vector<Mapping> maps_;  // this rank's file first; after share(), every rank's in rank order
 };
 
 // The inputs of `linears` in `layer`, each sequence's hidden states (at the

@@ -94,7 +94,8 @@ pipeline::QuantizeOptions quantize_options(const QuantizeArgs& a, ProgressBar& b
 }
 
 // --rounding gptq's layer-by-layer pass (run only when the plan rounds gptq).
-calibration::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t memory_budget) {
+// Every rank reports its own batches (a layer's line comes from rank 0) unless --quiet.
+calibration::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t memory_budget, bool quiet) {
   calibration::GptqPassOptions gptq;
   gptq.texts = a.calibration_text;
   gptq.gate = a.gptq_gate;
@@ -103,7 +104,7 @@ calibration::GptqPassOptions gptq_options(const QuantizeArgs& a, std::uint64_t m
   gptq.context = a.calibration_context;
   gptq.threads = a.threads;
   gptq.hessian_budget = a.memory_budget_given ? memory_budget : 0;  // 0: half of RAM
-  gptq.on_progress = [quiet = a.quiet](const std::string& line) {
+  gptq.on_progress = [quiet](const std::string& line) {
     if (!quiet) fmt::print(stderr, "selq: {}\n", line);
   };
   return gptq;
@@ -137,6 +138,7 @@ void print_result(const QuantizeArgs& a, const pipeline::Plan& plan, const pipel
 
 int run_quantize(QuantizeArgs& a) {
   // Under mpirun only rank 0 reports (it writes the manifest from every rank's records).
+  const bool quiet_asked = a.quiet;
   if (dist::ranks().rank() != 0) {
     a.quiet = true;
     a.json = false;
@@ -148,7 +150,7 @@ int run_quantize(QuantizeArgs& a) {
   ProgressBar bar("quantize", !a.quiet && stderr_is_tty());
   bool html_written = false;
   pipeline::QuantizeOptions qo = quantize_options(a, bar, html_written);
-  if (!a.in_place) calibration::use_gptq_pass(qo, gptq_options(a, qo.memory_budget), a.dst);
+  if (!a.in_place) calibration::use_gptq_pass(qo, gptq_options(a, qo.memory_budget, quiet_asked), a.dst);
   pipeline::QuantizeJob job{source, a.dst, a.in_place, std::move(recipe), plan_options(a.plan), a.resume};
   pipeline::Plan plan;
   const pipeline::QuantizeResult result = pipeline::quantize(job, qo, &plan);

@@ -288,8 +288,6 @@ QuantizeResult quantize_planned(const io::Checkpoint& source, Plan& plan, const 
                                 const std::string& dst, const QuantizeOptions& options) {
   QuantizeOptions run_options = options;
   if (plan.needs_model_pass()) {
-    if (dist::ranks().size() > 1)
-      throw_unsupported("rounding 'gptq' runs the model on one process; run it without mpirun");
     if (!options.round_weights)
       throw_unsupported("rounding 'gptq' needs the model run layer by layer, which `selq quantize` and "
                         "selq.quantize do");
