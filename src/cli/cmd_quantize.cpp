@@ -184,6 +184,7 @@ const CommandRegistration kQuantize(30, [](CLI::App& root, int& status) {
       "  selq quantize --in-place CKPT --recipe kimi-k3-nvfp4-fp8attn-fp8se   # re-run to resume\n"
       "  mpirun -np 16 --hostfile hosts selq quantize SRC DST --recipe R -j 8  # shards over 16 ranks (Open MPI)\n"
       "  mpirun -np 4 selq quantize SRC DST --recipe R --split-by tensor   # every shard spread over 4 ranks\n"
+      "  mpirun -np 8 --hostfile hosts selq quantize SRC DST --recipe R --rounding gptq   # sequences, batches over 8\n"
       "  srun -N 8 --ntasks-per-node 2 --mpi=pmix selq quantize SRC DST --recipe R   # the same under Slurm");
   add_plan_args(*cmd, args->plan);
   cmd->add_option("destination", args->dst, "Output checkpoint directory (not with --in-place)");
