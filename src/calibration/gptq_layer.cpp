@@ -86,12 +86,18 @@ io::TensorBytes rounded_tensor(const std::string& name, const std::vector<float>
   return t;
 }
 
+// Ranks share a layer by its batches, so a layer is cut into at least this many
+// (when it has as many inputs) whatever the budget: up to 16 ranks get work on
+// any layer, and the batches do not depend on the rank count, so that a rerun
+// with another count reuses them. A batch costs no run of the layer, so small
+// batches cost nothing but their files.
+constexpr std::uint64_t kMinBatchesPerLayer = 16;
+
 // A layer's targets in batches whose Hessians (8·in² bytes per input) and
-// rounded weights (4·out·in per linear) fit `budget` bytes; the readers of one
-// input stay together, and an input larger than the budget is a batch of its own.
+// rounded weights (4·out·in per linear) fit `budget` bytes and 1/16 of the
+// layer's; the readers of one input stay together, and an input larger than
+// that is a batch of its own.
 std::vector<LayerTargets> batches_within(const LayerTargets& mine, std::uint64_t budget) {
-  std::vector<LayerTargets> batches(1);
-  std::uint64_t bytes = 0;
   std::map<std::string, LayerTargets> by_input;  // in first-reader order below
   std::vector<std::string> order;
   for (const auto& lt : mine) {
@@ -99,17 +105,27 @@ std::vector<LayerTargets> batches_within(const LayerTargets& mine, std::uint64_t
     if (!by_input.contains(key)) order.push_back(key);
     by_input[key].push_back(lt);
   }
+  const auto need = [&](const LayerTargets& readers) {
+    const auto in = static_cast<std::uint64_t>(readers.front().first->in);
+    std::uint64_t bytes = 8 * in * in;
+    for (const auto& [l, t] : readers) bytes += 4 * static_cast<std::uint64_t>(l->out) * in;
+    return bytes;
+  };
+  std::uint64_t total = 0;
+  for (const auto& key : order) total += need(by_input[key]);
+  const std::uint64_t share = (total + kMinBatchesPerLayer - 1) / kMinBatchesPerLayer;
+  const std::uint64_t limit = budget > 0 ? std::min(budget, share) : share;
+  std::vector<LayerTargets> batches(1);
+  std::uint64_t bytes = 0;
   for (const auto& key : order) {
     const LayerTargets& readers = by_input[key];
-    const auto in = static_cast<std::uint64_t>(readers.front().first->in);
-    std::uint64_t need = 8 * in * in;
-    for (const auto& [l, t] : readers) need += 4 * static_cast<std::uint64_t>(l->out) * in;
-    if (budget > 0 && !batches.back().empty() && bytes + need > budget) {
+    const std::uint64_t n = need(readers);
+    if (!batches.back().empty() && bytes + n > limit) {
       batches.emplace_back();
       bytes = 0;
     }
     batches.back().insert(batches.back().end(), readers.begin(), readers.end());
-    bytes += need;
+    bytes += n;
   }
   return batches;
 }
@@ -405,7 +421,8 @@ LayerRecord round_layer(CausalLM& model, std::int64_t layer, const LayerTargets&
       if (rank_of[b] != ranks.rank()) continue;
       const auto tb = Clock::now();
       round_batch(batches[b], recording, prior, batch_rounding, paths[b], record);
-      if (r.on_progress && batches.size() > 1)
+      // A line per batch under mpirun (which rank does what), else per batch of a second or more.
+      if (r.on_progress && batches.size() > 1 && (ranks.size() > 1 || since(tb) >= 1.0))
         r.on_progress(fmt::format("gptq: {}layer {}: batch {}/{}: {} linear(s) rounded in {:.1f} s",
                                   dist::rank_prefix(), layer + 1, b + 1, batches.size(), batches[b].size(), since(tb)));
     }
