@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """GPTQ over two mpirun ranks on two network namespaces (Open MPI over TCP, the
-e2e test's setup: tests/e2e/test_mpi_gptq.py two_hosts) against one process, each
+e2e test's setup: tests/e2e/test_mpi_calibration.py two_hosts) against one process, each
 rank and the process on one thread (issue 49's goal: >= 1.8x). A synthetic
 DeepSeek-V3 (a dense layer, one MoE layer), routed experts MXFP4 rounded by gptq,
 self_attn FP8 per channel; the outputs' bytes compared. Needs root (namespaces).
@@ -16,7 +16,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 import test_mpi  # noqa: E402
-from test_mpi_gptq import two_hosts  # noqa: E402
+from test_mpi_calibration import two_hosts  # noqa: E402
 
 RECIPE = """name: dsv3-experts-mxfp4-gptq
 arch: deepseek-v3

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/expert_name.h"
+#include "dist/ranks.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "runtime/eval/eval.h"
@@ -122,23 +123,53 @@ void record_input(void* ctx, const Linear& l, const float* x, std::int64_t rows)
     res.expert_tokens[e->layer_prefix + e->expert] += rows;
 }
 
-// The model over the tokens in windows of `context`, every linear's input
-// recorded; then each linear's mean x² per channel.
-void run_hooked(CausalLM& model, const std::vector<std::int32_t>& toks, std::int64_t context, CalibrationResult& r,
-                const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
+// The model over windows [first, last) of the tokens in windows of `context`,
+// every linear's input recorded; the Σ x² of each linear.
+std::map<std::string, SquareSums> run_hooked(CausalLM& model, const std::vector<std::int32_t>& toks,
+                                             std::int64_t context, std::int64_t first, std::int64_t last,
+                                             CalibrationResult& r,
+                                             const std::function<void(std::uint64_t, std::uint64_t)>& on_progress) {
   HookState state{&r, {}};
   model.set_activation_hook(record_input, &state);
   const auto n = static_cast<std::int64_t>(toks.size());
-  const std::uint64_t windows = static_cast<std::uint64_t>((n + context - 1) / context);
-  for (std::int64_t b = 0, w = 0; b < n; b += context, ++w) {
+  for (std::int64_t w = first; w < last; ++w) {
+    const std::int64_t b = w * context;
     model.reset();
     model.forward(std::span(toks).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(std::min(context, n - b))),
                   false);
-    if (on_progress) on_progress(static_cast<std::uint64_t>(w + 1), windows);
+    if (on_progress) on_progress(static_cast<std::uint64_t>(w - first + 1), static_cast<std::uint64_t>(last - first));
   }
   model.set_activation_hook(nullptr, nullptr);
-  for (const auto& [module, s] : state.sq)
-    if (s.rows > 0) r.input_moments[module] = s.means();
+  return std::move(state.sq);
+}
+
+// Under mpirun: every rank's amax, expert tokens and Σ x² (JSON, whose doubles
+// read back exactly) gathered on rank 0 and merged in rank order: a max and
+// integer sums are exact, so the amax and token counts are one process's; the
+// Σ x² are summed rank by rank, so a mean may differ from one process's in its
+// last bit. True on rank 0 (r and sq now the whole run's).
+bool merge_on_rank_zero(dist::Ranks& ranks, CalibrationResult& r, std::map<std::string, SquareSums>& sq) {
+  nlohmann::json mine = {{"amax", r.amax}, {"expert_tokens", r.expert_tokens}};
+  for (const auto& [m, s] : sq) mine["sums"][m] = {{"rows", s.rows}, {"sum", s.sum}};
+  const std::vector<std::string> all = ranks.gather_text(mine.dump());
+  if (ranks.rank() != 0) return false;
+  for (std::size_t k = 1; k < all.size(); ++k) {
+    const auto j = nlohmann::json::parse(all[k]);
+    for (const auto& [m, v] : j.at("amax").items()) {
+      float& a = r.amax[m];
+      a = std::max(a, v.get<float>());
+    }
+    for (const auto& [e, n] : j.at("expert_tokens").items()) r.expert_tokens[e] += n.get<std::int64_t>();
+    if (!j.contains("sums")) continue;
+    for (const auto& [m, v] : j.at("sums").items()) {
+      SquareSums& s = sq[m];
+      const auto theirs = v.at("sum").get<std::vector<double>>();
+      s.sum.resize(theirs.size(), 0.0);
+      for (std::size_t c = 0; c < theirs.size(); ++c) s.sum[c] += theirs[c];
+      s.rows += v.at("rows").get<std::int64_t>();
+    }
+  }
+  return true;
 }
 
 // Routed experts no token reached (listed in `unreached`): the largest amax of
@@ -207,7 +238,14 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
   r.context = context;
   r.text_provenance =
       text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
-  run_hooked(*model, toks, context, r, on_progress);
+  // Under mpirun each rank runs a contiguous share of the windows; rank 0 gets the result.
+  dist::Ranks& ranks = dist::ranks();
+  const std::int64_t windows = (r.tokens + context - 1) / context;
+  auto sq = run_hooked(*model, toks, context, windows * ranks.rank() / ranks.size(),
+                       windows * (ranks.rank() + 1) / ranks.size(), r, on_progress);
+  if (ranks.size() > 1 && !merge_on_rank_zero(ranks, r, sq)) return r;
+  for (const auto& [module, s] : sq)
+    if (s.rows > 0) r.input_moments[module] = s.means();
   fill_unreached_experts(*model, checkpoint, r);
   return r;
 }

@@ -79,6 +79,11 @@ inline constexpr const char* kUnreachedExpertMomentsRule =
 // Runs the text through the model in windows of `context` tokens (at most
 // `max_tokens`, 0: all) and records each linear's input amax. Fused inputs
 // (q/k/v, gate/up) read the same activations, so they get the same value.
+// Under mpirun the ranks share the windows (a contiguous share each) and rank 0
+// returns the whole result: the amax, token counts and unreached experts of
+// one process, and input moments equal to one process's but for the last bit
+// (their sums are added rank by rank); the other ranks return their own share,
+// which is not to be saved.
 CalibrationResult calibrate(const std::string& checkpoint, const std::string& text, const std::string& text_source,
                             std::int64_t max_tokens, std::int64_t context,
                             const std::function<void(std::uint64_t, std::uint64_t)>& on_progress = {});

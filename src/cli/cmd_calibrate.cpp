@@ -8,6 +8,7 @@
 #include "cli/deprecated_alias.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
+#include "dist/ranks.h"
 #include "runtime/text/calibration_text.h"
 
 namespace selq::cli {
@@ -32,6 +33,7 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
       "Examples:\n"
       "  selq calibrate CKPT -o calib.json                  # the default calibration mix\n"
       "  selq calibrate CKPT --calibration-text my-domain.txt --calibration-tokens 8192 -o calib.json\n"
+      "  mpirun -np 8 --hostfile hosts selq calibrate CKPT -o calib.json   # the windows shared by 8 ranks\n"
       "  selq quantize CKPT OUT --recipe llama-nvfp4 --rounding weighted --calibration calib.json");
   cmd->add_option("source", a->src, "Checkpoint directory (with tokenizer.json)")->required();
   add_calibration_text_option(cmd, a->text, "Calibration text");
@@ -43,11 +45,14 @@ const CommandRegistration kCalibrate(65, [](CLI::App& root, int& status) {
   add_deprecated_option(cmd, "--context", a->context, "--calibration-context");
   cmd->add_flag("--quiet,-q", a->quiet, "No progress bar");
   cmd->callback([a, &status] {
-    ProgressBar bar("calibrate", !a->quiet && stderr_is_tty());
+    const bool lead = dist::ranks().rank() == 0;  // under mpirun rank 0 reports and writes
+    ProgressBar bar("calibrate", !a->quiet && stderr_is_tty() && lead);
     const auto text = runtime::calibration_text(a->text);
     auto r = calibration::calibrate(a->src, text.text, text.source, a->max_tokens, a->context,
                                 [&bar](std::uint64_t d, std::uint64_t t) { bar.update(d, t, "windows"); });
     bar.finish();
+    status = 0;
+    if (!lead) return;
     if (a->out.empty()) {
       fmt::print("{}", r.to_json().dump(2) + "\n");
       if (!a->quiet)

@@ -1,12 +1,18 @@
-"""GPTQ under mpirun, on a synthetic DeepSeek-V3 whose layers round in several
-batches (a 64 MiB budget) and whose routed experts get few calibration tokens
-(some none): each rank runs its share of the sequences and rounds its share of
-each layer's batches. The output of 1, 2 and 3 ranks is byte-identical to one
-plain process; a rank killed mid-pass, then a rerun with another rank count,
-gives the same bytes and reuses the batches already rounded; and two ranks on
-two network namespaces of this machine joined by a veth pair (Open MPI over
-TCP, each namespace a host) give the same bytes again. The namespaces need
-root: locally the test is skipped without it, under CI=true it fails."""
+"""The calibrated passes under mpirun, on a synthetic DeepSeek-V3 whose layers
+round in several batches (a 64 MiB budget) and whose routed experts get few
+calibration tokens (some none).
+
+GPTQ: each rank runs its share of the sequences and rounds its share of each
+layer's batches. The output of 1, 2 and 3 ranks is byte-identical to one plain
+process; a rank killed mid-pass, then a rerun with another rank count, gives
+the same bytes and reuses the batches already rounded; and two ranks on two
+network namespaces of this machine joined by a veth pair (Open MPI over TCP,
+each namespace a host) give the same bytes again. The namespaces need root:
+locally that case is skipped without it, under CI=true it fails.
+
+selq calibrate: the ranks share the windows; the JSON (amax, expert tokens,
+unreached experts) is one process's byte for byte, the input moments equal to
+the last bit (their sums are added rank by rank)."""
 import contextlib
 import os
 import re
@@ -67,7 +73,7 @@ def two_hosts(tmp):
             subprocess.run(["ip", "netns", "delete", f"{ns}{i}"], capture_output=True)
 
 
-class MpiGptq(unittest.TestCase):
+class MpiCalibration(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
@@ -138,6 +144,31 @@ class MpiGptq(unittest.TestCase):
         # Another rank count runs the sequences from the start, but rounds nothing twice.
         self.assertRegex(r.stderr, r"layer 1/3: .*\((\d+) batches, \1 from a previous run;")
         self.assert_reference()
+
+    def test_calibrate_on_1_2_3_ranks(self):
+        import numpy as np
+        from safetensors.numpy import load_file
+        out = os.path.join(self.tmp.name, "calib.json")  # one path: the JSON names its moments file
+        args = ("calibrate", self.src, "--calibration-tokens", "512", "--calibration-context", "32", "-o", out)
+        u.selq(*args, "--quiet")
+
+        def calibration():  # the JSON, less the moments' hash (their last bits may differ)
+            j = u.read_json(out)
+            del j["input_moments"]["content_xxh3"]
+            return j
+        want_json = calibration()
+        want = load_file(os.path.join(self.tmp.name, "calib.moments.safetensors"))
+        self.assertTrue(want_json["unreached_experts"], "some expert should get no token")
+        for np_ in (1, 2, 3):
+            with self.subTest(ranks=np_):
+                os.remove(out)
+                test_mpi.mpirun(np_, *args)
+                self.assertEqual(calibration(), want_json)
+                got = load_file(os.path.join(self.tmp.name, "calib.moments.safetensors"))
+                self.assertEqual(sorted(got), sorted(want))
+                for k in want:
+                    ulp = np.spacing(np.maximum(np.abs(got[k]), np.abs(want[k])))
+                    self.assertTrue(np.all(np.abs(got[k] - want[k]) <= ulp), k)
 
     @unittest.skipIf(os.geteuid() != 0 and os.environ.get("CI") != "true", "network namespaces need root")
     def test_two_hosts_over_tcp(self):
