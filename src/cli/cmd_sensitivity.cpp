@@ -76,11 +76,10 @@ int run_sensitivity(const SensitivityArgs& a) {
   ProgressBar bar("sensitivity", !a.quiet && stderr_is_tty() && dist::ranks().rank() == 0);
   planner::SensitivityOptions opt;
   opt.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-  // Under mpirun the units are shared among the ranks; rank 0 writes the table
-  // (and runs the runtime tiers, which need the whole model, alone).
+  // Under mpirun the units are shared among the ranks in every tier; rank 0 writes the table.
   auto table = planner::data_free_sensitivity_on_ranks(*ckpt, layout, candidates, opt, dist::ranks());
   bar.finish();
-  if (dist::ranks().rank() != 0) return 0;
+  const bool lead = dist::ranks().rank() == 0;
   if (tier != planner::Tier::DataFree) {
     const auto text = runtime::calibration_text(a.text);
     planner::RuntimeTierOptions ropt;
@@ -88,14 +87,15 @@ int run_sensitivity(const SensitivityArgs& a) {
     ropt.rows = a.rows;
     ropt.probe_every = a.probe_every;
     ropt.probes = a.probes;
-    ProgressBar units_bar("units", !a.quiet && stderr_is_tty(), ProgressBar::Unit::Count);
+    ProgressBar units_bar("units", !a.quiet && stderr_is_tty() && lead, ProgressBar::Unit::Count);
     ropt.on_progress = [&](const std::string& stage, std::uint64_t done, std::uint64_t total) {
       units_bar.update(done, total, stage);
     };
-    planner::add_runtime_tiers(table, layout, candidates, a.source, {text.text, text.source, a.tokens}, tier,
-                               ropt);
+    planner::add_runtime_tiers_on_ranks(table, layout, candidates, a.source, {text.text, text.source, a.tokens}, tier,
+                                        ropt, dist::ranks());
     units_bar.finish();
   }
+  if (!lead) return 0;
   io::write_file_atomic(a.out, table.to_json().dump(1) + "\n");
   fmt::print("{}: {} units x {} candidates, {} tier, {:.1f} s\n", a.out, table.units.size(),
              table.candidates.size(), planner::tier_name(table.tier), table.seconds);
@@ -128,6 +128,7 @@ const CommandRegistration kSensitivity(22, [](CLI::App& root, int& status) {
       "  selq sensitivity CKPT --tier measured --calibration-text train.txt -o sens.json\n"
       "  selq sensitivity CKPT --tier activation-aware --candidates nvfp4-w4a16,nvfp4-w4a16+gptq -o sens.json\n"
       "  mpirun -np 16 selq sensitivity CKPT -o sens.json          # data-free units over 16 ranks\n"
+      "  mpirun -np 8 --hostfile hosts selq sensitivity CKPT --tier measured -o sens.json   # every tier splits\n"
       "  selq plan CKPT --sensitivity sens.json --target-bpw 6 --emit-recipe mix.yaml");
   add_sensitivity_options(cmd, *a);
   cmd->callback([a, &status] { status = run_sensitivity(*a); });

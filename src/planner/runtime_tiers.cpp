@@ -342,12 +342,15 @@ InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout
                                const std::vector<std::int32_t>& tokens, const RuntimeTierOptions& options,
                                RoundingInputs* rounding) {
   Capture cap = capture_inputs(layout, model, tokens, options);
-  std::uint64_t done = 0;
-  for (const auto& unit : layout.units) {
-    auto& us = table.units.at(static_cast<std::size_t>(&unit - layout.units.data()));
+  std::uint64_t done = 0, total = 0;
+  for (std::size_t ui = 0; ui < layout.units.size(); ++ui) total += !options.include || options.include(ui);
+  for (std::size_t ui = 0; ui < layout.units.size(); ++ui) {
+    if (options.include && !options.include(ui)) continue;
+    const auto& unit = layout.units[ui];
+    auto& us = table.units.at(ui);
     if (us.name != unit.name) throw_bad_input(fmt::format("sensitivity table and layout disagree at {}", unit.name));
     score_unit_outputs(layout, unit, candidates, model, cap, rounding, us);
-    if (options.on_progress) options.on_progress("activation-aware", ++done, layout.units.size());
+    if (options.on_progress) options.on_progress("activation-aware", ++done, total);
   }
   if (table.tier == Tier::DataFree) table.tier = Tier::ActivationAware;
   return std::move(cap.amax);
@@ -407,41 +410,64 @@ Slope interpolated_slope(const UnitLayout& layout, const std::vector<Slope>& slo
   return mean;
 }
 
+// The candidates measured on a unit: the named probes it has scores for, else
+// its most lossy candidate by output error.
+std::vector<const Candidate*> probes_of(const std::vector<Candidate>& candidates, const UnitSensitivity& us,
+                                        const std::vector<std::string>& named, const std::string& unit) {
+  std::vector<const Candidate*> probes;
+  for (const auto& cand : candidates) {
+    if (!cand.spec || !us.scores.count(cand.id)) continue;
+    if (!us.scores.at(cand.id).output_nmse)
+      throw_bad_input(fmt::format("measuring {} needs the activation-aware tier first", unit));
+    if (std::find(named.begin(), named.end(), cand.id) != named.end()) probes.push_back(&cand);
+  }
+  if (probes.empty()) {
+    const Candidate* worst = nullptr;
+    for (const auto& cand : candidates)
+      if (cand.spec && us.scores.count(cand.id) &&
+          (!worst || *us.scores.at(cand.id).output_nmse > *us.scores.at(worst->id).output_nmse))
+        worst = &cand;
+    if (worst) probes.push_back(worst);
+  }
+  return probes;
+}
+
+// A measured unit's KL and TV per unit of output error: the mean over its
+// measured candidates (in candidate order) with some output error.
+Slope measured_slope(const std::vector<Candidate>& candidates, const UnitSensitivity& us) {
+  Slope slope;
+  int fits = 0;
+  for (const auto& cand : candidates) {
+    const auto it = us.scores.find(cand.id);
+    if (it == us.scores.end() || !it->second.measured || !(*it->second.output_nmse > 0)) continue;
+    slope.kl += *it->second.kl / *it->second.output_nmse;
+    slope.tv += *it->second.tv / *it->second.output_nmse;
+    ++fits;
+  }
+  if (fits > 0) {
+    slope.kl /= fits;
+    slope.tv /= fits;
+    slope.known = true;
+  }
+  return slope;
+}
+
 }  // namespace
 
-void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
-                  runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
-                  const RuntimeTierOptions& options, RoundingInputs* rounding) {
+void measure_units(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                   runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
+                   const RuntimeTierOptions& options, RoundingInputs* rounding) {
   const std::int64_t V = model.vocab();
   const auto base = calibration_logprobs(model, tokens, options.context);
-  const auto measure = measured_units(layout, options.probe_every);
-  std::vector<Slope> slopes(layout.units.size());
+  std::vector<bool> measure = measured_units(layout, options.probe_every);
+  for (std::size_t ui = 0; ui < measure.size(); ++ui) measure[ui] = measure[ui] && (!options.include || options.include(ui));
   const auto to_measure = static_cast<std::uint64_t>(std::count(measure.begin(), measure.end(), true));
   std::uint64_t done = 0;
   for (std::size_t ui = 0; ui < layout.units.size(); ++ui) {
     if (!measure[ui]) continue;
     const auto& unit = layout.units[ui];
     auto& us = table.units.at(ui);
-    // Which candidates to measure on this unit.
-    std::vector<const Candidate*> probes;
-    for (const auto& cand : candidates) {
-      if (!cand.spec || !us.scores.count(cand.id)) continue;
-      if (!us.scores.at(cand.id).output_nmse)
-        throw_bad_input(fmt::format("measuring {} needs the activation-aware tier first", unit.name));
-      if (std::find(options.probes.begin(), options.probes.end(), cand.id) != options.probes.end())
-        probes.push_back(&cand);
-    }
-    if (probes.empty()) {
-      const Candidate* worst = nullptr;
-      for (const auto& cand : candidates)
-        if (cand.spec && us.scores.count(cand.id) &&
-            (!worst || *us.scores.at(cand.id).output_nmse > *us.scores.at(worst->id).output_nmse))
-          worst = &cand;
-      if (worst) probes.push_back(worst);
-    }
-    Slope slope;
-    int fits = 0;
-    for (const Candidate* cand : probes) {
+    for (const Candidate* cand : probes_of(candidates, us, options.probes, unit.name)) {
       auto saved = swap_in_candidate(layout, unit, *cand, model, input_amax, rounding);
       const auto q = calibration_logprobs(model, tokens, options.context);
       swap_back(unit, std::move(saved), model);
@@ -450,20 +476,17 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
       s.kl = d.kl;
       s.tv = d.tv;
       s.measured = true;
-      if (*s.output_nmse > 0) {
-        slope.kl += *s.kl / *s.output_nmse;
-        slope.tv += *s.tv / *s.output_nmse;
-        ++fits;
-      }
     }
-    if (fits > 0) {
-      slope.kl /= fits;
-      slope.tv /= fits;
-      slope.known = true;
-    }
-    slopes[ui] = slope;
     if (options.on_progress) options.on_progress("measured", ++done, to_measure);
   }
+}
+
+void fit_unmeasured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                    int probe_every) {
+  const auto measure = measured_units(layout, probe_every);
+  std::vector<Slope> slopes(layout.units.size());
+  for (std::size_t ui = 0; ui < layout.units.size(); ++ui)
+    if (measure[ui]) slopes[ui] = measured_slope(candidates, table.units[ui]);
   // The candidates not measured (on measured units: the unit's own slope).
   for (std::size_t ui = 0; ui < layout.units.size(); ++ui) {
     const Slope slope = measure[ui] ? slopes[ui] : interpolated_slope(layout, slopes, ui);
@@ -474,6 +497,13 @@ void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::
     }
   }
   table.tier = Tier::Measured;
+}
+
+void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                  runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
+                  const RuntimeTierOptions& options, RoundingInputs* rounding) {
+  measure_units(table, layout, candidates, model, tokens, input_amax, options, rounding);
+  fit_unmeasured(table, layout, candidates, options.probe_every);
 }
 
 void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
@@ -487,7 +517,10 @@ void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const 
   auto model = runtime::load_model(checkpoint_dir);
   RoundingInputs rounding(*model, cal.rounding, options.context);
   const InputAmax amax = add_activation_aware(table, layout, candidates, *model, cal.tokens, options, &rounding);
-  if (tier == Tier::Measured) add_measured(table, layout, candidates, *model, cal.tokens, amax, options, &rounding);
+  if (tier == Tier::Measured) {
+    measure_units(table, layout, candidates, *model, cal.tokens, amax, options, &rounding);
+    if (!options.include) fit_unmeasured(table, layout, candidates, options.probe_every);
+  }
   table.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

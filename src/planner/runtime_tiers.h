@@ -31,6 +31,10 @@ struct RuntimeTierOptions {
   // get the KL per output error of their kind interpolated over depth.
   int probe_every{1};
   std::function<void(const std::string& stage, std::uint64_t done, std::uint64_t total)> on_progress;
+  // The units this process scores and measures (empty: every one): a rank's
+  // share under mpirun (planner/sensitivity_ranks.h), which then fits the
+  // measured tier's rest (fit_unmeasured) once every rank's units are in.
+  std::function<bool(std::size_t unit)> include;
 };
 
 // Adds output_nmse to every scored candidate: ||X W^T - qdq(X) Q^T||^2 / ||X W^T||^2
@@ -47,9 +51,21 @@ InputAmax add_activation_aware(SensitivityTable& table, const UnitLayout& layout
 
 // Needs add_activation_aware first. Adds kl and tv to every scored candidate:
 // measured for the probes, fitted for the rest; records which in `measured`.
+// = measure_units, then fit_unmeasured.
 void add_measured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
                   runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
                   const RuntimeTierOptions& options, RoundingInputs* rounding = nullptr);
+
+// The measured tier's measurements: kl and tv of the probes on the units it
+// measures (every --probe-every-th layer's, within options.include).
+void measure_units(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                   runtime::CausalLM& model, const std::vector<std::int32_t>& tokens, const InputAmax& input_amax,
+                   const RuntimeTierOptions& options, RoundingInputs* rounding = nullptr);
+// The rest of the measured tier from its measurements: each candidate not
+// measured gets its unit's KL per unit of output error (interpolated over depth
+// on units not measured) times its own output error; the table becomes Measured.
+void fit_unmeasured(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
+                    int probe_every);
 
 // The weights a unit's members have once `candidate` has quantized them
 // (dequantized to F32; NVFP4 members of a fused group share its global amax).
@@ -101,6 +117,7 @@ void swap_back(const DecisionUnit& unit, std::vector<runtime::Linear> saved, run
 
 // Tiers 2 (and 3 when `tier` is Measured) on top of `table`: loads the model
 // from the checkpoint directory, tokenizes the text, records its provenance.
+// With options.include, only those units, and no fit_unmeasured.
 void add_runtime_tiers(SensitivityTable& table, const UnitLayout& layout, const std::vector<Candidate>& candidates,
                        const std::string& checkpoint_dir, const CalibrationText& text, Tier tier,
                        const RuntimeTierOptions& options);

@@ -12,7 +12,11 @@ locally that case is skipped without it, under CI=true it fails.
 
 selq calibrate: the ranks share the windows; the JSON (amax, expert tokens,
 unreached experts) is one process's byte for byte, the input moments equal to
-the last bit (their sums are added rank by rank)."""
+the last bit (their sums are added rank by rank).
+
+selq sensitivity's runtime tiers: the ranks share the units (scores and
+measurements, a gptq candidate's too), rank 0 fits the measured tier's rest
+(every second layer measured): the table is one process's."""
 import contextlib
 import os
 import re
@@ -169,6 +173,26 @@ class MpiCalibration(unittest.TestCase):
                 for k in want:
                     ulp = np.spacing(np.maximum(np.abs(got[k]), np.abs(want[k])))
                     self.assertTrue(np.all(np.abs(got[k] - want[k]) <= ulp), k)
+
+    def test_sensitivity_runtime_tiers_on_2_and_3_ranks(self):
+        out = os.path.join(self.tmp.name, "sens.json")
+        args = ("sensitivity", self.src, "-o", out, "--tier", "measured", "--probe-every", "2", "--candidates",
+                "nvfp4-w4a16,nvfp4-w4a16+gptq", "--calibration-tokens", "128", "--quiet")
+
+        def table():
+            t = u.read_json(out)
+            del t["seconds"]
+            return t
+        u.selq(*args)
+        want = table()
+        self.assertEqual(want["tier"], "measured")
+        measured = [s.get("measured") for unit in want["units"] for s in unit["scores"].values()]
+        self.assertIn(True, measured)
+        self.assertIn(False, measured)  # fitted: the layer not measured, and the other candidate
+        for np_ in (2, 3):
+            with self.subTest(ranks=np_):
+                test_mpi.mpirun(np_, *args)
+                self.assertEqual(table(), want)
 
     @unittest.skipIf(os.geteuid() != 0 and os.environ.get("CI") != "true", "network namespaces need root")
     def test_two_hosts_over_tcp(self):
