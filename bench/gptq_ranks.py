@@ -18,16 +18,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 import test_mpi  # noqa: E402
 from test_mpi_calibration import two_hosts  # noqa: E402
 
-RECIPE = """name: dsv3-experts-mxfp4-gptq
-arch: deepseek-v3
-exclude: ["@router", "*lm_head*"]
-rules:
-  - match: "*mlp.experts.*"
-    scheme: mxfp4
-    options: {rounding: gptq}
-  - match: "*self_attn*"
-    scheme: fp8-channel
-"""
+RECIPE = os.path.join(HERE, "dsv3-experts-mxfp4-gptq.yaml")
 
 
 def tree(d):
@@ -59,12 +50,10 @@ def main():
     selq = os.path.realpath(a.selq)
     test_mpi.MPIRUN = shutil.which("mpirun")
     os.makedirs(a.workdir, exist_ok=True)
-    src, recipe = os.path.join(a.workdir, "src"), os.path.join(a.workdir, "recipe.yaml")
+    src, recipe = os.path.join(a.workdir, "src"), RECIPE
     if not os.path.isdir(src):
         subprocess.run([selq, "synth", "--arch", "deepseek-v3", "--scale", a.scale, "--layers", "2", "--experts",
                         a.experts, "--vocab", "32000", src], check=True, capture_output=True)
-    with open(recipe, "w") as f:
-        f.write(RECIPE)
     print(subprocess.run(["grep", "-m1", "model name", "/proc/cpuinfo"], capture_output=True, text=True).stdout.strip())
     dst = os.path.join(a.workdir, "out")  # one path for every run: the manifest names it
     args = ["quantize", src, dst, "--recipe", recipe, "--calibration-tokens", a.tokens, "--threads", "1", "--quiet"]

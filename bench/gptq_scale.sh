@@ -15,18 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$W"
 grep -m1 "model name" /proc/cpuinfo
 [ -d "$W/src" ] || "$S" synth --arch deepseek-v3 --layers 2 --experts "$EXPERTS" --vocab 32000 "$W/src"
-cat > "$W/moe-gptq.yaml" <<'YAML'
-name: dsv3-experts-mxfp4-gptq
-description: routed experts MXFP4 W4A16 rounded by gptq, self_attn FP8 per channel
-arch: deepseek-v3
-exclude: ["@router", "*lm_head*"]
-rules:
-  - match: "*mlp.experts.*"
-    scheme: mxfp4
-    options: {rounding: gptq}
-  - match: "*self_attn*"
-    scheme: fp8-channel
-YAML
+cp "$HERE/dsv3-experts-mxfp4-gptq.yaml" "$W/moe-gptq.yaml"
 run() {  # label binary
   rm -rf "$W/out-$1" "$W/out-$1".selq-*
   local start; start=$(date +%s)
