@@ -33,6 +33,8 @@ APT_TEST=(clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev li
           chromium librsvg2-bin)  # the report's browser test (~30 s to install) and selq report --png
 # Open MPI: `mpirun selq ...` across ranks is tested (tests/e2e/test_mpi.py); selq builds without it.
 APT_TEST+=(libopenmpi-dev openmpi-bin)
+# `ip netns`: two network namespaces as two hosts for mpirun over TCP (tests/e2e/test_mpi_calibration.py).
+APT_TEST+=(iproute2)
 # Held-out text of other domains and authors (`selq text`; docs/QUALITY.md): FOLDOC (an
 # encyclopedia of computing) and Moby-Dick (in R's tokenizers package). Their files only, unpacked
 # under ~/.cache/selq/texts: installed, they would bring a dictionary server and R's compilers.
