@@ -273,7 +273,8 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
              memory_budget: Optional[int] = None, max_shard_bytes: int = 0, calibration: Optional[PathLike] = None,
              progress: Optional[Callable[[Progress], Any]] = None, rounding: Optional[str] = None,
              calibration_text: Optional[PathLike] = None, calibration_tokens: int = 8192,
-             calibration_context: int = 512, rotation: Optional[str] = None, rotation_seed: int = 0,
+             calibration_context: int = 512, gptq_gate: bool = True, gptq_expert_prior: float = 0.25,
+             rotation: Optional[str] = None, rotation_seed: int = 0,
              rotation_block: Optional[int] = None, **deprecated: Any) -> QuantizeResult:
     """Quantize ``source`` into ``destination`` (``selq quantize``): the same
     bytes as the CLI for the same recipe, with the same selq-report.html
@@ -293,7 +294,11 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
     ``calibration`` (``selq calibrate -o``); ``"gptq"`` runs GPTQ layer by layer
     on ``calibration_tokens`` tokens of ``calibration_text`` (a UTF-8 file;
     default: the Austen calibration text) in windows of ``calibration_context``
-    onto ``"mse"``'s scales, file to file (``--rounding gptq --calibration-text``).
+    onto ``"mse"``'s scales, file to file (``--rounding gptq --calibration-text``);
+    ``gptq_gate=False`` is ``--no-gptq-gate`` (GPTQ everywhere, fitted on every
+    sequence) and ``gptq_expert_prior`` is ``--gptq-expert-prior`` (a rarely routed
+    expert's Hessian completed with the layer's mean; 0: off; docs/RECIPES.md,
+    "GPTQ on a large MoE").
     ``rotation="r1"`` (or ``"r1r2"``; default the recipe's ``rotation:``) folds a
     rotation into the weights first (``--rotation``; ``rotation_block=32`` for
     MXFP4's groups, docs/RECIPES.md, "Rotation"), in ``DESTINATION.selq-rotated``,
@@ -345,10 +350,13 @@ def quantize(source: PathLike, destination: Optional[PathLike] = None, recipe: O
                      rounding=rounding)
     elif recipe is not None or dialect is not None or rounding is not None:
         raise _bad("give recipe (and rounding) or plan, not both")
+    if gptq_expert_prior < 0:
+        raise _bad(f"gptq_expert_prior={gptq_expert_prior} must be 0 (off) or more")
     dst = os.fspath(destination)
     text = os.fspath(calibration_text) if calibration_text is not None else None
     res = _selq.quantize(plan._handle, dst, force, threads, allow_non_finite, writer_budget, cb, text,
-                         calibration_tokens, calibration_context, memory_budget or 0)
+                         calibration_tokens, calibration_context, memory_budget or 0, gptq_gate,
+                         float(gptq_expert_prior))
     if rotated is not None:
         shutil.rmtree(rotated, ignore_errors=True)  # the rotation made for this run
     return _result(dst, res, plan.bits_per_weight, plan.warnings)

@@ -114,7 +114,8 @@ nb::tuple result_tuple(const pipeline::QuantizeResult& r, const std::vector<std:
 nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int threads, bool allow_non_finite,
                    std::uint64_t memory_budget, const ProgressFn& progress,
                    const std::optional<std::string>& calibration_text, std::int64_t calibration_tokens,
-                   std::int64_t calibration_context, std::uint64_t hessian_budget) {
+                   std::int64_t calibration_context, std::uint64_t hessian_budget, bool gptq_gate,
+                   double gptq_expert_prior) {
   auto qo = quantize_options(force, threads, allow_non_finite, memory_budget);
   std::vector<std::string> warnings;
   auto r = Session::run<pipeline::QuantizeResult>([&](Session& s) {
@@ -127,6 +128,8 @@ nb::tuple quantize(const PlanHandle& h, const std::string& dst, bool force, int 
     pass.max_tokens = calibration_tokens;
     pass.context = calibration_context;
     pass.hessian_budget = hessian_budget;  // 0: half of RAM
+    pass.gate = gptq_gate;
+    pass.expert_prior = gptq_expert_prior;
     pass.threads = threads;
     calibration::use_gptq_pass(o, pass, dst);
     pipeline::Plan plan = h.plan;
@@ -368,7 +371,7 @@ void bind_commands(nb::module_& m) {
   m.def("make_plan", &make_plan, "source"_a, "recipe"_a, "dialect"_a, "max_shard_bytes"_a, "calibration"_a);
   m.def("quantize", &quantize, "plan"_a, "dst"_a, "force"_a, "threads"_a, "allow_non_finite"_a,
         "memory_budget"_a, "progress"_a.none(), "calibration_text"_a.none(), "calibration_tokens"_a,
-        "calibration_context"_a, "hessian_budget"_a);
+        "calibration_context"_a, "hessian_budget"_a, "gptq_gate"_a, "gptq_expert_prior"_a);
   m.def("quantize_in_place", &quantize_in_place, "dir"_a, "recipe"_a, "dialect"_a.none(), "calibration"_a.none(),
         "threads"_a, "allow_non_finite"_a, "memory_budget"_a, "progress"_a.none());
 

@@ -78,3 +78,26 @@ def test_quantize_rounding_matches_cli(llama, cli, tmp_path):
     assert all(t.get("rounding") == "mse" for t in plan.tensors if "scheme" in t)
     gptq = selq.plan(llama, "llama-nvfp4", rounding="gptq")  # planned; quantize runs the GPTQ pass
     assert all(t.get("rounding") == "gptq" for t in gptq.tensors if "scheme" in t)
+
+
+def test_quantize_gptq_gate_and_expert_prior_as_the_cli(cli, tmp_path):
+    # A small DeepSeek-V3 whose routed experts get few tokens: gptq_gate= and
+    # gptq_expert_prior= are --no-gptq-gate and --gptq-expert-prior, byte for byte.
+    src = tmp_path / "dsv3"
+    cli("synth", "--arch", "deepseek-v3", "--scale", "8", "--layers", "2", "--experts", "16", "--vocab", "512", src)
+    recipe = tmp_path / "moe.yaml"
+    recipe.write_text("name: moe\ndefault: {scheme: nvfp4, options: {activations: none}}\n")
+    for gate, prior in ((False, 0.0), (True, 0.25)):
+        py, out = tmp_path / f"py-{gate}", tmp_path / f"cli-{gate}"
+        res = selq.quantize(src, py, recipe, rounding="gptq", calibration_tokens=128, calibration_context=16,
+                            gptq_gate=gate, gptq_expert_prior=prior)
+        cli("quantize", src, out, "--recipe", recipe, "--rounding", "gptq", "--calibration-tokens", "128",
+            "--calibration-context", "16", "--gptq-expert-prior", str(prior), *([] if gate else ["--no-gptq-gate"]),
+            "--quiet")
+        for f in sorted(p.name for p in py.iterdir() if p.suffix == ".safetensors"):
+            assert (py / f).read_bytes() == (out / f).read_bytes(), (gate, f)
+        cal = res.manifest["gptq_calibration"]
+        assert ("expert_prior" in cal) == (prior > 0), cal.keys()
+        assert (cal["gate"]["rule"] == "off: turned off") == (not gate), cal["gate"]["rule"]
+    with pytest.raises(selq.BadInput, match="gptq_expert_prior"):
+        selq.quantize(src, tmp_path / "bad", recipe, rounding="gptq", gptq_expert_prior=-1)
