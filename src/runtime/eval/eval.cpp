@@ -58,27 +58,6 @@ Tokenizer tokenizer_of(const std::string& dir) {
   return Tokenizer::from_tokenizer_json_file(path.string());
 }
 
-std::vector<std::string> read_prompts_jsonl(const std::string& path, std::int64_t max_prompts) {
-  std::ifstream in(path);
-  if (!in) throw_io(fmt::format("cannot open prompts file {}", path));
-  std::vector<std::string> out;
-  std::string line;
-  std::int64_t lineno = 0;
-  while (std::getline(in, line) && (max_prompts <= 0 || static_cast<std::int64_t>(out.size()) < max_prompts)) {
-    ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      throw_bad_input(fmt::format("{}:{}: not a JSON object", path, lineno));
-    for (const char* key : {"question", "prompt", "text"})
-      if (j.contains(key) && j[key].is_string()) {
-        out.push_back(j[key].get<std::string>());
-        break;
-      }
-  }
-  return out;
-}
-
 json ModelQuality::to_json() const {
   return {{"path", path},
           {"dialect", dialect},

@@ -87,9 +87,6 @@ struct EvalReport {
 // The checkpoint's tokenizer.json (BadInput when it has none).
 Tokenizer tokenizer_of(const std::string& checkpoint_dir);
 
-// Prompts: the "question" (else "prompt", else "text") field of each JSONL line.
-std::vector<std::string> read_prompts_jsonl(const std::string& path, std::int64_t max_prompts);
-
 // Loads BASE once and each QUANT in turn (memory: base + one model + the
 // base's log-probabilities over the evaluated tokens).
 EvalReport evaluate(const std::string& base, const std::vector<std::string>& quantized,

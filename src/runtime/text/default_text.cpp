@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/r_lazyload.h"
-#include "runtime/eval/eval.h"
 #include "runtime/text/calibration_text.h"
 
 namespace selq::runtime {
@@ -175,6 +176,27 @@ DefaultText calibration_tail(const DefaultText& text) {
   std::size_t from = t.size() - std::min<std::size_t>(t.size() / 2, 16384);
   if (auto nl = t.find('\n', from); nl != std::string::npos) from = nl + 1;
   return {t.substr(from), fmt::format("last {} bytes of {}", t.size() - from, text.source)};
+}
+
+std::vector<std::string> read_prompts_jsonl(const std::string& path, std::int64_t max_prompts) {
+  std::ifstream in(path);
+  if (!in) throw_io(fmt::format("cannot open prompts file {}", path));
+  std::vector<std::string> out;
+  std::string line;
+  std::int64_t lineno = 0;
+  while (std::getline(in, line) && (max_prompts <= 0 || static_cast<std::int64_t>(out.size()) < max_prompts)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      throw_bad_input(fmt::format("{}:{}: not a JSON object", path, lineno));
+    for (const char* key : {"question", "prompt", "text"})
+      if (j.contains(key) && j[key].is_string()) {
+        out.push_back(j[key].get<std::string>());
+        break;
+      }
+  }
+  return out;
 }
 
 }  // namespace selq::runtime

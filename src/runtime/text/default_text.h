@@ -41,6 +41,9 @@ DefaultPrompts default_prompts(std::size_t count, std::size_t words = 40);
 // What the commands read: the file when one is given, else the default.
 DefaultText text_or_default(const std::string& path, DefaultTextUse use);
 
+// Prompts: the "question" (else "prompt", else "text") field of each JSONL line.
+std::vector<std::string> read_prompts_jsonl(const std::string& path, std::int64_t max_prompts);
+
 // The six novels as (slug, title as the package has it, lower case):
 // ("sense-and-sensibility", "sense and sensibility"), ...
 const std::vector<std::pair<std::string, std::string>>& austen_novels();

@@ -13,6 +13,7 @@
 #include "runtime/eval/base_logprobs.h"
 #include "runtime/eval/eval.h"
 #include "runtime/model/llama.h"
+#include "runtime/text/default_text.h"
 #include "runtime/model/numerics.h"
 #include "test_model_util.h"
 
