@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/expert_name.h"
+#include "dist/assign.h"
 #include "dist/ranks.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
@@ -240,9 +241,10 @@ CalibrationResult calibrate(const std::string& checkpoint, const std::string& te
       text_provenance(text_source, std::string_view(text).substr(0, covered_bytes(tok, toks, text.size())));
   // Under mpirun each rank runs a contiguous share of the windows; rank 0 gets the result.
   dist::Ranks& ranks = dist::ranks();
-  const std::int64_t windows = (r.tokens + context - 1) / context;
-  auto sq = run_hooked(*model, toks, context, windows * ranks.rank() / ranks.size(),
-                       windows * (ranks.rank() + 1) / ranks.size(), r, on_progress);
+  const auto share = dist::contiguous_share(static_cast<std::size_t>((r.tokens + context - 1) / context), ranks.rank(),
+                                           ranks.size());
+  auto sq = run_hooked(*model, toks, context, static_cast<std::int64_t>(share.first),
+                       static_cast<std::int64_t>(share.last), r, on_progress);
   if (ranks.size() > 1 && !merge_on_rank_zero(ranks, r, sq)) return r;
   for (const auto& [module, s] : sq)
     if (s.rows > 0) r.input_moments[module] = s.means();

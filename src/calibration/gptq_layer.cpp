@@ -293,13 +293,12 @@ std::optional<std::map<std::string, std::string>> reusable(const std::string& pa
   return md;
 }
 
-// Each target linear reads its rounded weights from its batch file's mapping.
-void map_rounded(const LayerTargets& mine, const LayerRecord& record) {
-  std::map<std::string, std::shared_ptr<const io::SafetensorsFile>> open;
+// Each target linear reads its rounded weights from its batch file's mapping
+// (`files`: every batch file of the layer, opened once).
+void map_rounded(const LayerTargets& mine, const LayerRecord& record,
+                 const std::map<std::string, std::shared_ptr<const io::SafetensorsFile>>& files) {
   for (const auto& [l, t] : mine) {
-    const std::string& path = record.files.at(t->tensor->source);
-    auto& file = open[path];
-    if (!file) file = io::SafetensorsFile::open(path);
+    const auto& file = files.at(record.files.at(t->tensor->source));
     const TensorView v = file->view(t->tensor->source);
     const std::shared_ptr<const void> keep = file;
     l->weight = v.info->dtype == DType::BF16
@@ -428,15 +427,19 @@ LayerRecord round_layer(CausalLM& model, std::int64_t layer, const LayerTargets&
     }
     ranks.barrier();  // every batch file is written, and no rank reads another's recording any more
   }
-  // Every batch's records in batch order, whichever rank or run wrote it.
-  for (const auto& path : paths) record.absorb(path, io::SafetensorsFile::open(path)->metadata());
+  // Every batch's records in batch order, whichever rank or run wrote it; each file opened once.
+  std::map<std::string, std::shared_ptr<const io::SafetensorsFile>> files;
+  for (const auto& path : paths) {
+    const auto& file = files[path] = io::SafetensorsFile::open(path);
+    record.absorb(path, file->metadata());
+  }
   // A previous run's files for other batches of this layer (another budget) go.
   if (ranks.rank() == 0) {
     const std::set<std::string> mine_files(paths.begin(), paths.end());
     for (const auto& f : layer_batch_files(r.work_dir, layer))
       if (!mine_files.contains(f)) fs::remove(f);
   }
-  map_rounded(mine, record);
+  map_rounded(mine, record, files);
   return record;
 }
 

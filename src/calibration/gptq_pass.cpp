@@ -13,6 +13,7 @@
 #include "calibration/gptq_states.h"
 #include "core/error.h"
 #include "core/machine.h"
+#include "dist/assign.h"
 #include "dist/ranks.h"
 #include "io/xxh3.h"
 #include "pipeline/manifest.h"
@@ -215,8 +216,8 @@ std::shared_ptr<const pipeline::RoundedWeights> run_gptq_pass(const io::Checkpoi
   fs::create_directories(options.work_dir);
   // Under mpirun each rank runs a contiguous share of the sequences, its states in a directory of its own.
   dist::Ranks& ranks = dist::ranks();
-  const std::size_t first = seqs.size() * static_cast<std::size_t>(ranks.rank()) / static_cast<std::size_t>(ranks.size()),
-                    last = seqs.size() * static_cast<std::size_t>(ranks.rank() + 1) / static_cast<std::size_t>(ranks.size());
+  const dist::Share share = dist::contiguous_share(seqs.size(), ranks.rank(), ranks.size());
+  const std::size_t first = share.first, last = share.last;  // named: the lambda below captures them
   std::string states_dir = options.work_dir;
   if (ranks.size() > 1) {
     states_dir = (fs::path(options.work_dir) / fmt::format("states-r{}of{}", ranks.rank(), ranks.size())).string();

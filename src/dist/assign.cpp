@@ -24,4 +24,9 @@ std::vector<int> assign_largest_first(const std::vector<std::uint64_t>& sizes, s
   return rank_of;
 }
 
+Share contiguous_share(std::size_t n, int rank, int ranks) {
+  const auto r = static_cast<std::size_t>(rank), k = static_cast<std::size_t>(std::max(ranks, 1));
+  return {n * r / k, n * (r + 1) / k};
+}
+
 }  // namespace selq::dist

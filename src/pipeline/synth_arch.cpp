@@ -135,55 +135,50 @@ SynthModel dspark(const SynthOptions& o) {
   return m;
 }
 
-// kimi: Kimi-K3's extras (vision tower, convolutions); kimi_k2: DeepSeek-V3's
-// layout and code under model_type kimi_k2, with Kimi-K2's 64 heads and router
-// (one group, 8 experts per token at scale 1, routed_scaling_factor 2.827).
-SynthModel deepseek_like(const SynthOptions& o, bool kimi, bool kimi_k2 = false) {
-  // At scale 1 a deepseek-v3 is DeepSeek-V3's own config (128 heads, the router below).
-  const bool real_v3 = !kimi && !kimi_k2 && o.scale == 1;
+// The DeepSeek-V3 layouts: its own; Kimi-K2 (its layout and code under
+// model_type kimi_k2, with Kimi-K2's 64 heads and router); Kimi-K3 (a vision
+// tower and convolutions besides, no router config: recipe tests only).
+enum class MlaFlavor { DeepseekV3, KimiK2, KimiK3 };
+
+// The router and RoPE as the flavor configures them, so that selq's runtime
+// and transformers run the model. DeepSeek-V3: its 256 experts in 8 groups,
+// 4 chosen, 8 experts per token; scaled down at most 4 groups and 2 experts per
+// token, as far as the experts allow. Kimi-K2: one group, 8 experts per token
+// at scale 1 (2 scaled down), routed_scaling_factor 2.827, rope_theta 50000.
+nlohmann::json router_config(MlaFlavor flavor, const Dims& d, bool real_size) {
+  int groups = 1, topk_groups = 1, per_token = std::min(real_size ? 8 : 2, d.experts);
+  if (flavor == MlaFlavor::DeepseekV3) {
+    for (int g = real_size ? 8 : 4; g >= 2 && groups == 1; g /= 2)  // the most groups of at least 2 experts
+      if (d.experts % g == 0 && d.experts / g >= 2) groups = g;
+    topk_groups = std::max(1, groups / 2);
+    per_token = std::min(real_size ? 8 : 2, topk_groups * (d.experts / groups));
+  }
+  const bool k2 = flavor == MlaFlavor::KimiK2;
+  return {{"n_group", groups},
+          {"topk_group", topk_groups},
+          {"num_experts_per_tok", per_token},
+          {"routed_scaling_factor", k2 ? 2.827 : 2.5},
+          {"norm_topk_prob", true},
+          {"scoring_func", "sigmoid"},
+          {"topk_method", "noaux_tc"},
+          {"hidden_act", "silu"},
+          {"rope_theta", k2 ? 50000.0 : 10000.0},
+          {"max_position_embeddings", 4096},
+          {"attention_bias", false}};
+}
+
+SynthModel deepseek_like(const SynthOptions& o, MlaFlavor flavor) {
+  const bool kimi = flavor == MlaFlavor::KimiK3;
+  // At scale 1 a deepseek-v3 is DeepSeek-V3's own config (128 heads, its router).
+  const bool real_v3 = flavor == MlaFlavor::DeepseekV3 && o.scale == 1;
   Dims d{scaled(7168, o.scale), scaled(18432, o.scale), scaled(2048, o.scale),
          o.vocab > 0 ? o.vocab : scaled(163840, o.scale), real_v3 ? 128 : std::max<std::int64_t>(1, 64 / o.scale),
          scaled(1536, o.scale), scaled(512, o.scale), 64, 128, 128,
          o.layers > 0 ? o.layers : 4, o.experts > 0 ? o.experts : 8, 1, 1};
   SynthModel m;
-  m.config = kimi      ? mla_config(d, "kimi_k3", "KimiK3ForConditionalGeneration")
-             : kimi_k2 ? mla_config(d, "kimi_k2", "DeepseekV3ForCausalLM")
-                       : mla_config(d, "deepseek_v3", "DeepseekV3ForCausalLM");
-  if (kimi_k2) {
-    m.config.update({{"n_group", 1},
-                     {"topk_group", 1},
-                     {"num_experts_per_tok", std::min(o.scale == 1 ? 8 : 2, d.experts)},
-                     {"routed_scaling_factor", 2.827},
-                     {"norm_topk_prob", true},
-                     {"scoring_func", "sigmoid"},
-                     {"topk_method", "noaux_tc"},
-                     {"hidden_act", "silu"},
-                     {"rope_theta", 50000.0},
-                     {"max_position_embeddings", 4096},
-                     {"attention_bias", false}});
-  } else if (!kimi) {
-    // The router and RoPE as DeepSeek-V3 configures them (its 256 experts in 8
-    // groups, 4 groups and 8 experts per token), so that selq's runtime and
-    // transformers run the model. Scaled down: at most 4 groups and 2 experts per
-    // token; at scale 1: 8 groups, half of them chosen, 8 experts per token, as
-    // far as the experts allow.
-    const int most_groups = real_v3 ? 8 : 4, most_per_token = real_v3 ? 8 : 2;
-    int groups = 1;  // the most of most_groups, ..., 2 that divide the experts into groups of at least 2
-    for (int g = most_groups; g >= 2 && groups == 1; g /= 2)
-      if (d.experts % g == 0 && d.experts / g >= 2) groups = g;
-    const int topk_groups = std::max(1, groups / 2);
-    m.config.update({{"n_group", groups},
-                     {"topk_group", topk_groups},
-                     {"num_experts_per_tok", std::min(most_per_token, topk_groups * (d.experts / groups))},
-                     {"routed_scaling_factor", 2.5},
-                     {"norm_topk_prob", true},
-                     {"scoring_func", "sigmoid"},
-                     {"topk_method", "noaux_tc"},
-                     {"hidden_act", "silu"},
-                     {"rope_theta", 10000.0},
-                     {"max_position_embeddings", 4096},
-                     {"attention_bias", false}});
-  }
+  m.config = kimi ? mla_config(d, "kimi_k3", "KimiK3ForConditionalGeneration")
+                  : mla_config(d, flavor == MlaFlavor::KimiK2 ? "kimi_k2" : "deepseek_v3", "DeepseekV3ForCausalLM");
+  if (!kimi) m.config.update(router_config(flavor, d, o.scale == 1));
   Builder b(m);
   if (kimi) {
     const std::int64_t vh = scaled(1152, o.scale);
@@ -243,9 +238,9 @@ SynthModel llama(const SynthOptions& o) {
 
 SynthModel arch_model(const SynthOptions& o) {
   if (o.arch == "dspark") return dspark(o);
-  if (o.arch == "kimi-k3") return deepseek_like(o, true);
-  if (o.arch == "deepseek-v3") return deepseek_like(o, false);
-  if (o.arch == "kimi-k2") return deepseek_like(o, false, true);
+  if (o.arch == "kimi-k3") return deepseek_like(o, MlaFlavor::KimiK3);
+  if (o.arch == "deepseek-v3") return deepseek_like(o, MlaFlavor::DeepseekV3);
+  if (o.arch == "kimi-k2") return deepseek_like(o, MlaFlavor::KimiK2);
   if (o.arch == "llama") return llama(o);
   throw_bad_input(fmt::format("unknown architecture '{}' (expected dspark, kimi-k3, kimi-k2, deepseek-v3 or llama)", o.arch));
 }

@@ -82,28 +82,27 @@ void dgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, 
 }
 
 namespace {
-int lapack(LapackFactor f, int n, double* a, int lda) {
+// A LAPACK entry point GPTQ needs, or Unsupported naming it and the library.
+template <class F>
+F lapack_function(F f, const char* name) {
   if (!f)
-    throw_unsupported(fmt::format("GPTQ needs LAPACK's dpotrf, which the BLAS library {} does not export "
-                                  "(OpenBLAS does)",
-                                  SELQ_BLAS_SONAME));
-  const char uplo = 'L';
-  int info = 0;
-  f(&uplo, &n, a, &lda, &info);
-  return info;
+    throw_unsupported(fmt::format("GPTQ needs LAPACK's {}, which the BLAS library {} does not export (OpenBLAS does)",
+                                  name, SELQ_BLAS_SONAME));
+  return f;
 }
 }  // namespace
 
-int dpotrf_lower(int n, double* a, int lda) { return lapack(api().dpotrf, n, a, lda); }
+int dpotrf_lower(int n, double* a, int lda) {
+  const char uplo = 'L';
+  int info = 0;
+  lapack_function(api().dpotrf, "dpotrf")(&uplo, &n, a, &lda, &info);
+  return info;
+}
 
 int dtrtri_lower(int n, double* a, int lda) {
-  const auto f = api().dtrtri;
-  if (!f)
-    throw_unsupported(fmt::format("GPTQ needs LAPACK's dtrtri, which the BLAS library {} does not export (OpenBLAS does)",
-                                  SELQ_BLAS_SONAME));
   const char uplo = 'L', diag = 'N';
   int info = 0;
-  f(&uplo, &diag, &n, a, &lda, &info);
+  lapack_function(api().dtrtri, "dtrtri")(&uplo, &diag, &n, a, &lda, &info);
   return info;
 }
 

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "../small_synth.h"
 #include "calibration/gptq_pass.h"
 #include "io/checkpoint.h"
 #include "pipeline/plan.h"
@@ -38,14 +39,7 @@ fs::path small_deepseek(const std::string& prefix) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("{}-{}", prefix, ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
-  pipeline::SynthOptions so;
-  so.arch = "deepseek-v3";
-  so.scale = 64;
-  so.layers = 2;
-  so.experts = 4;
-  so.vocab = 320;
-  so.extra_files["tokenizer.json"] = Tokenizer::byte_level_json().dump();
-  pipeline::write_synth_checkpoint(so, (dir / "src").string());
+  pipeline::write_synth_checkpoint(test::small_moe_synth(), (dir / "src").string());
   return dir;
 }
 

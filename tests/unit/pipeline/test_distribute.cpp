@@ -30,6 +30,23 @@ TEST(Distribute, LargestFirstOntoLeastLoaded) {
   EXPECT_EQ(dist::assign_largest_first({2, 3}, 4), (std::vector<int>{1, 0}));
 }
 
+TEST(Distribute, ContiguousSharesCoverEveryItemOnceInRankOrder) {
+  for (const std::size_t n : {0u, 1u, 7u, 8u, 17u})
+    for (int ranks = 1; ranks <= 5; ++ranks) {
+      std::size_t next = 0;  // each share starts where the one before ended
+      for (int r = 0; r < ranks; ++r) {
+        const dist::Share s = dist::contiguous_share(n, r, ranks);
+        EXPECT_EQ(s.first, next) << n << " " << r << "/" << ranks;
+        EXPECT_LE(s.last - s.first, n / static_cast<std::size_t>(ranks) + 1);
+        EXPECT_GE(s.last - s.first, n / static_cast<std::size_t>(ranks));
+        next = s.last;
+      }
+      EXPECT_EQ(next, n);
+    }
+  EXPECT_EQ(dist::contiguous_share(8, 1, 3).first, 2u);  // 8 over 3: [0,2) [2,5) [5,8)
+  EXPECT_EQ(dist::contiguous_share(8, 1, 3).last, 5u);
+}
+
 TEST(Distribute, SingleProcessIsOneRank) {
   EXPECT_EQ(dist::ranks().size(), 1);
   EXPECT_EQ(dist::rank_prefix(), "");

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "../small_synth.h"
 #include "core/codecs.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -112,14 +113,8 @@ TEST(Rotate, R2ChangesValueHeadsAndKeepsQueriesAndKeys) {
 
 TEST(Rotate, DeepseekV3MlaAndExpertsKeepTheirLogits) {
   const fs::path d = fresh_dir("deepseek");
-  pipeline::SynthOptions so;
-  so.arch = "deepseek-v3";
-  so.scale = 64;
-  so.layers = 2;
-  so.experts = 4;
-  so.vocab = 320;
+  pipeline::SynthOptions so = test::small_moe_synth();
   so.dtype = DType::F32;
-  so.extra_files["tokenizer.json"] = runtime::Tokenizer::byte_level_json().dump();
   pipeline::write_synth_checkpoint(so, (d / "src").string());
   for (RotationKind k : {RotationKind::R1, RotationKind::R1R2}) {
     RotateOptions o;

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "../small_synth.h"
 #include "core/error.h"
 #include "pipeline/synth.h"
 #include "runtime/model/architectures.h"
@@ -238,14 +239,7 @@ TEST(ModelSeam, RowsNameFamilies) {
 TEST(ModelSeam, SynthKimiK2RunsAsTheDeepseekFamily) {
   const auto dir = std::filesystem::temp_directory_path() / ("selq-kimi-k2-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  pipeline::SynthOptions so;
-  so.arch = "kimi-k2";
-  so.scale = 64;
-  so.layers = 2;
-  so.experts = 6;
-  so.vocab = 300;
-  so.extra_files["tokenizer.json"] = Tokenizer::byte_level_json().dump();
-  pipeline::write_synth_checkpoint(so, dir.string());
+  pipeline::write_synth_checkpoint(test::small_moe_synth("kimi-k2", 6), dir.string());
   auto model = load_model(dir.string());
   auto* ds = dynamic_cast<DeepseekV3Model*>(model.get());
   ASSERT_NE(ds, nullptr);
