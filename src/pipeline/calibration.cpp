@@ -83,6 +83,13 @@ nlohmann::json load_calibration_provenance(const std::string& path) {
                            ? j["text_provenance"]
                            : nlohmann::json::object();
   out["path"] = path;
+  // A MoE's routed experts: the tokens each received, and those no token reached with the
+  // module whose amax they were given (the report's table, and what a reader checks).
+  if (j.is_object() && j.contains("expert_tokens") && j["expert_tokens"].is_object()) {
+    out["expert_tokens"] = j["expert_tokens"];
+    out["unreached_experts"] = j.value("unreached_experts", nlohmann::json::object());
+    out["unreached_expert_rule"] = j.value("unreached_expert_rule", "");
+  }
   return out;
 }
 

@@ -24,7 +24,9 @@ InputMoments load_input_moments(const std::string& path);
 
 // What text the calibration read ({"path", "source", "bytes", "line_xxh3"}),
 // for the manifest, so that `selq eval` can refuse text that overlaps it;
-// {"path"} alone for files written before selq recorded it.
+// {"path"} alone for files written before selq recorded it. With routed experts
+// also "expert_tokens", "unreached_experts" and "unreached_expert_rule", as the
+// calibration has them.
 nlohmann::json load_calibration_provenance(const std::string& path);
 
 }  // namespace selq::pipeline

@@ -165,6 +165,7 @@ class ReportBuilder {
     h += layer_map_section();
     h += sizes_section();
     if (m_.gptq) h += rounding_section(*m_.gptq);
+    if (!m_.calibration_expert_tokens.empty()) h += static_calibration_section();
     if (eval_) h += eval_section();
     h += front_section();
     h += footer();
@@ -240,10 +241,11 @@ class ReportBuilder {
 
   // The calibration tokens each layer's routed experts received (a routed
   // expert sees only the tokens routed to it): how many experts, the fewest,
-  // median and most, and how many no token reached.
-  static std::string expert_tokens_table(const GptqData& g) {
+  // median and most, and how many no token reached (`none`: what they got instead).
+  // `tokens`: per expert, or per expert linear (the largest of an expert's counts).
+  static std::string expert_tokens_table(const std::map<std::string, double>& tokens, const char* none) {
     std::map<std::string, std::map<std::string, double>> by_layer;  // experts parent -> index -> tokens
-    for (const auto& [module, n] : g.module_tokens)
+    for (const auto& [module, n] : tokens)
       if (const auto e = parse_routed_expert(module)) {
         double& t = by_layer[std::string(e->experts)][std::string(e->index)];
         t = std::max(t, n);
@@ -261,8 +263,14 @@ class ReportBuilder {
     }
     return fmt::format("<details open><summary>Calibration tokens of the routed experts ({} layer(s))</summary>\n"
                        "<table><tr><th>experts</th><th>count</th><th>fewest</th><th>median</th><th>most</th>"
-                       "<th>no token (rounded by mse)</th></tr>\n{}</table></details>\n",
-                       by_layer.size(), rows);
+                       "<th>no token ({})</th></tr>\n{}</table></details>\n",
+                       by_layer.size(), none, rows);
+  }
+
+  // The calibration behind static activation scales, where it reached routed experts.
+  std::string static_calibration_section() const {
+    return "<h2 id=\"calibration\">Static activation scales: calibration</h2>\n" +
+           expert_tokens_table(m_.calibration_expert_tokens, "the layer's largest amax of the projection");
   }
 
   // GPTQ's calibration and, per linear, what its gate kept and measured.
@@ -285,7 +293,7 @@ class ReportBuilder {
                           e.nearest_error, e.nearest_error > 0 ? e.gptq_error / e.nearest_error : 0.0,
                           t == g.module_tokens.end() ? std::string("-") : fmt::format("{:.0f}", t->second));
     }
-    return h + expert_tokens_table(g) +
+    return h + expert_tokens_table(g.module_tokens, "rounded by mse") +
            fmt::format("<details{}><summary>Each linear ({})</summary>\n<table><tr><th>module</th><th>kept</th>"
                        "<th>gptq error</th><th>nearest error</th><th>gptq / nearest</th><th>tokens</th></tr>\n{}"
                        "</table></details>\n",

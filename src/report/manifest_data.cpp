@@ -54,6 +54,7 @@ class ManifestSax : public nlohmann::json_sax<nlohmann::json> {
   std::map<std::string, std::string> header, recipe;
   std::vector<RawTensor> tensors;
   std::optional<GptqData> gptq;
+  std::map<std::string, double> calibration_expert_tokens;
   std::string error;
 
   bool null() override { return value(std::nullopt, nullptr); }
@@ -133,6 +134,7 @@ class ManifestSax : public nlohmann::json_sax<nlohmann::json> {
     if (gptq && path_.size() >= 2 && path_[1] == "gptq_calibration") gptq_value(num, str);
     if (in({""}) && str && (key_ == "source" || key_ == "dialect")) header[key_] = *str;
     else if (in({"", "recipe"}) && str) recipe[key_] = *str;
+    else if (in({"", "calibration", "expert_tokens"}) && num) calibration_expert_tokens[key_] = *num;
     else if (in({"", "tensors", "#"}) && str) tensors.back().text[key_] = *str;
     else if (in({"", "tensors", "#", "source_shape"}) && num) tensors.back().source_shape.push_back(static_cast<std::int64_t>(*num));
     else if (in({"", "tensors", "#", "metrics"}) && key_ == "snr_db" && !str) {
@@ -164,6 +166,7 @@ ManifestData load_manifest(const std::string& dir) {
   m.recipe_name = sax.recipe["name"];
   m.recipe_text = sax.recipe["text"];
   m.gptq = std::move(sax.gptq);
+  m.calibration_expert_tokens = std::move(sax.calibration_expert_tokens);
   std::set<std::string> formats;
   m.tensors.reserve(sax.tensors.size());
   for (std::size_t i = 0; i < sax.tensors.size(); ++i) {

@@ -47,6 +47,9 @@ struct ManifestData {
   std::vector<std::string> formats;  // every format, sorted
   int layers{0};                     // 1 + the largest layer index (0: none)
   std::optional<GptqData> gptq;      // a gptq run's calibration and gate
+  // The static-scale calibration's routed experts (the manifest's calibration.expert_tokens):
+  // "model.layers.3.mlp.experts.7" -> tokens; empty for dense models and runs without one.
+  std::map<std::string, double> calibration_expert_tokens;
   bool planned() const;              // the recipe was written by `selq plan --target-bpw`
   // Quantized formats used (not "unquantized" or "pre-quantized"), sorted.
   std::vector<std::string> quantized_formats() const;

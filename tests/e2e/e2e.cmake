@@ -1,6 +1,6 @@
 # End-to-end tests: the selq binary on synthetic checkpoints, checked from
 # Python (safetensors, numpy) so that the output is read by a second reader.
-foreach(script test_main_job test_shipped_recipes test_output_hashes test_resume test_memory test_static_activation test_requantize test_rounding test_gptq test_serve)
+foreach(script test_main_job test_shipped_recipes test_output_hashes test_resume test_memory test_static_activation test_unreached_experts test_requantize test_rounding test_gptq test_serve)
   add_test(NAME e2e_${script}
            COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script}.py
            --selq $<TARGET_FILE:selq> --source-dir ${PROJECT_SOURCE_DIR})
@@ -10,6 +10,10 @@ endforeach()
 # WikiText-2 where ../shared/data has it), the demo's gptq row, kill and resume: 29.7 min
 # under ctest -j2 beside a Qwen GPTQ run on the Intel VM (2026-12-07), about half alone.
 set_tests_properties(e2e_test_gptq PROPERTIES TIMEOUT 2400)
+# COST: about the seconds a test takes on CI's 2 cores. A fresh clone has no timing
+# history, so without it ctest -j starts tests in the order they are added and the
+# longest could start last, beside nothing; with it, the longest start first.
+set_tests_properties(e2e_test_gptq PROPERTIES COST 600)
 
 # Checkpoints other tools published (AMD Quark 0.13 run here, DeepSeek's native
 # block FP8, transformers-5 configs) through every subcommand; ~3 min, most of
@@ -32,7 +36,7 @@ set_tests_properties(e2e_test_peer_sources PROPERTIES LABELS e2e TIMEOUT 900 PRO
 # then build with MPI; ~2 min), and every command the README shows.
 add_test(NAME e2e_demo_bare_clone
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e/demo_bare_clone.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:selq>)
-set_tests_properties(e2e_demo_bare_clone PROPERTIES LABELS e2e TIMEOUT 1800)
+set_tests_properties(e2e_demo_bare_clone PROPERTIES LABELS e2e TIMEOUT 1800 COST 330)
 add_test(NAME e2e_readme_commands
          COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_readme_commands.py
          --selq $<TARGET_FILE:selq> --source-dir ${PROJECT_SOURCE_DIR})

@@ -12,7 +12,7 @@ if(SELQ_WITH_MPI)
   add_test(NAME e2e_mpi_calibration
            COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_mpi_calibration.py
            --selq $<TARGET_FILE:selq> --source-dir ${PROJECT_SOURCE_DIR} --mpirun ${MPIEXEC_EXECUTABLE})
-  set_tests_properties(e2e_mpi_calibration PROPERTIES LABELS e2e TIMEOUT 600)
+  set_tests_properties(e2e_mpi_calibration PROPERTIES LABELS e2e TIMEOUT 600 COST 220)  # COST: e2e.cmake
 else()
   add_test(NAME e2e_mpi
            COMMAND sh -c "echo 'selq was built without MPI (SELQ_WITH_MPI resolved OFF; apt-get install libopenmpi-dev openmpi-bin and configure again)'; if [ \"$CI\" = true ]; then echo 'FAIL: CI=true'; exit 1; fi; exit 77")

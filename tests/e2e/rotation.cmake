@@ -5,4 +5,4 @@
 add_test(NAME e2e_test_rotation
          COMMAND ${SELQ_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_rotation.py
          --selq $<TARGET_FILE:selq> --source-dir ${PROJECT_SOURCE_DIR})
-set_tests_properties(e2e_test_rotation PROPERTIES LABELS e2e TIMEOUT 600)
+set_tests_properties(e2e_test_rotation PROPERTIES LABELS e2e TIMEOUT 600 COST 100)  # COST: e2e.cmake
