@@ -113,6 +113,63 @@ std::vector<float> rounded_member(quant::SchemeSpec spec, const TensorView& w, q
   return quant::dequantize_weight(spec, w.info->shape, couts);
 }
 
+// One candidate's rounding of a unit's members, one member at a time: a layer's
+// routed experts are one unit, and at DeepSeek-V3's size (256 experts) their F32
+// weights are 45 GB, so the activation-aware tier asks for each member in turn.
+class UnitRounder {
+ public:
+  UnitRounder(const UnitLayout& layout, const DecisionUnit& unit, const Candidate& candidate,
+              runtime::CausalLM& model, RoundingInputs* rounding)
+      : unit_(unit), candidate_(candidate), model_(model), rounding_(rounding), spec_(dialect_spec(layout, candidate)) {
+    for (const auto& m : unit.members) {
+      const auto& l = linear_of(model, m.module);
+      infos_.push_back({m.module, plain(l.weight) && l.weight.is_bf16() ? DType::BF16 : DType::F32, {l.out, l.in}});
+      std::string key = recipe::fused_shard_key(m.module);
+      group_.push_back(key.empty() ? m.module : key);
+    }
+    // NVFP4 members of a fused group share the group's global amax.
+    fused_amax_ = quant::scheme_traits(spec_.kind).fused_group_amax;
+    if (fused_amax_)
+      for (std::size_t i = 0; i < unit.members.size(); ++i) {
+        std::vector<float> f32;
+        float& a = group_amax_[group_[i]];
+        a = std::max(a, quant::tensor_amax(view_of(i, f32)));
+      }
+  }
+
+  // Member i's weights as the candidate rounds them, dequantized to F32.
+  std::vector<float> member(std::size_t i) {
+    std::vector<float> f32;
+    quant::TensorQuantizeOptions qopt;
+    if (fused_amax_) qopt.global_amax = group_amax_[group_[i]];
+    return rounded_member(spec_, view_of(i, f32), qopt, unit_, unit_.members[i].module, candidate_, rounding_,
+                          storage_);
+  }
+
+ private:
+  // A weight held as stored or as FP8 factors is read through F32 (into `f32`).
+  static bool plain(const runtime::Matrix& w) { return !w.is_stored() && w.row_scale.empty(); }
+  TensorView view_of(std::size_t i, std::vector<float>& f32) const {  // the weight as the runtime holds it
+    const auto& w = linear_of(model_, unit_.members[i].module).weight;
+    if (!plain(w)) f32 = w.to_f32();
+    const void* p = !plain(w)      ? static_cast<const void*>(f32.data())
+                    : w.is_bf16() ? static_cast<const void*>(w.bf16.data())
+                                  : static_cast<const void*>(w.f32.data());
+    return TensorView{&infos_[i], std::span(static_cast<const std::uint8_t*>(p), infos_[i].nbytes())};
+  }
+
+  const DecisionUnit& unit_;
+  const Candidate& candidate_;
+  runtime::CausalLM& model_;
+  RoundingInputs* rounding_;
+  const quant::SchemeSpec spec_;
+  std::vector<TensorInfo> infos_;
+  std::vector<std::string> group_;
+  bool fused_amax_{false};
+  std::map<std::string, float> group_amax_;
+  std::vector<std::uint8_t> storage_;
+};
+
 }  // namespace
 
 std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
@@ -122,44 +179,9 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
   const bool keep = rounding && rounding->keep_rounded && candidate.rounds_with_calibration();
   if (keep)
     if (const auto it = rounding->rounded.find(memo); it != rounding->rounded.end()) return it->second;
-  const quant::SchemeSpec spec = dialect_spec(layout, candidate);
+  UnitRounder rounder(layout, unit, candidate, model, rounding);
   std::vector<std::vector<float>> out;
-  std::map<std::string, float> group_amax;
-  std::vector<TensorInfo> infos;
-  // A weight held as stored or as FP8 factors is read through F32 (once per member).
-  auto plain = [](const runtime::Matrix& w) { return !w.is_stored() && w.row_scale.empty(); };
-  std::vector<std::vector<float>> as_f32(unit.members.size());
-  for (std::size_t i = 0; i < unit.members.size(); ++i) {
-    const auto& l = linear_of(model, unit.members[i].module);
-    if (!plain(l.weight)) as_f32[i] = l.weight.to_f32();
-    infos.push_back({unit.members[i].module, plain(l.weight) && l.weight.is_bf16() ? DType::BF16 : DType::F32,
-                     {l.out, l.in}});
-  }
-  auto view_of = [&](std::size_t i) {  // the weight as the runtime holds it (BF16 or F32)
-    const auto& w = linear_of(model, unit.members[i].module).weight;
-    const void* p = !plain(w)      ? static_cast<const void*>(as_f32[i].data())
-                    : w.is_bf16() ? static_cast<const void*>(w.bf16.data())
-                                  : static_cast<const void*>(w.f32.data());
-    return TensorView{&infos[i], std::span(static_cast<const std::uint8_t*>(p), infos[i].nbytes())};
-  };
-  // NVFP4 members of a fused group share the group's global amax.
-  std::vector<std::string> group;
-  for (const auto& m : unit.members) {
-    std::string key = recipe::fused_shard_key(m.module);
-    group.push_back(key.empty() ? m.module : key);
-  }
-  const bool fused_amax = quant::scheme_traits(spec.kind).fused_group_amax;
-  if (fused_amax)
-    for (std::size_t i = 0; i < unit.members.size(); ++i) {
-      float& a = group_amax[group[i]];
-      a = std::max(a, quant::tensor_amax(view_of(i)));
-    }
-  std::vector<std::uint8_t> storage;
-  for (std::size_t i = 0; i < unit.members.size(); ++i) {
-    quant::TensorQuantizeOptions qopt;
-    if (fused_amax) qopt.global_amax = group_amax[group[i]];
-    out.push_back(rounded_member(spec, view_of(i), qopt, unit, unit.members[i].module, candidate, rounding, storage));
-  }
+  for (std::size_t i = 0; i < unit.members.size(); ++i) out.push_back(rounder.member(i));
   if (keep) rounding->rounded.emplace(memo, out);
   return out;
 }
@@ -221,13 +243,26 @@ namespace {
 // own tokens), and every linear's input amax over all tokens (as `selq
 // calibrate` measures it).
 struct Capture {
-  std::map<std::string, std::vector<float>> rows;
+  std::map<std::string, std::vector<float>> rows;  // by the module whose input they are
+  std::map<std::string, std::string> key;          // unit member -> its rows' module
   std::int64_t limit{0};
   InputAmax amax;
 };
 
-const std::string& capture_key(const DecisionUnit& u, const std::string& member) {
-  return exporter::experts_parent(member) ? member : u.members.front().module;
+// Whose captured rows each member of `u` reads: a dense unit's members share
+// their input (fused q/k/v, gate/up), so the first member's; a routed expert's
+// gate and up read the same tokens, so the first of its fused shards'; its
+// down_proj its own.
+void add_capture_keys(const DecisionUnit& u, std::map<std::string, std::string>& key) {
+  std::map<std::string, std::string> first_of_group;  // an expert's fused key -> its first member
+  for (const auto& m : u.members) {
+    if (!exporter::experts_parent(m.module)) {
+      key[m.module] = u.members.front().module;
+      continue;
+    }
+    const std::string group = recipe::fused_shard_key(m.module);
+    key[m.module] = group.empty() ? m.module : first_of_group.emplace(group, m.module).first->second;
+  }
 }
 
 void capture_input(void* ctx, const runtime::Linear& l, const float* x, std::int64_t rows) {
@@ -244,8 +279,8 @@ Capture capture_inputs(const UnitLayout& layout, runtime::CausalLM& model, const
                        const RuntimeTierOptions& options) {
   Capture cap;
   cap.limit = options.rows;
-  for (const auto& u : layout.units)
-    for (const auto& m : u.members) cap.rows[capture_key(u, m.module)];
+  for (const auto& u : layout.units) add_capture_keys(u, cap.key);
+  for (const auto& [member, key] : cap.key) cap.rows[key];
   model.set_activation_hook(capture_input, &cap);
   const auto n = static_cast<std::int64_t>(tokens.size());
   for (std::int64_t b = 0; b < n; b += options.context) {
@@ -270,25 +305,32 @@ void add_calibrated_rounding_entries(const UnitLayout& layout, const DecisionUni
       us.scores.emplace(cand.id, CandidateScore{});
 }
 
-// ||W - Q||^2 / ||W||^2 over the unit's members: the data-free score of
-// weights the data-free tier could not round.
-double relative_weight_error(const DecisionUnit& unit, runtime::CausalLM& model,
-                             const std::vector<std::vector<float>>& rounded) {
-  double err = 0, ref = 0;
-  for (std::size_t i = 0; i < unit.members.size(); ++i) {
-    const std::vector<float> w = linear_of(model, unit.members[i].module).weight.to_f32();
-    for (std::size_t k = 0; k < w.size(); ++k) {
-      const double d = static_cast<double>(w[k]) - rounded[i][k];
-      err += d * d;
-      ref += static_cast<double>(w[k]) * w[k];
-    }
-  }
-  return ref > 0 ? err / ref : 0.0;
-}
+// One candidate being scored on a unit, member by member: its output error,
+// and ||W - Q||^2 / ||W||^2 (the data-free score of weights the data-free tier
+// could not round). Under plan --refine (RoundingInputs::keep_rounded) the
+// +weighted and +gptq weights are kept for the refinement, as
+// quantized_unit_weights keeps them.
+struct ScoredCandidate {
+  const Candidate* candidate;
+  CandidateScore* score;
+  UnitRounder rounder;
+  std::vector<std::vector<float>>* kept{nullptr};  // the memo's, when made already
+  std::vector<std::vector<float>> keep;             // made here, for the memo
+  bool keeps{false};
+  double err{0}, weight_err{0}, weight_ref{0};
 
-// One unit's captured inputs and its members' reference outputs, once; then
-// each candidate's output error through a Linear with its weights and
-// activation mode, as the runtime would run it.
+  std::vector<float> member(std::size_t i) {
+    if (kept) return (*kept)[i];
+    std::vector<float> q = rounder.member(i);
+    if (keeps) keep.push_back(q);
+    return q;
+  }
+};
+
+// One unit's captured inputs; then, one member at a time, its reference output
+// and each candidate's output error through a Linear with its weights and
+// activation mode, as the runtime would run it (a member's weights at a time:
+// the unit's routed experts together would not fit in memory at full size).
 void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, const std::vector<Candidate>& candidates,
                         runtime::CausalLM& model, const Capture& cap, RoundingInputs* rounding,
                         UnitSensitivity& us) {
@@ -297,20 +339,13 @@ void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, cons
   std::vector<const std::vector<float>*> xs;
   std::vector<std::int64_t> rows;
   for (const auto& m : unit.members) {
-    xs.push_back(&cap.rows.at(capture_key(unit, m.module)));
+    xs.push_back(&cap.rows.at(cap.key.at(m.module)));
     rows.push_back(static_cast<std::int64_t>(xs.back()->size()) / linear_of(model, m.module).in);
   }
   if (std::all_of(rows.begin(), rows.end(), [](std::int64_t r) { return r == 0; }))
     throw_bad_input(fmt::format("no calibration rows reached {}", unit.name));
-  std::vector<std::vector<float>> ref;
-  double ref_sq = 0;
-  for (std::size_t i = 0; i < unit.members.size(); ++i) {
-    const auto& l = linear_of(model, unit.members[i].module);
-    std::vector<float> y(static_cast<std::size_t>(rows[i] * l.out));
-    if (rows[i] > 0) l.forward(xs[i]->data(), rows[i], y.data());
-    for (float v : y) ref_sq += static_cast<double>(v) * v;
-    ref.push_back(std::move(y));
-  }
+  std::vector<ScoredCandidate> scored;
+  scored.reserve(candidates.size());
   for (const auto& cand : candidates) {
     auto it = us.scores.find(cand.id);
     if (it == us.scores.end()) continue;
@@ -318,20 +353,46 @@ void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, cons
       it->second.output_nmse = 0.0;
       continue;
     }
-    auto qw = quantized_unit_weights(layout, unit, cand, model, rounding);
-    if (cand.rounds_with_calibration()) it->second.weight_nmse = relative_weight_error(unit, model, qw);
-    double err = 0;
-    for (std::size_t i = 0; i < unit.members.size(); ++i) {
+    auto& s = scored.emplace_back(
+        ScoredCandidate{&cand, &it->second, UnitRounder(layout, unit, cand, model, rounding), nullptr, {}, false});
+    if (rounding && rounding->keep_rounded && cand.rounds_with_calibration()) {
+      const auto memo = rounding->rounded.find(unit.name + "\n" + cand.id);
+      s.kept = memo == rounding->rounded.end() ? nullptr : &memo->second;
+      s.keeps = !s.kept;
+    }
+  }
+  double ref_sq = 0;
+  for (std::size_t i = 0; i < unit.members.size(); ++i) {
+    const auto& l = linear_of(model, unit.members[i].module);
+    std::vector<float> ref(static_cast<std::size_t>(rows[i] * l.out));
+    if (rows[i] > 0) l.forward(xs[i]->data(), rows[i], ref.data());
+    for (float v : ref) ref_sq += static_cast<double>(v) * v;
+    std::vector<float> w;  // the member's own weights, for a weight error
+    for (auto& s : scored) {
+      std::vector<float> q = s.member(i);
+      if (s.candidate->rounds_with_calibration()) {
+        if (w.empty()) w = l.weight.to_f32();
+        for (std::size_t k = 0; k < w.size(); ++k) {
+          const double d = static_cast<double>(w[k]) - q[k];
+          s.weight_err += d * d;
+          s.weight_ref += static_cast<double>(w[k]) * w[k];
+        }
+      }
       if (rows[i] == 0) continue;
-      runtime::Linear q = with_candidate(linear_of(model, unit.members[i].module), std::move(qw[i]), cand, cap.amax);
-      std::vector<float> y(static_cast<std::size_t>(rows[i] * q.out));
-      q.forward(xs[i]->data(), rows[i], y.data());
+      runtime::Linear ql = with_candidate(l, std::move(q), *s.candidate, cap.amax);
+      std::vector<float> y(static_cast<std::size_t>(rows[i] * ql.out));
+      ql.forward(xs[i]->data(), rows[i], y.data());
       for (std::size_t k = 0; k < y.size(); ++k) {
-        const double d = static_cast<double>(y[k]) - ref[i][k];
-        err += d * d;
+        const double d = static_cast<double>(y[k]) - ref[k];
+        s.err += d * d;
       }
     }
-    it->second.output_nmse = ref_sq > 0 ? err / ref_sq : 0.0;
+  }
+  for (auto& s : scored) {
+    s.score->output_nmse = ref_sq > 0 ? s.err / ref_sq : 0.0;
+    if (s.candidate->rounds_with_calibration())
+      s.score->weight_nmse = s.weight_ref > 0 ? s.weight_err / s.weight_ref : 0.0;
+    if (s.keeps) rounding->rounded.emplace(unit.name + "\n" + s.candidate->id, std::move(s.keep));
   }
 }
 
