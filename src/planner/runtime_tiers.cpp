@@ -16,6 +16,7 @@
 #include "quant/scheme_traits.h"
 #include "recipe/fused_modules.h"
 #include "runtime/eval/eval.h"
+#include "runtime/model/stored_weight.h"
 #include "runtime/text/text_overlap.h"
 #include "runtime/text/tokenizer.h"
 
@@ -40,13 +41,13 @@ float calibrated_amax(const InputAmax& input_amax, const std::string& module, co
   return it->second;
 }
 
-runtime::Linear with_candidate(const runtime::Linear& l, std::vector<float> weight, const Candidate& c,
+runtime::Linear with_candidate(const runtime::Linear& l, runtime::Matrix weight, const Candidate& c,
                                const InputAmax& input_amax) {
   runtime::Linear q;
   q.module = l.module;
   q.out = l.out;
   q.in = l.in;
-  q.weight = runtime::Matrix::from_f32(std::move(weight), l.out, l.in);
+  q.weight = std::move(weight);
   q.bias = l.bias;
   q.act = c.spec->act;
   q.act_rule = c.spec->scale_rule;
@@ -81,13 +82,29 @@ Divergence mean_divergence(const std::vector<float>& base, const std::vector<flo
 
 namespace {
 
-// One member's weights as `spec` rounds them, dequantized: `weighted` with its
+// Quantized tensors as the runtime holds a stored checkpoint's: by rows from
+// the stored bytes where the scheme allows it (a 4-bit weight at its stored
+// size: the measured tier swaps a layer's routed experts in at once), else
+// dequantized to F32; the products are the same bits either way.
+runtime::Matrix held_as_stored(const quant::SchemeSpec& spec, const Shape& shape,
+                               const std::vector<std::span<std::uint8_t>>& outs,
+                               const std::vector<std::uint8_t>& storage) {
+  std::ptrdiff_t used = 0;
+  for (const auto& o : outs) used = std::max(used, o.data() + o.size() - storage.data());
+  auto held = std::make_shared<const std::vector<std::uint8_t>>(storage.begin(), storage.begin() + used);
+  std::vector<std::span<const std::uint8_t>> kept;
+  for (const auto& o : outs) kept.emplace_back(held->data() + (o.data() - storage.data()), o.size());
+  if (auto w = runtime::StoredWeight::make(spec, shape, kept, held)) return runtime::Matrix::from_stored(std::move(w));
+  return runtime::Matrix::from_f32(quant::dequantize_weight(spec, shape, kept), shape[0], shape[1]);
+}
+
+// One member's weights as `spec` rounds them: `weighted` with its
 // input's second moments and `gptq` with its input's Hessian, both from
 // `rounding`; a member no calibration row reached (an idle expert) is rounded
 // by `mse`, as quantize's gptq pass rounds it (its output error counts no row).
-std::vector<float> rounded_member(quant::SchemeSpec spec, const TensorView& w, quant::TensorQuantizeOptions qopt,
+runtime::Matrix rounded_member(quant::SchemeSpec spec, const TensorView& w, quant::TensorQuantizeOptions qopt,
                                   const DecisionUnit& unit, const std::string& module, const Candidate& candidate,
-                                  RoundingInputs* rounding, std::vector<std::uint8_t>& storage) {
+                               RoundingInputs* rounding, std::vector<std::uint8_t>& storage) {
   if (candidate.rounds_with_calibration() && !rounding)
     throw_bad_input(fmt::format("candidate '{}' rounds with calibration rows: the activation-aware and measured "
                                 "tiers score it, the data-free tier cannot",
@@ -103,14 +120,15 @@ std::vector<float> rounded_member(quant::SchemeSpec spec, const TensorView& w, q
     if (!h.empty()) {
       calibration::GptqOptions go;
       go.quantize = qopt;
-      return calibration::gptq_round(spec, w, h, go).weight;
+      return runtime::Matrix::from_f32(calibration::gptq_round(spec, w, h, go).weight, w.info->shape[0],
+                                       w.info->shape[1]);
     }
     spec.rounding.value = row.without_input;
   }
+  // Packing INT codes into int32 is storage alone (the same values); unpacked, they dequantize by rows.
+  spec.int_pack_int32 = false;
   quant::ErrorMetrics em;
-  const auto outs = quantize_to_buffer(spec, w, storage, em, qopt);
-  const std::vector<std::span<const std::uint8_t>> couts(outs.begin(), outs.end());
-  return quant::dequantize_weight(spec, w.info->shape, couts);
+  return held_as_stored(spec, w.info->shape, quantize_to_buffer(spec, w, storage, em, qopt), storage);
 }
 
 // One candidate's rounding of a unit's members, one member at a time: a layer's
@@ -137,8 +155,8 @@ class UnitRounder {
       }
   }
 
-  // Member i's weights as the candidate rounds them, dequantized to F32.
-  std::vector<float> member(std::size_t i) {
+  // Member i's weights as the candidate rounds them (held_as_stored).
+  runtime::Matrix member(std::size_t i) {
     std::vector<float> f32;
     quant::TensorQuantizeOptions qopt;
     if (fused_amax_) qopt.global_amax = group_amax_[group_[i]];
@@ -181,7 +199,7 @@ std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout,
     if (const auto it = rounding->rounded.find(memo); it != rounding->rounded.end()) return it->second;
   UnitRounder rounder(layout, unit, candidate, model, rounding);
   std::vector<std::vector<float>> out;
-  for (std::size_t i = 0; i < unit.members.size(); ++i) out.push_back(rounder.member(i));
+  for (std::size_t i = 0; i < unit.members.size(); ++i) out.push_back(rounder.member(i).to_f32());
   if (keep) rounding->rounded.emplace(memo, out);
   return out;
 }
@@ -192,7 +210,19 @@ std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const D
   // Checked before any member is swapped, so that a refusal leaves the model as it was.
   if (candidate.calibrated())
     for (const auto& m : unit.members) calibrated_amax(input_amax, m.module, candidate);
-  auto qw = quantized_unit_weights(layout, unit, candidate, model, rounding);
+  // Every member rounded before any is swapped in (a +gptq member's Hessian comes from the model as it was),
+  // held as stored where the scheme allows (held_as_stored); plan --refine's kept weights as they were kept.
+  std::vector<runtime::Matrix> qw;
+  if (rounding && rounding->keep_rounded && candidate.rounds_with_calibration()) {
+    auto kept = quantized_unit_weights(layout, unit, candidate, model, rounding);
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      const auto& l = linear_of(model, unit.members[i].module);
+      qw.push_back(runtime::Matrix::from_f32(std::move(kept[i]), l.out, l.in));
+    }
+  } else {
+    UnitRounder rounder(layout, unit, candidate, model, rounding);
+    for (std::size_t i = 0; i < unit.members.size(); ++i) qw.push_back(rounder.member(i));
+  }
   std::vector<runtime::Linear> saved;
   for (std::size_t i = 0; i < unit.members.size(); ++i) {
     auto& l = linear_of(model, unit.members[i].module);
@@ -319,10 +349,10 @@ struct ScoredCandidate {
   bool keeps{false};
   double err{0}, weight_err{0}, weight_ref{0};
 
-  std::vector<float> member(std::size_t i) {
-    if (kept) return (*kept)[i];
-    std::vector<float> q = rounder.member(i);
-    if (keeps) keep.push_back(q);
+  runtime::Matrix member(std::size_t i, const runtime::Linear& l) {
+    if (kept) return runtime::Matrix::from_f32((*kept)[i], l.out, l.in);
+    runtime::Matrix q = rounder.member(i);
+    if (keeps) keep.push_back(q.to_f32());
     return q;
   }
 };
@@ -369,11 +399,12 @@ void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, cons
     for (float v : ref) ref_sq += static_cast<double>(v) * v;
     std::vector<float> w;  // the member's own weights, for a weight error
     for (auto& s : scored) {
-      std::vector<float> q = s.member(i);
+      runtime::Matrix q = s.member(i, l);
       if (s.candidate->rounds_with_calibration()) {
         if (w.empty()) w = l.weight.to_f32();
+        const std::vector<float> qf = q.to_f32();
         for (std::size_t k = 0; k < w.size(); ++k) {
-          const double d = static_cast<double>(w[k]) - q[k];
+          const double d = static_cast<double>(w[k]) - qf[k];
           s.weight_err += d * d;
           s.weight_ref += static_cast<double>(w[k]) * w[k];
         }
