@@ -103,7 +103,7 @@ runtime::Matrix held_as_stored(const quant::SchemeSpec& spec, const Shape& shape
 // `rounding`; a member no calibration row reached (an idle expert) is rounded
 // by `mse`, as quantize's gptq pass rounds it (its output error counts no row).
 runtime::Matrix rounded_member(quant::SchemeSpec spec, const TensorView& w, quant::TensorQuantizeOptions qopt,
-                                  const DecisionUnit& unit, const std::string& module, const Candidate& candidate,
+                               const DecisionUnit& unit, const std::string& module, const Candidate& candidate,
                                RoundingInputs* rounding, std::vector<std::uint8_t>& storage) {
   if (candidate.rounds_with_calibration() && !rounding)
     throw_bad_input(fmt::format("candidate '{}' rounds with calibration rows: the activation-aware and measured "
@@ -133,7 +133,7 @@ runtime::Matrix rounded_member(quant::SchemeSpec spec, const TensorView& w, quan
 
 // One candidate's rounding of a unit's members, one member at a time: a layer's
 // routed experts are one unit, and at DeepSeek-V3's size (256 experts) their F32
-// weights are 45 GB, so the activation-aware tier asks for each member in turn.
+// weights are 45 GB, so the tiers ask for each member in turn and hold it as stored.
 class UnitRounder {
  public:
   UnitRounder(const UnitLayout& layout, const DecisionUnit& unit, const Candidate& candidate,
