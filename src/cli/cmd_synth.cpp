@@ -1,5 +1,6 @@
 // `selq synth --arch A DST`: a synthetic checkpoint with a real architecture's names.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "cli/plan_args.h"
@@ -35,10 +36,16 @@ const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
       "  selq synth --arch deepseek-v3 --layers 2 --experts 256 --vocab 32000 /tmp/layer\n"
       "                      # a dense layer and one real-size MoE layer (23 GB)\n"
       "  selq synth --arch kimi-k2 --layers 2 --experts 384 --vocab 32000 /tmp/k2layer   # 34 GB");
+  std::vector<std::string> arch_names, runnable;
+  for (const auto& a : pipeline::synth_architectures()) {
+    arch_names.emplace_back(a.name);
+    if (a.with_tokenizer) runnable.emplace_back(a.name);
+  }
   cmd->add_option("--arch", args->options.arch,
-                  "dspark, kimi-k3, kimi-k2, deepseek-v3 or llama (deepseek-v3 and kimi-k2 come with their router\n"
-                  "and RoPE config and a byte-level tokenizer.json: selq's runtime and transformers run them)")
-      ->check(CLI::IsMember({"dspark", "kimi-k3", "kimi-k2", "deepseek-v3", "llama"}))
+                  fmt::format("{} ({} come with their router and RoPE config and a\n"
+                              "byte-level tokenizer.json: selq's runtime and transformers run them)",
+                              pipeline::synth_architecture_names(), fmt::join(runnable, " and ")))
+      ->check(CLI::IsMember(arch_names))
       ->required();
   cmd->add_option("destination", args->dst, "Output directory (must not exist)")->required();
   cmd->add_option("--scale", args->options.scale, "Divide hidden/intermediate/rank sizes by this (default 1)");
@@ -52,8 +59,8 @@ const CommandRegistration kSynth(80, [](CLI::App& root, int& status) {
   cmd->add_flag("--json", args->json, "Print a JSON summary");
   cmd->callback([args, &status] {
     args->options.max_shard_bytes = parse_size(args->max_shard_size);
-    // deepseek-v3 and kimi-k2 run in selq's runtime (eval, calibrate, the measured tiers): they get a tokenizer.
-    if (args->options.arch == "deepseek-v3" || args->options.arch == "kimi-k2") {
+    // What selq's runtime runs (eval, calibrate, the runtime tiers) gets a tokenizer.
+    if (pipeline::synth_architecture(args->options.arch).with_tokenizer) {
       if (args->options.vocab >= 0 && args->options.vocab < 257)
         throw_bad_input(fmt::format("--arch {} needs --vocab of at least 257 (its byte-level tokenizer's 256 bytes and "
                                     "<|endoftext|>)",

@@ -263,8 +263,9 @@ void write_synth_side_files(const std::string& staging, const SynthModel& m, con
 
 std::uint64_t write_synth_checkpoint(const SynthOptions& o, const std::string& dst) {
   if (fs::exists(dst)) throw_bad_input("destination exists", {dst});
-  if (o.experts_nvfp4 && o.arch != "kimi-k3" && o.arch != "kimi-k2" && o.arch != "deepseek-v3")
-    throw_bad_input("NVFP4 routed experts need a MoE arch (kimi-k3, kimi-k2 or deepseek-v3)");
+  if (o.experts_nvfp4 && !synth_architecture(o.arch).moe)
+    throw_bad_input(fmt::format("NVFP4 routed experts need an architecture with routed experts, and {} has none",
+                                o.arch));
   const SynthModel m = describe_synth_model(o);
   const std::string staging = dst + ".selq-partial";
   std::error_code ec;

@@ -4,6 +4,7 @@
 // per-output-channel scale spread, a few outlier input channels, heavy tails.
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@
 namespace selq::pipeline {
 
 struct SynthOptions {
-  std::string arch{"llama"};        // dspark | kimi-k3 | kimi-k2 | deepseek-v3 | llama
+  std::string arch{"llama"};        // a synth_architectures() row's name
   int scale{1};                     // divide hidden/intermediate/rank dims by this
   int layers{-1};                   // -1: the arch's default
   int experts{-1};                  // MoE archs: routed experts per layer (-1: default)
@@ -38,6 +39,22 @@ struct SynthModel {
   nlohmann::json config;
   std::vector<SynthTensor> tensors;
 };
+
+// One row per architecture `selq synth` writes (pipeline/synth_arch.cpp). A
+// new one is its row and its generator.
+struct SynthArchitecture {
+  const char* name;                              // --arch
+  SynthModel (*describe)(const SynthOptions&);  // its tensors and config.json
+  bool moe;                                  // routed experts (--experts, --experts-nvfp4)
+  // Written with the CLI's byte-level tokenizer, so that selq's runtime (eval,
+  // calibrate, the runtime tiers) and transformers run it as written.
+  bool with_tokenizer;
+};
+std::span<const SynthArchitecture> synth_architectures();
+// The row of `name`; BadInput naming the choices otherwise.
+const SynthArchitecture& synth_architecture(const std::string& name);
+// "dspark, kimi-k3, ... or llama": the --arch choices, for messages and --help.
+std::string synth_architecture_names();
 
 // Tensor list and config.json of an architecture (no data).
 SynthModel describe_synth_model(const SynthOptions& options);

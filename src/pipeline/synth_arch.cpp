@@ -9,9 +9,13 @@
 // mm_projector, residual projections and short convolutions in attention.
 // llama: the SmolLM2-style Llama layout.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "pipeline/synth.h"
@@ -236,23 +240,43 @@ SynthModel llama(const SynthOptions& o) {
   return m;
 }
 
-SynthModel arch_model(const SynthOptions& o) {
-  if (o.arch == "dspark") return dspark(o);
-  if (o.arch == "kimi-k3") return deepseek_like(o, MlaFlavor::KimiK3);
-  if (o.arch == "deepseek-v3") return deepseek_like(o, MlaFlavor::DeepseekV3);
-  if (o.arch == "kimi-k2") return deepseek_like(o, MlaFlavor::KimiK2);
-  if (o.arch == "llama") return llama(o);
-  throw_bad_input(fmt::format("unknown architecture '{}' (expected dspark, kimi-k3, kimi-k2, deepseek-v3 or llama)", o.arch));
-}
+SynthModel deepseek_v3(const SynthOptions& o) { return deepseek_like(o, MlaFlavor::DeepseekV3); }
+SynthModel kimi_k3(const SynthOptions& o) { return deepseek_like(o, MlaFlavor::KimiK3); }
+SynthModel kimi_k2(const SynthOptions& o) { return deepseek_like(o, MlaFlavor::KimiK2); }
+
+// {name, generator, routed experts, written with a tokenizer}
+constexpr std::array<SynthArchitecture, 5> kSynthArchitectures{{
+    {"dspark", dspark, false, false},
+    {"kimi-k3", kimi_k3, true, false},  // model_type kimi_k3 (a vision tower too): the runtime refuses it
+    {"kimi-k2", kimi_k2, true, true},
+    {"deepseek-v3", deepseek_v3, true, true},
+    {"llama", llama, false, false},
+}};
 
 }  // namespace
+
+std::span<const SynthArchitecture> synth_architectures() { return kSynthArchitectures; }
+
+std::string synth_architecture_names() {
+  std::vector<std::string> v;
+  for (const auto& a : kSynthArchitectures) v.emplace_back(a.name);
+  const std::string last = v.back();
+  v.pop_back();
+  return fmt::format("{} or {}", fmt::join(v, ", "), last);
+}
+
+const SynthArchitecture& synth_architecture(const std::string& name) {
+  for (const auto& a : kSynthArchitectures)
+    if (name == a.name) return a;
+  throw_bad_input(fmt::format("unknown architecture '{}' (expected {})", name, synth_architecture_names()));
+}
 
 SynthModel describe_synth_model(const SynthOptions& o) {
   if (o.scale < 1) throw_bad_input("scale must be >= 1");
   if (o.dtype != DType::BF16 && o.dtype != DType::F32)
     throw_bad_input(fmt::format("a synthetic checkpoint is BF16 or F32, not {}", dtype_name(o.dtype)));
   if (o.dtype == DType::F32 && o.experts_nvfp4) throw_bad_input("NVFP4 routed experts are quantized from BF16 weights");
-  SynthModel m = arch_model(o);
+  SynthModel m = synth_architecture(o.arch).describe(o);
   if (o.dtype == DType::F32) {  // the same values, unrounded (exactness tests)
     for (auto& t : m.tensors) t.info.dtype = DType::F32;
     m.config["torch_dtype"] = "float32";

@@ -4,6 +4,7 @@
 // tests/crosscheck/deepseek_crosscheck.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -231,6 +232,29 @@ TEST(ModelSeam, RowsNameFamilies) {
   EXPECT_EQ(find_runtime_architecture("kimi_k3"), nullptr);  // selq synth --arch kimi-k3: recipe tests only
   EXPECT_EQ(runtime_model_types().size(), runtime_architectures().size());
   EXPECT_EQ(layer_by_layer_model_types_text(), "llama, mistral, qwen2, deepseek_v3, kimi_k2 and deepseek_v2");
+}
+
+// selq synth's rows against what it writes and what the runtime runs: a row
+// written with a tokenizer is an architecture the runtime has a row for, and a
+// row says it has routed experts exactly when its tensors do.
+TEST(ModelSeam, SynthRowsAgreeWithTheirOutputAndTheRuntime) {
+  for (const auto& a : pipeline::synth_architectures()) {
+    pipeline::SynthOptions o;
+    o.arch = a.name;
+    o.scale = 64;
+    o.layers = 2;
+    o.vocab = 512;
+    const auto m = pipeline::describe_synth_model(o);
+    const std::string model_type = m.config.at("model_type").get<std::string>();
+    if (a.with_tokenizer) {
+      EXPECT_NE(find_runtime_architecture(model_type), nullptr) << a.name << ": " << model_type;
+    }
+    const bool experts = std::any_of(m.tensors.begin(), m.tensors.end(), [](const auto& t) {
+      return t.info.name.find(".mlp.experts.") != std::string::npos;
+    });
+    EXPECT_EQ(a.moe, experts) << a.name;
+  }
+  EXPECT_THROW(pipeline::synth_architecture("gpt2"), Error);
 }
 
 // `selq synth --arch kimi-k2`: DeepSeek-V3's code under model_type kimi_k2 with
