@@ -27,8 +27,7 @@ import os
 import subprocess
 import sys
 
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from crosscheck import selq_run  # beside this script; importing it also sets vLLM's CPU environment
 
 DIALECTS = ("compressed-tensors", "quark", "modelopt")
 EXPERTS = 16
@@ -82,7 +81,7 @@ def compare(loaded, files):
     for name, values in loaded.items():
         if not all(math.isfinite(v) and v > 0 for v in values):
             problems.append(f"{name}: {values}")
-        if ".routed_experts." not in name and ".experts.w" not in name:
+        if not name.endswith(("w13_input_scale", "w2_input_scale")):  # the fused MoE layer's, per expert
             continue
         layer = name.split(".mlp.")[0]
         proj = ("gate_proj", "up_proj") if "w13_input_scale" in name else ("down_proj",)
@@ -97,13 +96,6 @@ def compare(loaded, files):
     elif any(len(loaded[n]) != EXPERTS for n in experts):
         problems.append(f"expected {EXPERTS} experts' scales: {[len(loaded[n]) for n in experts]}")
     return problems
-
-
-def selq_run(selq, *args):
-    p = subprocess.run([selq, *map(str, args)], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"selq {' '.join(map(str, args[:2]))}: {p.stderr.strip()}")
-    return p.stdout
 
 
 def main():

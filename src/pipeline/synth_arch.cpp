@@ -15,9 +15,9 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/spoken_list.h"
 #include "pipeline/synth.h"
 
 namespace selq::pipeline {
@@ -260,9 +260,7 @@ std::span<const SynthArchitecture> synth_architectures() { return kSynthArchitec
 std::string synth_architecture_names() {
   std::vector<std::string> v;
   for (const auto& a : kSynthArchitectures) v.emplace_back(a.name);
-  const std::string last = v.back();
-  v.pop_back();
-  return fmt::format("{} or {}", fmt::join(v, ", "), last);
+  return spoken_list(v, "or");
 }
 
 const SynthArchitecture& synth_architecture(const std::string& name) {

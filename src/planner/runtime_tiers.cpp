@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -188,13 +189,19 @@ class UnitRounder {
   std::vector<std::uint8_t> storage_;
 };
 
+// plan --refine keeps +weighted and +gptq weights once made (RoundingInputs::keep_rounded), by unit and candidate.
+bool keeps_rounded(const RoundingInputs* rounding, const Candidate& candidate) {
+  return rounding && rounding->keep_rounded && candidate.rounds_with_calibration();
+}
+std::string memo_key(const DecisionUnit& unit, const Candidate& candidate) { return unit.name + "\n" + candidate.id; }
+
 }  // namespace
 
 std::vector<std::vector<float>> quantized_unit_weights(const UnitLayout& layout, const DecisionUnit& unit,
                                                        const Candidate& candidate, runtime::CausalLM& model,
                                                        RoundingInputs* rounding) {
-  const std::string memo = unit.name + "\n" + candidate.id;
-  const bool keep = rounding && rounding->keep_rounded && candidate.rounds_with_calibration();
+  const std::string memo = memo_key(unit, candidate);
+  const bool keep = keeps_rounded(rounding, candidate);
   if (keep)
     if (const auto it = rounding->rounded.find(memo); it != rounding->rounded.end()) return it->second;
   UnitRounder rounder(layout, unit, candidate, model, rounding);
@@ -213,7 +220,7 @@ std::vector<runtime::Linear> swap_in_candidate(const UnitLayout& layout, const D
   // Every member rounded before any is swapped in (a +gptq member's Hessian comes from the model as it was),
   // held as stored where the scheme allows (held_as_stored); plan --refine's kept weights as they were kept.
   std::vector<runtime::Matrix> qw;
-  if (rounding && rounding->keep_rounded && candidate.rounds_with_calibration()) {
+  if (keeps_rounded(rounding, candidate)) {
     auto kept = quantized_unit_weights(layout, unit, candidate, model, rounding);
     for (std::size_t i = 0; i < kept.size(); ++i) {
       const auto& l = linear_of(model, unit.members[i].module);
@@ -344,15 +351,14 @@ struct ScoredCandidate {
   const Candidate* candidate;
   CandidateScore* score;
   UnitRounder rounder;
-  std::vector<std::vector<float>>* kept{nullptr};  // the memo's, when made already
-  std::vector<std::vector<float>> keep;             // made here, for the memo
-  bool keeps{false};
+  std::vector<std::vector<float>>* kept{nullptr};        // the memo's, when made already
+  std::optional<std::vector<std::vector<float>>> keep;  // made here, for the memo
   double err{0}, weight_err{0}, weight_ref{0};
 
   runtime::Matrix member(std::size_t i, const runtime::Linear& l) {
     if (kept) return runtime::Matrix::from_f32((*kept)[i], l.out, l.in);
     runtime::Matrix q = rounder.member(i);
-    if (keeps) keep.push_back(q.to_f32());
+    if (keep) keep->push_back(q.to_f32());
     return q;
   }
 };
@@ -384,11 +390,11 @@ void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, cons
       continue;
     }
     auto& s = scored.emplace_back(
-        ScoredCandidate{&cand, &it->second, UnitRounder(layout, unit, cand, model, rounding), nullptr, {}, false});
-    if (rounding && rounding->keep_rounded && cand.rounds_with_calibration()) {
-      const auto memo = rounding->rounded.find(unit.name + "\n" + cand.id);
-      s.kept = memo == rounding->rounded.end() ? nullptr : &memo->second;
-      s.keeps = !s.kept;
+        ScoredCandidate{&cand, &it->second, UnitRounder(layout, unit, cand, model, rounding), nullptr, {}});
+    if (keeps_rounded(rounding, cand)) {
+      const auto memo = rounding->rounded.find(memo_key(unit, cand));
+      if (memo != rounding->rounded.end()) s.kept = &memo->second;
+      else s.keep.emplace();
     }
   }
   double ref_sq = 0;
@@ -423,7 +429,7 @@ void score_unit_outputs(const UnitLayout& layout, const DecisionUnit& unit, cons
     s.score->output_nmse = ref_sq > 0 ? s.err / ref_sq : 0.0;
     if (s.candidate->rounds_with_calibration())
       s.score->weight_nmse = s.weight_ref > 0 ? s.weight_err / s.weight_ref : 0.0;
-    if (s.keeps) rounding->rounded.emplace(unit.name + "\n" + s.candidate->id, std::move(s.keep));
+    if (s.keep) rounding->rounded.emplace(memo_key(unit, *s.candidate), std::move(*s.keep));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/spoken_list.h"
 #include "runtime/model/deepseek_v3.h"
 #include "runtime/model/hf_config.h"
 #include "runtime/model/llama.h"
@@ -67,10 +68,7 @@ std::string layer_by_layer_model_types_text() {
   std::vector<std::string> v;
   for (const auto& a : kArchitectures)
     if (a.layer_by_layer) v.emplace_back(a.model_type);
-  if (v.size() < 2) return fmt::format("{}", fmt::join(v, ""));
-  const std::string last = v.back();
-  v.pop_back();
-  return fmt::format("{} and {}", fmt::join(v, ", "), last);
+  return spoken_list(v, "and");
 }
 
 std::shared_ptr<const io::Checkpoint> checked_checkpoint(const std::string& path, std::string_view family) {
