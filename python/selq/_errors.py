@@ -48,6 +48,7 @@ _HINTS = {
     "SourceCheckpoint": "",
     "AllowNonFinite": " (allow_non_finite=True quantizes it anyway)",
     "Refine": " (refine=N)",
+    "MemoryBudget": " (memory_budget=)",
 }
 
 

@@ -32,6 +32,7 @@ const char* hint_name(ErrorHint h) {
     case ErrorHint::SourceCheckpoint: return "SourceCheckpoint";
     case ErrorHint::AllowNonFinite: return "AllowNonFinite";
     case ErrorHint::Refine: return "Refine";
+    case ErrorHint::MemoryBudget: return "MemoryBudget";
   }
   return "";
 }

@@ -17,6 +17,7 @@
 #include "pipeline/calibration.h"
 #include "pipeline/plan.h"
 #include "planner/target.h"
+#include "recipe/names.h"
 #include "runtime/text/calibration_text.h"
 
 namespace selq::cli {
@@ -83,7 +84,8 @@ void add_target_options(CLI::App* cmd, TargetArgs& t) {
   cmd->add_option("--tier", t.tier, "Score tier to plan with (default: the table's best)");
   cmd->add_option("--candidates", t.candidates, "Candidate formats (default: the table's)")->delimiter(',');
   add_deprecated_option(cmd, "--schemes", t.candidates, "--candidates")->delimiter(',');
-  cmd->add_option("--arch", t.arch, "Template family written into the planned recipe (kimi-k3, deepseek-v3, ...)");
+  cmd->add_option("--arch", t.arch,
+                  "Template family written into the planned recipe: " + recipe::detail::recipe_family_names());
   cmd->add_option("--kv-cache", t.kv_cache, "Serving KV cache (bf16, fp8): with --prefill-query-quant, MLA "
                                              "kv_b_proj/o_proj take no activation-quantizing format")
       ->capture_default_str();

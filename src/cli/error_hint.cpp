@@ -13,6 +13,7 @@ std::string hint_suffix(ErrorHint hint) {
     case ErrorHint::SourceCheckpoint: return "; pass --source DIR";
     case ErrorHint::AllowNonFinite: return " (--allow-non-finite quantizes it anyway)";
     case ErrorHint::Refine: return " (--refine N)";
+    case ErrorHint::MemoryBudget: return " (--memory-budget)";
   }
   return "";
 }

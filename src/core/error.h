@@ -29,6 +29,7 @@ enum class ErrorHint {
   SourceCheckpoint, // the source checkpoint's directory
   AllowNonFinite,   // quantize a weight holding NaN/Inf anyway
   Refine,           // end-to-end refinement of a planned mix
+  MemoryBudget,     // the memory a run may use
 };
 
 struct ErrorWhere {

@@ -629,8 +629,9 @@ void commit_shared_shard(const Plan& plan, const PlannedShard& shard, const std:
 
 void require_memory_budget(const QuantizeOptions& options) {
   if (options.memory_budget < kMinMemoryBudget)
-    throw_bad_input(fmt::format("the memory budget (--memory-budget, memory_budget=) of {} is below the minimum of {}",
-                                format_bytes(options.memory_budget), format_bytes(kMinMemoryBudget)));
+    throw_bad_input(fmt::format("the memory budget of {} is below the minimum of {}", format_bytes(options.memory_budget),
+                                format_bytes(kMinMemoryBudget)),
+                    {}, ErrorHint::MemoryBudget);
 }
 
 void remove_all_quietly(const std::string& path) {

@@ -44,6 +44,7 @@ struct SynthModel {
 // new one is its row and its generator.
 struct SynthArchitecture {
   const char* name;                              // --arch
+  const char* family;                            // the recipe family its names follow (recipe `arch:`)
   SynthModel (*describe)(const SynthOptions&);  // its tensors and config.json
   bool moe;                                  // routed experts (--experts, --experts-nvfp4)
   // Written with the CLI's byte-level tokenizer, so that selq's runtime (eval,

@@ -244,13 +244,13 @@ SynthModel deepseek_v3(const SynthOptions& o) { return deepseek_like(o, MlaFlavo
 SynthModel kimi_k3(const SynthOptions& o) { return deepseek_like(o, MlaFlavor::KimiK3); }
 SynthModel kimi_k2(const SynthOptions& o) { return deepseek_like(o, MlaFlavor::KimiK2); }
 
-// {name, generator, routed experts, written with a tokenizer}
+// {name, recipe family, generator, routed experts, written with a tokenizer}
 constexpr std::array<SynthArchitecture, 5> kSynthArchitectures{{
-    {"dspark", dspark, false, false},
-    {"kimi-k3", kimi_k3, true, false},  // model_type kimi_k3 (a vision tower too): the runtime refuses it
-    {"kimi-k2", kimi_k2, true, true},
-    {"deepseek-v3", deepseek_v3, true, true},
-    {"llama", llama, false, false},
+    {"dspark", "dspark", dspark, false, false},
+    {"kimi-k3", "kimi-k3", kimi_k3, true, false},  // model_type kimi_k3 (a vision tower too): the runtime refuses it
+    {"kimi-k2", "deepseek-v3", kimi_k2, true, true},
+    {"deepseek-v3", "deepseek-v3", deepseek_v3, true, true},
+    {"llama", "llama", llama, false, false},
 }};
 
 }  // namespace

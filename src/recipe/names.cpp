@@ -1,5 +1,6 @@
 #include "recipe/names.h"
 
+#include "core/spoken_list.h"
 #include "recipe/fused_modules.h"
 
 #include <algorithm>
@@ -228,16 +229,38 @@ ArchContext make_arch_context(const nlohmann::json& config) {
   return ctx;
 }
 
-const std::vector<TemplateDef>* arch_templates(std::string_view arch) {
-  if (arch == "deepseek-v3") return &kDeepseek;
-  if (arch == "kimi-k3") return &kKimi;
-  if (arch == "dspark") return &kDspark;
-  if (arch == "llama") return &kLlama;
+std::span<const RecipeFamily> recipe_families() {
+  // One row per family. A new architecture's recipe family adds its row and
+  // its templates here (the runtime's and synth's rows name it).
+  static const std::array<RecipeFamily, 4> kFamilies{{
+      {"kimi-k3", &kKimi, true},
+      {"deepseek-v3", &kDeepseek, true},
+      {"dspark", &kDspark, true},
+      {"llama", &kLlama, false},
+  }};
+  return kFamilies;
+}
+
+const RecipeFamily* find_recipe_family(std::string_view name) {
+  for (const auto& f : recipe_families())
+    if (name == f.name) return &f;
   return nullptr;
 }
 
+std::string recipe_family_names() {
+  std::vector<std::string> v;
+  for (const auto& f : recipe_families()) v.emplace_back(f.name);
+  return spoken_list(v, "or");
+}
+
+const std::vector<TemplateDef>* arch_templates(std::string_view arch) {
+  const auto* f = find_recipe_family(arch);
+  return f ? f->templates : nullptr;
+}
+
 bool arch_has_mla(std::string_view arch) {
-  return arch == "deepseek-v3" || arch == "kimi-k3" || arch == "dspark";
+  const auto* f = find_recipe_family(arch);
+  return f && f->mla;
 }
 
 std::optional<int> parse_layer_template(std::string_view text) {

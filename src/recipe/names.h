@@ -4,6 +4,7 @@
 // over dotted name components rather than regexes because a Kimi-sized
 // checkpoint has ~10^5 tensors and std::regex costs microseconds per call.
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +48,19 @@ struct TemplateDef {
   bool (*matches)(const NameInfo&, const ArchContext&);
   const char* doc;
 };
-// Null when the arch is unknown.
+// A recipe family (recipe `arch:`, `selq plan --arch`): its name, its
+// templates (@attention, @experts, ...) and whether its attention is MLA.
+struct RecipeFamily {
+  const char* name;
+  const std::vector<TemplateDef>* templates;
+  bool mla;
+};
+std::span<const RecipeFamily> recipe_families();
+// Null when no family has that name.
+const RecipeFamily* find_recipe_family(std::string_view name);
+// "kimi-k3, deepseek-v3, dspark or llama".
+std::string recipe_family_names();
+// The family's templates; null when the arch is unknown.
 const std::vector<TemplateDef>* arch_templates(std::string_view arch);
 // "@layer:N" -> N; nullopt if the text is not of that form.
 std::optional<int> parse_layer_template(std::string_view text);

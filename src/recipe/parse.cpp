@@ -196,7 +196,7 @@ Pattern parse_pattern(const Ctx& c, const YAML::Node& n, const std::string& arch
       if (!detail::parse_layer_template(p.text)) fail(c, n, fmt::format("'{}': expected @layer:N with N a layer index", p.text));
     } else {
       const auto* table = detail::arch_templates(arch);
-      if (!table) fail(c, n, fmt::format("template '{}' needs a known 'arch' (kimi-k3, deepseek-v3, dspark, llama)", p.text));
+      if (!table) fail(c, n, fmt::format("template '{}' needs a known 'arch' ({})", p.text, detail::recipe_family_names()));
       bool found = false;
       std::string names;
       for (const auto& t : *table) {
@@ -302,7 +302,7 @@ Recipe parse_recipe(const std::string& yaml_text, const std::string& path_for_er
   if (const auto a = root["arch"]; a && !a.IsNull()) {
     r.arch = scalar(c, a, "arch");
     if (!detail::arch_templates(r.arch))
-      fail(c, a, fmt::format("unknown arch '{}' (expected one of: kimi-k3, deepseek-v3, dspark, llama)", r.arch));
+      fail(c, a, fmt::format("unknown arch '{}' (expected {})", r.arch, detail::recipe_family_names()));
   }
   // rounding too: it is every rule's unless the rule's options say otherwise.
   if (const auto rn = root["rounding"]; rn && !rn.IsNull()) r.rounding = rounding(c, rn);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/gguf/gguf.h"
+#include "runtime/gguf/gguf_tokenizer.h"
 #include "runtime/text/default_text.h"
 #include "runtime/text/tokenizer.h"
 
@@ -24,7 +25,7 @@ using selq::runtime::Tokenizer;
 namespace {
 
 Tokenizer load(const std::string& kind, const std::string& path) {
-  if (kind == "gguf") return Tokenizer::from_gguf(*selq::runtime::GgufFile::open(path));
+  if (kind == "gguf") return selq::runtime::tokenizer_from_gguf(*selq::runtime::GgufFile::open(path));
   return Tokenizer::from_tokenizer_json_file(path);
 }
 

@@ -14,7 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "runtime/gguf/gguf.h"
-#include "runtime/text/tokenizer.h"
+#include "runtime/gguf/gguf_tokenizer.h"
 
 namespace selq::runtime {
 namespace {
@@ -294,7 +294,7 @@ ImportGgufReport import_gguf(const std::string& gguf_path, const std::string& ds
   const ArchSpec& arch = arch_of(*g);
   rep.config = llama_config_from_gguf(*g);
   check_biases(*g, arch);
-  const Tokenizer tok = Tokenizer::from_gguf(*g);
+  const Tokenizer tok = tokenizer_from_gguf(*g);
   const auto plan = plan_tensors(*g);
   if (!g->find_tensor("token_embd.weight"))
     throw_bad_input("no token_embd.weight tensor", {gguf_path, "", {}});

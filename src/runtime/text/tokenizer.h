@@ -2,21 +2,21 @@
 // Byte-level BPE tokenizer (GPT-2 style, as used by SmolLM2/Llama-family and
 // Qwen2 checkpoints): added tokens matched literally, the model's split
 // pattern (PreTokenizer), byte-to-unicode mapping, merges by rank.
-// Pipeline and sources: docs/GGUF.md §4. Loads from an HF tokenizer.json
-// or from a GGUF file's tokenizer.ggml.* metadata, and writes tokenizer.json.
+// Pipeline and sources: docs/GGUF.md §4. Loads from an HF tokenizer.json or
+// from its parts (a GGUF file's tokenizer.ggml.* metadata: runtime/gguf/
+// gguf_tokenizer.h), and writes tokenizer.json.
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace selq::runtime {
-
-class GgufFile;
 
 struct AddedToken {
   std::int32_t id{0};
@@ -48,12 +48,22 @@ inline constexpr std::string_view kQwen2Pattern =
 // Splits text into pre-tokens with `kind`'s pattern.
 std::vector<std::string_view> pretokenize(std::string_view text, PreTokenizer kind);
 
+// What a byte-level BPE tokenizer is made of, whatever file held it.
+struct TokenizerParts {
+  PreTokenizer pre{PreTokenizer::Gpt2};
+  std::vector<std::string> tokens;  // by id
+  std::vector<AddedToken> added;
+  std::vector<std::pair<std::string, std::string>> merges;  // rank order
+  SpecialTokenIds special;
+};
+
 class Tokenizer {
  public:
   // `source` names the file in error messages.
   static Tokenizer from_tokenizer_json(const nlohmann::json& j, const std::string& source);
   static Tokenizer from_tokenizer_json_file(const std::string& path);
-  static Tokenizer from_gguf(const GgufFile& gguf);
+  // Bad input naming `source` when a merge or special id is not in the vocabulary.
+  static Tokenizer from_parts(TokenizerParts parts, const std::string& source);
 
   std::vector<std::int32_t> encode(std::string_view text) const;
   // Concatenated bytes of the tokens (byte-level tokens mapped back to bytes,

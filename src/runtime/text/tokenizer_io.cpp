@@ -1,4 +1,4 @@
-// Loading a tokenizer from HF tokenizer.json or GGUF metadata, and writing
+// Loading a tokenizer from HF tokenizer.json or from its parts, and writing
 // tokenizer.json. Only the byte-level BPE pipeline selq implements is
 // accepted; anything else is rejected rather than silently mis-tokenized.
 #include <fstream>
@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "runtime/gguf/gguf.h"
 #include "runtime/text/tokenizer.h"
 #include "runtime/text/tokenizer_unicode.h"
 
@@ -113,43 +112,19 @@ Tokenizer Tokenizer::from_tokenizer_json_file(const std::string& path) {
   return from_tokenizer_json(j, path);
 }
 
-Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
-  const std::string& src = g.path();
+Tokenizer Tokenizer::from_parts(TokenizerParts parts, const std::string& source) {
   Tokenizer t;
-  const std::string model = g.get_string("tokenizer.ggml.model");
-  if (model != "gpt2") unsupported(src, fmt::format("tokenizer.ggml.model '{}'", model));
-  const GgufValue* pre = g.find("tokenizer.ggml.pre");
-  const std::string pre_name = pre ? g.get_string("tokenizer.ggml.pre") : "default";
-  // llama.cpp's pre-tokenizer names (PreTokenizer says what each means).
-  if (pre_name == "smollm") t.pre_ = PreTokenizer::Smollm;
-  else if (pre_name == "qwen2") t.pre_ = PreTokenizer::Qwen2;
-  else if (pre_name == "gpt-2" || pre_name == "default") t.pre_ = PreTokenizer::Gpt2;
-  else unsupported(src, fmt::format("tokenizer.ggml.pre '{}'", pre_name));
-  std::vector<std::string> tokens = g.get_string_array("tokenizer.ggml.tokens");
-  if (g.find("tokenizer.ggml.token_type")) {
-    const auto& types = g.get_number_array("tokenizer.ggml.token_type");
-    if (types.size() != tokens.size())
-      throw_bad_input("tokenizer.ggml.token_type and tokenizer.ggml.tokens differ in length", {src, "", {}});
-    for (std::size_t i = 0; i < types.size(); ++i)
-      if (types[i] == 3 || types[i] == 4)  // control (special) or user-defined added tokens
-        t.added_.push_back({static_cast<std::int32_t>(i), tokens[i], types[i] == 3});
-  }
-  t.init_vocab(std::move(tokens), src);
-  for (const std::string& m : g.get_string_array("tokenizer.ggml.merges")) {
-    const auto sp = m.find(' ');
-    if (sp == std::string::npos)
-      throw_bad_input(fmt::format("merge '{}' has no space", m), {src, "", {}});
-    t.add_merge(std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1), src);
-  }
-  auto id = [&](const char* key) -> std::optional<std::int32_t> {
-    auto v = g.get_uint_opt(key);
-    if (!v) return std::nullopt;
-    if (*v >= t.vocab_size())
-      throw_bad_input(fmt::format("{} = {} is outside the vocabulary", key, *v), {src, "", {}});
-    return static_cast<std::int32_t>(*v);
+  t.pre_ = parts.pre;
+  t.added_ = std::move(parts.added);
+  t.init_vocab(std::move(parts.tokens), source);
+  for (const auto& [left, right] : parts.merges) t.add_merge(left, right, source);
+  auto in_vocabulary = [&](const char* what, std::optional<std::int32_t> id) {
+    if (id && (*id < 0 || static_cast<std::size_t>(*id) >= t.vocab_size()))
+      throw_bad_input(fmt::format("{} token id {} is outside the vocabulary", what, *id), {source, "", {}});
+    return id;
   };
-  t.special_ = {id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id"),
-                id("tokenizer.ggml.unknown_token_id"), id("tokenizer.ggml.padding_token_id")};
+  t.special_ = {in_vocabulary("bos", parts.special.bos), in_vocabulary("eos", parts.special.eos),
+                in_vocabulary("unknown", parts.special.unk), in_vocabulary("padding", parts.special.pad)};
   return t;
 }
 

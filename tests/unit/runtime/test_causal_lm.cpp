@@ -13,6 +13,7 @@
 #include "../small_synth.h"
 #include "core/error.h"
 #include "pipeline/synth.h"
+#include "recipe/names.h"
 #include "runtime/model/architectures.h"
 #include "runtime/model/causal_lm.h"
 #include "runtime/model/deepseek_v3.h"
@@ -234,9 +235,19 @@ TEST(ModelSeam, RowsNameFamilies) {
   EXPECT_EQ(layer_by_layer_model_types_text(), "llama, mistral, qwen2, deepseek_v3, kimi_k2 and deepseek_v2");
 }
 
-// selq synth's rows against what it writes and what the runtime runs: a row
-// written with a tokenizer is an architecture the runtime has a row for, and a
-// row says it has routed experts exactly when its tensors do.
+// Whether one of `family`'s templates named `template_name` picks `module`.
+bool picked_by(const recipe::detail::RecipeFamily& family, const char* template_name, std::string_view module,
+               const recipe::detail::ArchContext& ctx) {
+  for (const auto& t : *family.templates)
+    if (std::string_view(t.name) == template_name && t.matches(recipe::detail::NameInfo(module), ctx)) return true;
+  return false;
+}
+
+// selq synth's rows against what it writes, the recipe families and what the
+// runtime runs: a row names a recipe family whose @experts picks its routed
+// experts and whose @attention picks its attention projections; a row written
+// with a tokenizer is an architecture the runtime has a row for, of the same
+// family; a row says it has routed experts exactly when its tensors do.
 TEST(ModelSeam, SynthRowsAgreeWithTheirOutputAndTheRuntime) {
   for (const auto& a : pipeline::synth_architectures()) {
     pipeline::SynthOptions o;
@@ -246,15 +257,36 @@ TEST(ModelSeam, SynthRowsAgreeWithTheirOutputAndTheRuntime) {
     o.vocab = 512;
     const auto m = pipeline::describe_synth_model(o);
     const std::string model_type = m.config.at("model_type").get<std::string>();
+    const auto* family = recipe::detail::find_recipe_family(a.family);
+    ASSERT_NE(family, nullptr) << a.name << ": " << a.family;
     if (a.with_tokenizer) {
-      EXPECT_NE(find_runtime_architecture(model_type), nullptr) << a.name << ": " << model_type;
+      const auto* runtime_row = find_runtime_architecture(model_type);
+      ASSERT_NE(runtime_row, nullptr) << a.name << ": " << model_type;
+      EXPECT_EQ(std::string(runtime_row->family), a.family) << a.name;
     }
-    const bool experts = std::any_of(m.tensors.begin(), m.tensors.end(), [](const auto& t) {
-      return t.info.name.find(".mlp.experts.") != std::string::npos;
-    });
+    const auto ctx = recipe::detail::make_arch_context(m.config);
+    bool experts = false;
+    for (const auto& t : m.tensors) {
+      if (!t.info.name.ends_with(".weight")) continue;
+      const std::string module = t.info.name.substr(0, t.info.name.size() - 7);
+      if (module.find(".mlp.experts.") != std::string::npos) {
+        experts = true;
+        EXPECT_TRUE(picked_by(*family, "experts", module, ctx)) << a.name << ": " << module;
+      }
+      if (module.find(".self_attn.") != std::string::npos && module.ends_with("_proj") &&
+          !module.ends_with("_res_proj")) {
+        EXPECT_TRUE(picked_by(*family, "attention", module, ctx)) << a.name << ": " << module;
+      }
+    }
     EXPECT_EQ(a.moe, experts) << a.name;
   }
   EXPECT_THROW(pipeline::synth_architecture("gpt2"), Error);
+}
+
+// Every runtime row's family is a recipe family (its recipes' `arch:`).
+TEST(ModelSeam, RuntimeRowsNameRecipeFamilies) {
+  for (const auto& a : runtime_architectures())
+    EXPECT_NE(recipe::detail::find_recipe_family(a.family), nullptr) << a.model_type << ": " << a.family;
 }
 
 // `selq synth --arch kimi-k2`: DeepSeek-V3's code under model_type kimi_k2 with

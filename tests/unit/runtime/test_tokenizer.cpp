@@ -142,6 +142,22 @@ TEST(Tokenizer, RejectsWhatItCannotDo) {
   EXPECT_THROW(Tokenizer::from_tokenizer_json(nlohmann::json::object(), "t"), Error);
 }
 
+// The parts a GGUF file's metadata is read into build the same tokenizer as
+// the tokenizer.json that holds them, and a special id outside is refused.
+TEST(Tokenizer, FromPartsMatchesTheJsonOfTheSameParts) {
+  const Tokenizer from_json = Tokenizer::from_tokenizer_json(tiny_json({"a b"}), "t");
+  TokenizerParts parts;
+  parts.pre = from_json.pre_tokenizer();
+  for (std::size_t i = 0; i < from_json.vocab_size(); ++i) parts.tokens.push_back(from_json.token(static_cast<std::int32_t>(i)));
+  parts.added = from_json.added_tokens();
+  parts.merges = {{"a", "b"}};
+  const Tokenizer from_parts = Tokenizer::from_parts(parts, "parts");
+  EXPECT_EQ(from_parts.to_tokenizer_json(), from_json.to_tokenizer_json());
+  EXPECT_EQ(from_parts.encode("ab ba"), from_json.encode("ab ba"));
+  parts.special.eos = static_cast<std::int32_t>(parts.tokens.size());
+  EXPECT_THROW(Tokenizer::from_parts(parts, "parts"), Error);
+}
+
 TEST(ImportGguf, TensorNames) {
   EXPECT_EQ(hf_llama_tensor_name("token_embd.weight"), "model.embed_tokens.weight");
   EXPECT_EQ(hf_llama_tensor_name("blk.12.attn_k.weight"), "model.layers.12.self_attn.k_proj.weight");
