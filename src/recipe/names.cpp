@@ -1,5 +1,6 @@
 #include "recipe/names.h"
 
+#include "core/expert_name.h"
 #include "core/spoken_list.h"
 #include "recipe/fused_modules.h"
 
@@ -298,12 +299,7 @@ std::string_view quantized_suffix(std::string_view tensor) {
 std::string fused_group_key(const NameInfo& n) {
   // All projections of all routed experts of one layer: engines build one
   // fused MoE module and read the scheme of expert 0 (docs/ENGINE_RULES.md §1.2).
-  for (std::size_t i = 0; i + 1 < n.comps.size(); ++i) {
-    if (n.comps[i] == "experts") {
-      std::size_t len = static_cast<std::size_t>(n.comps[i].data() + n.comps[i].size() - n.module.data());
-      return std::string(n.module.substr(0, len));
-    }
-  }
+  if (const auto container = experts_container(n.module)) return std::string(*container);
   return fused_shard_key(n.module);
 }
 
@@ -325,12 +321,14 @@ std::optional<int> layer_index_of(std::string_view name) {
 }
 
 std::string layer_relative_kind(std::string_view module) {
-  const detail::NameInfo n(module);
+  std::string name(module);  // a routed expert's index as "*": every expert is one kind
+  if (const auto e = parse_routed_expert(module); e && !e->rest.empty())
+    name.replace(static_cast<std::size_t>(e->index.data() - module.data()), e->index.size(), "*");
+  const detail::NameInfo n(name);
   std::string out;
   for (std::size_t i = n.layer < 0 ? 0 : n.rest_begin; i < n.comps.size(); ++i) {
     if (!out.empty()) out += '.';
-    const bool expert_index = i > 0 && i + 1 < n.comps.size() && n.comps[i - 1] == "experts" && detail::parse_uint(n.comps[i]);
-    out += expert_index ? std::string_view("*") : n.comps[i];
+    out += n.comps[i];
   }
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include "core/expert_name.h"
 
+using selq::experts_container;
 using selq::parse_routed_expert;
 
 TEST(ExpertName, SplitsEachArchitecturesNames) {
@@ -37,4 +38,14 @@ TEST(ExpertName, RefusesLookAlikes) {
                         "model.layers.3.mlp.experts.1a.w1",              // not digits
                         "model.layers.3.mlp.down_proj", ""})
     EXPECT_FALSE(parse_routed_expert(n)) << n;
+}
+
+// The fused MoE module's name: a routed expert's or a stack's container.
+TEST(ExpertName, ContainerOfExpertsAndStacks) {
+  EXPECT_EQ(experts_container("model.layers.3.mlp.experts.9.down_proj"), "model.layers.3.mlp.experts");
+  EXPECT_EQ(experts_container("model.layers.3.mlp.experts.gate_up_proj"), "model.layers.3.mlp.experts");
+  EXPECT_EQ(experts_container("model.layers.3.block_sparse_moe.experts.0.w1"), "model.layers.3.block_sparse_moe.experts");
+  for (const char* n : {"model.layers.3.mlp.shared_experts.down_proj", "model.layers.3.mlp.experts",
+                        "model.layers.3.mlp.my_experts.1.w1", "model.layers.3.mlp.down_proj", ""})
+    EXPECT_FALSE(experts_container(n)) << n;
 }

@@ -31,6 +31,12 @@ TEST(FusedModules, SchemeGroupsAreTheFusedModulesOrTheLayersExperts) {
   EXPECT_EQ(detail::fused_group_key(detail::NameInfo("model.layers.3.mlp.experts.9.down_proj")),
             "model.layers.3.mlp.experts");
   EXPECT_EQ(detail::fused_group_key(detail::NameInfo("model.layers.3.self_attn.o_proj")), "");
+  // transformers 5's 3-D stacks: both stacks of a layer are its one fused MoE module.
+  EXPECT_EQ(detail::fused_group_key(detail::NameInfo("model.layers.3.mlp.experts.gate_up_proj")),
+            "model.layers.3.mlp.experts");
+  EXPECT_EQ(detail::fused_group_key(detail::NameInfo("model.layers.3.mlp.experts.down_proj")),
+            "model.layers.3.mlp.experts");
+  EXPECT_EQ(detail::fused_group_key(detail::NameInfo("model.layers.3.mlp.shared_experts.down_proj")), "");
 }
 
 }  // namespace
