@@ -69,20 +69,54 @@ void CalibrationResult::save(const std::string& json_path) const {
 }
 
 void SquareSums::add(const float* x, std::int64_t n, std::int64_t in) {
-  sum.resize(static_cast<std::size_t>(in), 0.0);
+  window.resize(static_cast<std::size_t>(in), 0.0);
+  sum.resize(static_cast<std::size_t>(in), 0);
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t c = 0; c < in; ++c) {
       const double v = x[i * in + c];
-      sum[static_cast<std::size_t>(c)] += v * v;
+      window[static_cast<std::size_t>(c)] += v * v;
     }
   rows += n;
+}
+
+void SquareSums::close_window(const std::string& module) {
+  constexpr double kLimit = 0x1p78;  // 2^78 · 2^48 < 2^127: room for 2^49 such windows
+  for (std::size_t c = 0; c < window.size(); ++c) {
+    if (!(window[c] < kLimit))  // false for NaN
+      throw_bad_input(fmt::format("{}: input channel {}'s sum of squares over a window is {}, beyond the moments' "
+                                  "range (below 2^78)",
+                                  module, c, window[c]));
+    sum[c] += static_cast<Fixed>(std::ldexp(window[c], kFractionBits) + 0.5);  // to the nearest unit
+    window[c] = 0.0;
+  }
+}
+
+void SquareSums::merge(const SquareSums& other) {
+  sum.resize(std::max(sum.size(), other.sum.size()), 0);
+  for (std::size_t c = 0; c < other.sum.size(); ++c) sum[c] += other.sum[c];
+  rows += other.rows;
 }
 
 std::vector<float> SquareSums::means() const {
   if (rows == 0) return {};
   std::vector<float> m(sum.size());
-  for (std::size_t c = 0; c < m.size(); ++c) m[c] = static_cast<float>(sum[c] / static_cast<double>(rows));
+  for (std::size_t c = 0; c < m.size(); ++c)
+    m[c] = static_cast<float>(std::ldexp(static_cast<double>(sum[c]), -kFractionBits) / static_cast<double>(rows));
   return m;
+}
+
+nlohmann::json SquareSums::to_json() const {
+  nlohmann::json halves = nlohmann::json::array();
+  for (const Fixed s : sum) halves.push_back({static_cast<std::uint64_t>(s >> 64), static_cast<std::uint64_t>(s)});
+  return {{"rows", rows}, {"sum", std::move(halves)}};
+}
+
+SquareSums SquareSums::from_json(const nlohmann::json& j) {
+  SquareSums s;
+  s.rows = j.at("rows").get<std::int64_t>();
+  for (const auto& h : j.at("sum"))
+    s.sum.push_back((static_cast<Fixed>(h.at(0).get<std::uint64_t>()) << 64) | h.at(1).get<std::uint64_t>());
+  return s;
 }
 
 void record_input_amax(std::map<std::string, float>& amax, const Linear& l, const float* x, std::int64_t rows) {
@@ -138,20 +172,20 @@ std::map<std::string, SquareSums> run_hooked(CausalLM& model, const std::vector<
     model.reset();
     model.forward(std::span(toks).subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(std::min(context, n - b))),
                   false);
+    for (auto& [module, s] : state.sq) s.close_window(module);  // the ranks' unit: the same bits for any split
     if (on_progress) on_progress(static_cast<std::uint64_t>(w - first + 1), static_cast<std::uint64_t>(last - first));
   }
   model.set_activation_hook(nullptr, nullptr);
   return std::move(state.sq);
 }
 
-// Under mpirun: every rank's amax, expert tokens and Σ x² (JSON, whose doubles
-// read back exactly) gathered on rank 0 and merged in rank order: a max and
-// integer sums are exact, so the amax and token counts are one process's; the
-// Σ x² are summed rank by rank, so a mean may differ from one process's in its
-// last bit. True on rank 0 (r and sq now the whole run's).
+// Under mpirun: every rank's amax, expert tokens and Σ x² (JSON, whose floats
+// and integers read back exactly) gathered on rank 0 and merged: a max and
+// integer sums are exact, so all of it is one process's, the moments too
+// (SquareSums). True on rank 0 (r and sq now the whole run's).
 bool merge_on_rank_zero(dist::Ranks& ranks, CalibrationResult& r, std::map<std::string, SquareSums>& sq) {
   nlohmann::json mine = {{"amax", r.amax}, {"expert_tokens", r.expert_tokens}};
-  for (const auto& [m, s] : sq) mine["sums"][m] = {{"rows", s.rows}, {"sum", s.sum}};
+  for (const auto& [m, s] : sq) mine["sums"][m] = s.to_json();
   const std::vector<std::string> all = ranks.gather_text(mine.dump());
   if (ranks.rank() != 0) return false;
   for (std::size_t k = 1; k < all.size(); ++k) {
@@ -162,13 +196,7 @@ bool merge_on_rank_zero(dist::Ranks& ranks, CalibrationResult& r, std::map<std::
     }
     for (const auto& [e, n] : j.at("expert_tokens").items()) r.expert_tokens[e] += n.get<std::int64_t>();
     if (!j.contains("sums")) continue;
-    for (const auto& [m, v] : j.at("sums").items()) {
-      SquareSums& s = sq[m];
-      const auto theirs = v.at("sum").get<std::vector<double>>();
-      s.sum.resize(theirs.size(), 0.0);
-      for (std::size_t c = 0; c < theirs.size(); ++c) s.sum[c] += theirs[c];
-      s.rows += v.at("rows").get<std::int64_t>();
-    }
+    for (const auto& [m, v] : j.at("sums").items()) sq[m].merge(SquareSums::from_json(v));
   }
   return true;
 }

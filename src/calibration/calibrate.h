@@ -50,14 +50,32 @@ struct CalibrationResult {
 // The moments file `save` writes beside `json_path`: calib.json -> calib.moments.safetensors.
 std::string input_moments_path_for(const std::string& json_path);
 
-// Σ x² per input channel of a linear's inputs and the rows seen, in double:
-// the input second moments of calibrate and of the planner's +weighted candidates.
+// Σ x² per input channel of a linear's inputs and the rows seen: the input
+// second moments of calibrate and of the planner's +weighted candidates.
+// The same bits however the windows are split among ranks: a window's rows
+// are summed in double in the order the model runs them, then each closed
+// window's sums, rounded to multiples of 2^-48 (far below a float mean's last
+// bit for any channel that carries signal), are added in 128-bit integers,
+// whose sums do not depend on their order.
 struct SquareSums {
-  std::vector<double> sum;
+  __extension__ typedef unsigned __int128 Fixed;
+  static constexpr int kFractionBits = 48;
+
+  std::vector<double> window;  // the open window's Σ x²
+  std::vector<Fixed> sum;      // the closed windows', in units of 2^-48
   std::int64_t rows{0};
   void add(const float* x, std::int64_t rows, std::int64_t in);
-  // The mean x² per channel; empty when no row was added.
+  // Adds the open window to `sum`; BadInput naming `module` when a sum is
+  // not finite or too large for the exact sums (2^78).
+  void close_window(const std::string& module);
+  // Adds another's closed windows.
+  void merge(const SquareSums& other);
+  // The mean x² per channel over the closed windows; empty when none was closed.
   std::vector<float> means() const;
+  // {"rows": N, "sum": [[high, low], ...]} of the closed windows (64-bit
+  // halves: JSON integers read back exactly).
+  nlohmann::json to_json() const;
+  static SquareSums from_json(const nlohmann::json& j);
 };
 
 // Raises `amax[l.module]` to the max |x| of the `rows` inputs a linear-hook

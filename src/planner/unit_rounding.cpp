@@ -23,6 +23,7 @@ std::vector<float> RoundingInputs::channel_weights(const std::string& module) {
     for (const auto& w : windows_) {
       model_.reset();
       model_.forward(w, false);
+      for (auto& [m, s] : moments_) s.close_window(m);  // calibrate's windows: its bits
     }
     model_.set_activation_hook(nullptr, nullptr);
     model_.reset();
