@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -105,17 +106,16 @@ std::vector<float> SquareSums::means() const {
   return m;
 }
 
-nlohmann::json SquareSums::to_json() const {
-  nlohmann::json halves = nlohmann::json::array();
-  for (const Fixed s : sum) halves.push_back({static_cast<std::uint64_t>(s >> 64), static_cast<std::uint64_t>(s)});
-  return {{"rows", rows}, {"sum", std::move(halves)}};
+void SquareSums::append_limbs(std::vector<std::uint64_t>& out, std::size_t channels) const {
+  for (std::size_t c = 0; c < channels; ++c) {
+    const Fixed s = c < sum.size() ? sum[c] : 0;
+    for (std::size_t k = 0; k < kLimbs; ++k) out.push_back(static_cast<std::uint32_t>(s >> (32 * k)));
+  }
 }
 
-SquareSums SquareSums::from_json(const nlohmann::json& j) {
-  SquareSums s;
-  s.rows = j.at("rows").get<std::int64_t>();
-  for (const auto& h : j.at("sum"))
-    s.sum.push_back((static_cast<Fixed>(h.at(0).get<std::uint64_t>()) << 64) | h.at(1).get<std::uint64_t>());
+SquareSums::Fixed SquareSums::from_limbs(const std::uint64_t* limbs) {
+  Fixed s = 0;
+  for (std::size_t k = 0; k < kLimbs; ++k) s += static_cast<Fixed>(limbs[k]) << (32 * k);
   return s;
 }
 
@@ -179,26 +179,65 @@ std::map<std::string, SquareSums> run_hooked(CausalLM& model, const std::vector<
   return std::move(state.sq);
 }
 
-// Under mpirun: every rank's amax, expert tokens and Σ x² (JSON, whose floats
-// and integers read back exactly) gathered on rank 0 and merged: a max and
-// integer sums are exact, so all of it is one process's, the moments too
-// (SquareSums). True on rank 0 (r and sq now the whole run's).
+// Every rank's Σ x² summed on rank 0, exactly: the modules of `shapes` in
+// their order, each channel's limbs summed across ranks (a piece of at most
+// kPieceChannels channels at a time, so a trillion-parameter model's moments
+// need no more than ~128 MB at once). `shapes`: module -> [rows, channels] of
+// the whole run.
+void sum_square_sums(dist::Ranks& ranks, const nlohmann::json& shapes, std::map<std::string, SquareSums>& sq) {
+  constexpr std::size_t kPieceChannels = std::size_t{1} << 22;
+  std::vector<std::uint64_t> limbs;
+  std::vector<std::string> modules;  // of the piece
+  auto exchange = [&] {
+    ranks.sum_u64(limbs);
+    const std::uint64_t* at = limbs.data();
+    for (const std::string& m : modules) {
+      const auto& shape = shapes.at(m);
+      SquareSums& s = sq[m];
+      s.sum.assign(shape.at(1).get<std::size_t>(), 0);
+      s.window.assign(s.sum.size(), 0.0);
+      for (auto& v : s.sum) v = SquareSums::from_limbs(std::exchange(at, at + SquareSums::kLimbs));
+      s.rows = shape.at(0).get<std::int64_t>();
+    }
+    limbs.clear();
+    modules.clear();
+  };
+  for (const auto& [m, shape] : shapes.items()) {
+    static const SquareSums kNone;  // a module this rank's windows never reached
+    const auto it = sq.find(m);
+    (it == sq.end() ? kNone : it->second).append_limbs(limbs, shape.at(1).get<std::size_t>());
+    modules.push_back(m);
+    if (limbs.size() >= kPieceChannels * SquareSums::kLimbs) exchange();
+  }
+  if (!modules.empty()) exchange();
+}
+
+// Under mpirun: every rank's amax and expert tokens gathered on rank 0 and
+// merged (a max and integer sums: exact), with each module's rows and channel
+// count; then the Σ x² summed exactly (sum_square_sums). So all of it is one
+// process's. True on rank 0 (r and sq now the whole run's).
 bool merge_on_rank_zero(dist::Ranks& ranks, CalibrationResult& r, std::map<std::string, SquareSums>& sq) {
-  nlohmann::json mine = {{"amax", r.amax}, {"expert_tokens", r.expert_tokens}};
-  for (const auto& [m, s] : sq) mine["sums"][m] = s.to_json();
+  nlohmann::json mine = {{"amax", r.amax}, {"expert_tokens", r.expert_tokens}, {"moments", nlohmann::json::object()}};
+  for (const auto& [m, s] : sq) mine["moments"][m] = {s.rows, s.sum.size()};
   const std::vector<std::string> all = ranks.gather_text(mine.dump());
-  if (ranks.rank() != 0) return false;
-  for (std::size_t k = 1; k < all.size(); ++k) {
-    const auto j = nlohmann::json::parse(all[k]);
+  nlohmann::json shapes = nlohmann::json::object();  // module -> [rows, channels] over every rank
+  for (const std::string& text : all) {
+    const auto j = nlohmann::json::parse(text);
+    for (const auto& [m, v] : j.at("moments").items()) {
+      auto& shape = shapes[m];
+      if (shape.is_null()) shape = {0, v.at(1)};
+      shape[0] = shape[0].get<std::int64_t>() + v.at(0).get<std::int64_t>();
+    }
+    if (&text == &all.front()) continue;  // rank 0's own amax and tokens are r's
     for (const auto& [m, v] : j.at("amax").items()) {
       float& a = r.amax[m];
       a = std::max(a, v.get<float>());
     }
     for (const auto& [e, n] : j.at("expert_tokens").items()) r.expert_tokens[e] += n.get<std::int64_t>();
-    if (!j.contains("sums")) continue;
-    for (const auto& [m, v] : j.at("sums").items()) sq[m].merge(SquareSums::from_json(v));
   }
-  return true;
+  shapes = nlohmann::json::parse(ranks.broadcast_text(ranks.rank() == 0 ? shapes.dump() : std::string()));
+  sum_square_sums(ranks, shapes, sq);
+  return ranks.rank() == 0;
 }
 
 // Routed experts no token reached (listed in `unreached`): the largest amax of

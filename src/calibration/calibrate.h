@@ -72,10 +72,13 @@ struct SquareSums {
   void merge(const SquareSums& other);
   // The mean x² per channel over the closed windows; empty when none was closed.
   std::vector<float> means() const;
-  // {"rows": N, "sum": [[high, low], ...]} of the closed windows (64-bit
-  // halves: JSON integers read back exactly).
-  nlohmann::json to_json() const;
-  static SquareSums from_json(const nlohmann::json& j);
+  // The closed windows' sums for exchange between ranks: kLimbs 32-bit limbs
+  // per channel, each in a 64-bit word (so that the words of up to 2^32 ranks
+  // add without overflow), zeros past this module's channels.
+  static constexpr std::size_t kLimbs = 4;
+  void append_limbs(std::vector<std::uint64_t>& out, std::size_t channels) const;
+  // A channel's sum from its (summed) limbs.
+  static Fixed from_limbs(const std::uint64_t* limbs);
 };
 
 // Raises `amax[l.module]` to the max |x| of the `rows` inputs a linear-hook

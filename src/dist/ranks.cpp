@@ -17,6 +17,7 @@ class SingleRank final : public Ranks {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   void max_floats(std::span<float>) override {}
+  void sum_u64(std::span<std::uint64_t>) override {}
   std::vector<std::string> gather_text(const std::string& mine) override { return {mine}; }
   std::string broadcast_text(const std::string& text) override { return text; }
   void barrier() override {}

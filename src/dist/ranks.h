@@ -2,6 +2,7 @@
 // The ranks of a run: the processes mpirun or srun started (Open MPI), or the
 // one process of a plain run. The pipeline and the planner ask only this of
 // them, so they hold no MPI calls and build without MPI.
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -16,6 +17,9 @@ class Ranks {
   virtual int size() const = 0;
   // Element-wise max over all ranks, in place (the same values on every rank).
   virtual void max_floats(std::span<float> values) = 0;
+  // Element-wise sum over all ranks, in place (the same values on every rank);
+  // wrapping past 2^64, so callers keep their sums far below it.
+  virtual void sum_u64(std::span<std::uint64_t> values) = 0;
   // Every rank's text in rank order on rank 0; empty on the others.
   virtual std::vector<std::string> gather_text(const std::string& mine) = 0;
   // Rank 0's text on every rank.

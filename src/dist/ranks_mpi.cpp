@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -45,7 +46,7 @@ struct Mpi {
   decltype(&MPI_Test) test{};
   MPI_Comm world{};
   MPI_Datatype f32{}, i32{}, u64{}, chars{};
-  MPI_Op max{};
+  MPI_Op max{}, sum{};
 
   void* sym(const char* name) const {
     void* p = ::dlsym(lib, name);
@@ -83,6 +84,7 @@ struct Mpi {
     u64 = static_cast<MPI_Datatype>(sym("ompi_mpi_unsigned_long_long"));
     chars = static_cast<MPI_Datatype>(sym("ompi_mpi_char"));
     max = static_cast<MPI_Op>(sym("ompi_mpi_op_max"));
+    sum = static_cast<MPI_Op>(sym("ompi_mpi_op_sum"));
   }
 };
 
@@ -101,15 +103,20 @@ class MpiRanks final : public Ranks {
   int size() const override { return size_; }
   void max_floats(std::span<float> v) override {
     wait_for_all();
-    m_.allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), m_.f32, m_.max, m_.world);
+    for_each_piece(v, [&](float* p, int n) { m_.allreduce(MPI_IN_PLACE, p, n, m_.f32, m_.max, m_.world); });
+  }
+  void sum_u64(std::span<std::uint64_t> v) override {
+    wait_for_all();
+    for_each_piece(v, [&](std::uint64_t* p, int n) { m_.allreduce(MPI_IN_PLACE, p, n, m_.u64, m_.sum, m_.world); });
   }
   std::vector<std::string> gather_text(const std::string& mine) override {
+    int n = text_count(mine.size());
     wait_for_all();
-    int n = static_cast<int>(mine.size());
     std::vector<int> sizes(rank_ == 0 ? size_ : 0), offsets(sizes.size());
     m_.gather(&n, 1, m_.i32, sizes.data(), 1, m_.i32, 0, m_.world);
     std::string all;
     if (rank_ == 0) {
+      text_count(std::accumulate(sizes.begin(), sizes.end(), std::size_t{0}));  // the offsets are ints too
       std::exclusive_scan(sizes.begin(), sizes.end(), offsets.begin(), 0);
       all.resize(static_cast<std::size_t>(offsets.back() + sizes.back()));
     }
@@ -124,7 +131,7 @@ class MpiRanks final : public Ranks {
     unsigned long long n = text.size();
     m_.bcast(&n, 1, m_.u64, 0, m_.world);
     std::string out = rank_ == 0 ? text : std::string(n, '\0');
-    m_.bcast(out.data(), static_cast<int>(n), m_.chars, 0, m_.world);
+    m_.bcast(out.data(), text_count(n), m_.chars, 0, m_.world);
     return out;
   }
   void barrier() override { wait_for_all(); }
@@ -134,6 +141,22 @@ class MpiRanks final : public Ranks {
   }
 
  private:
+  // A text's length as MPI's int count; refused past it (texts are the small
+  // exchanges: large ones go as numbers, in pieces).
+  static int text_count(std::size_t bytes) {
+    if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw_unsupported(fmt::format("an exchange between ranks of {} bytes of text is beyond MPI's count (2 GiB)", bytes));
+    return static_cast<int>(bytes);
+  }
+
+  // MPI counts are ints: a longer span goes in pieces of 2^27 elements.
+  template <class T, class F>
+  static void for_each_piece(std::span<T> v, F exchange) {
+    constexpr std::size_t kPiece = std::size_t{1} << 27;
+    for (std::size_t at = 0; at < v.size(); at += kPiece)
+      exchange(v.data() + at, static_cast<int>(std::min(kPiece, v.size() - at)));
+  }
+
   // Open MPI's blocking collectives spin while they wait: a rank done with
   // its shards then burnt a core that its peers' TBB workers on the same node
   // could use (on 2 cores, the rank that finished first used 3.7-4.1 CPU s for

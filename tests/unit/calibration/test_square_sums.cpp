@@ -92,11 +92,27 @@ TEST(SquareSums, MeansMatchALongDoubleReference) {
   }
 }
 
-TEST(SquareSums, JsonReadsBackTheSameBits) {
-  const SquareSums s = shared(wide_rows(), {kRows / kWindowRows});
-  const SquareSums back = SquareSums::from_json(nlohmann::json::parse(s.to_json().dump()));
-  EXPECT_EQ(back.rows, s.rows);
-  EXPECT_TRUE(back.sum == s.sum);
+// The limbs ranks add: one share's read back, and two shares' limbs added
+// word by word give the sum of the two.
+TEST(SquareSums, LimbsAddUpToTheSums) {
+  const auto x = wide_rows();
+  const SquareSums one = shared(x, {kRows / kWindowRows}), first = windows(x, 0, 4), rest = windows(x, 4, 10);
+  std::vector<std::uint64_t> a, b;
+  first.append_limbs(a, kIn + 1);  // one channel more: zeros
+  rest.append_limbs(b, kIn + 1);
+  ASSERT_EQ(a.size(), (kIn + 1) * SquareSums::kLimbs);
+  for (std::size_t c = 0; c < static_cast<std::size_t>(kIn); ++c)
+    EXPECT_TRUE(SquareSums::from_limbs(&a[c * SquareSums::kLimbs]) == first.sum[c]);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  for (std::size_t c = 0; c < static_cast<std::size_t>(kIn); ++c)
+    EXPECT_TRUE(SquareSums::from_limbs(&a[c * SquareSums::kLimbs]) == one.sum[c]) << c;
+  EXPECT_TRUE(SquareSums::from_limbs(&a[kIn * SquareSums::kLimbs]) == 0);
+  // A sum past 2^64 keeps its high words.
+  SquareSums big;
+  big.sum = {(SquareSums::Fixed{1} << 100) + 12345};
+  std::vector<std::uint64_t> l;
+  big.append_limbs(l, 1);
+  EXPECT_TRUE(SquareSums::from_limbs(l.data()) == big.sum[0]);
 }
 
 TEST(SquareSums, SumsOutOfRangeAreRefusedNamingTheModule) {
