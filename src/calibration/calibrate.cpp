@@ -77,7 +77,7 @@ void SquareSums::add(const float* x, std::int64_t n, std::int64_t in) {
       const double v = x[i * in + c];
       window[static_cast<std::size_t>(c)] += v * v;
     }
-  rows += n;
+  window_rows += n;
 }
 
 void SquareSums::close_window(const std::string& module) {
@@ -90,12 +90,7 @@ void SquareSums::close_window(const std::string& module) {
     sum[c] += static_cast<Fixed>(std::ldexp(window[c], kFractionBits) + 0.5);  // to the nearest unit
     window[c] = 0.0;
   }
-}
-
-void SquareSums::merge(const SquareSums& other) {
-  sum.resize(std::max(sum.size(), other.sum.size()), 0);
-  for (std::size_t c = 0; c < other.sum.size(); ++c) sum[c] += other.sum[c];
-  rows += other.rows;
+  rows += std::exchange(window_rows, 0);
 }
 
 std::vector<float> SquareSums::means() const {
@@ -179,11 +174,11 @@ std::map<std::string, SquareSums> run_hooked(CausalLM& model, const std::vector<
   return std::move(state.sq);
 }
 
-// Every rank's Σ x² summed on rank 0, exactly: the modules of `shapes` in
-// their order, each channel's limbs summed across ranks (a piece of at most
-// kPieceChannels channels at a time, so a trillion-parameter model's moments
-// need no more than ~128 MB at once). `shapes`: module -> [rows, channels] of
-// the whole run.
+// Every rank's Σ x² summed into rank 0's `sq`, exactly: the modules of
+// `shapes` in their order, each channel's limbs summed across ranks (a piece
+// of at most kPieceChannels channels at a time, so a trillion-parameter
+// model's moments need no more than ~128 MB at once on the way). `shapes`:
+// module -> [rows, channels] of the whole run.
 void sum_square_sums(dist::Ranks& ranks, const nlohmann::json& shapes, std::map<std::string, SquareSums>& sq) {
   constexpr std::size_t kPieceChannels = std::size_t{1} << 22;
   std::vector<std::uint64_t> limbs;
@@ -191,7 +186,7 @@ void sum_square_sums(dist::Ranks& ranks, const nlohmann::json& shapes, std::map<
   auto exchange = [&] {
     ranks.sum_u64(limbs);
     const std::uint64_t* at = limbs.data();
-    for (const std::string& m : modules) {
+    for (const std::string& m : ranks.rank() == 0 ? modules : std::vector<std::string>{}) {
       const auto& shape = shapes.at(m);
       SquareSums& s = sq[m];
       s.sum.assign(shape.at(1).get<std::size_t>(), 0);

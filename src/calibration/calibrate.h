@@ -62,15 +62,14 @@ struct SquareSums {
   static constexpr int kFractionBits = 48;
 
   std::vector<double> window;  // the open window's Σ x²
+  std::int64_t window_rows{0};
   std::vector<Fixed> sum;      // the closed windows', in units of 2^-48
-  std::int64_t rows{0};
+  std::int64_t rows{0};        // the closed windows'
   void add(const float* x, std::int64_t rows, std::int64_t in);
   // Adds the open window to `sum`; BadInput naming `module` when a sum is
   // not finite or too large for the exact sums (2^78).
   void close_window(const std::string& module);
-  // Adds another's closed windows.
-  void merge(const SquareSums& other);
-  // The mean x² per channel over the closed windows; empty when none was closed.
+  // The mean x² per channel over the closed windows; empty when none had a row.
   std::vector<float> means() const;
   // The closed windows' sums for exchange between ranks: kLimbs 32-bit limbs
   // per channel, each in a 64-bit word (so that the words of up to 2^32 ranks

@@ -41,17 +41,25 @@ SquareSums windows(const std::vector<float>& x, std::int64_t first, std::int64_t
   return s;
 }
 
-// The windows shared among ranks as contiguous runs cut at `cuts`, merged on
-// "rank 0" last share first.
+// The windows shared among ranks as contiguous runs cut at `cuts`, their sums
+// exchanged as calibrate's ranks do: each share's limbs (one channel more
+// than it has: zeros), added word by word (MPI_SUM), read back.
 SquareSums shared(const std::vector<float>& x, const std::vector<std::int64_t>& cuts) {
-  std::vector<SquareSums> shares;
+  std::vector<std::uint64_t> words((kIn + 1) * SquareSums::kLimbs, 0);
+  SquareSums all;
   std::int64_t first = 0;
   for (std::int64_t last : cuts) {
-    shares.push_back(windows(x, first, last));
+    const SquareSums share = windows(x, first, last);
+    std::vector<std::uint64_t> limbs;
+    share.append_limbs(limbs, kIn + 1);
+    for (std::size_t i = 0; i < words.size(); ++i) words[i] += limbs[i];
+    all.rows += share.rows;
     first = last;
   }
-  SquareSums all;
-  for (auto it = shares.rbegin(); it != shares.rend(); ++it) all.merge(*it);
+  for (std::size_t c = 0; c <= static_cast<std::size_t>(kIn); ++c)
+    all.sum.push_back(SquareSums::from_limbs(&words[c * SquareSums::kLimbs]));
+  EXPECT_TRUE(all.sum.back() == 0);  // the padding channel
+  all.sum.pop_back();
   return all;
 }
 
@@ -92,22 +100,18 @@ TEST(SquareSums, MeansMatchALongDoubleReference) {
   }
 }
 
-// The limbs ranks add: one share's read back, and two shares' limbs added
-// word by word give the sum of the two.
-TEST(SquareSums, LimbsAddUpToTheSums) {
+// One process's sums are its windows' closed sums, rows included; a sum past
+// 2^64 keeps its high words through the limbs.
+TEST(SquareSums, OneProcessAndLimbsKeepEveryBit) {
   const auto x = wide_rows();
-  const SquareSums one = shared(x, {kRows / kWindowRows}), first = windows(x, 0, 4), rest = windows(x, 4, 10);
-  std::vector<std::uint64_t> a, b;
-  first.append_limbs(a, kIn + 1);  // one channel more: zeros
-  rest.append_limbs(b, kIn + 1);
-  ASSERT_EQ(a.size(), (kIn + 1) * SquareSums::kLimbs);
-  for (std::size_t c = 0; c < static_cast<std::size_t>(kIn); ++c)
-    EXPECT_TRUE(SquareSums::from_limbs(&a[c * SquareSums::kLimbs]) == first.sum[c]);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
-  for (std::size_t c = 0; c < static_cast<std::size_t>(kIn); ++c)
-    EXPECT_TRUE(SquareSums::from_limbs(&a[c * SquareSums::kLimbs]) == one.sum[c]) << c;
-  EXPECT_TRUE(SquareSums::from_limbs(&a[kIn * SquareSums::kLimbs]) == 0);
-  // A sum past 2^64 keeps its high words.
+  SquareSums open;
+  open.add(x.data(), 5, kIn);
+  EXPECT_TRUE(open.means().empty());  // nothing closed yet
+  open.close_window("m");
+  EXPECT_EQ(open.rows, 5);
+  const SquareSums whole = windows(x, 0, kRows / kWindowRows), one = shared(x, {kRows / kWindowRows});
+  EXPECT_EQ(whole.rows, kRows);
+  EXPECT_TRUE(whole.sum == one.sum);
   SquareSums big;
   big.sum = {(SquareSums::Fixed{1} << 100) + 12345};
   std::vector<std::uint64_t> l;
