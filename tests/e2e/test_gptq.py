@@ -211,10 +211,13 @@ class Gptq(unittest.TestCase):
         # is refused by the runtime by its model_type, before its missing tokenizer.
         k3 = os.path.join(self.tmp.name, "k3")
         E.selq("synth", "--arch", "kimi-k3", "--scale", "64", "--layers", "2", "--experts", "4", "--vocab", "512", k3)
-        r = E.selq("eval", k3, k3, "--max-tokens", "64", check=False)
-        self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("model_type 'kimi_k3' is not an architecture the runtime runs", r.stderr)
-        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        for args in (("eval", k3, k3, "--max-tokens", "64"), ("calibrate", k3, "-o", os.path.join(self.tmp.name, "c.json")),
+                     ("sensitivity", k3, "-o", os.path.join(self.tmp.name, "s.json"), "--tier", "activation-aware")):
+            with self.subTest(command=args[0]):
+                r = E.selq(*args, check=False)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("model_type 'kimi_k3' is not an architecture the runtime runs", r.stderr)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
     def test_planner_scores_gptq_candidates_and_emits_their_rule(self):
         sens = os.path.join(self.tmp.name, "sens-gptq.json")

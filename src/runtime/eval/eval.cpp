@@ -53,6 +53,7 @@ double expected_accepted(const std::vector<double>& alpha) {
 }
 
 Tokenizer tokenizer_of(const std::string& dir) {
+  require_runtime_architecture(dir);
   auto path = fs::path(dir) / "tokenizer.json";
   if (!fs::exists(path)) throw_bad_input(fmt::format("{}: no tokenizer.json to tokenize the text with", dir));
   return Tokenizer::from_tokenizer_json_file(path.string());
@@ -324,7 +325,6 @@ class Evaluation {
   static Tokenizer checked_tokenizer(const std::string& base_path, const EvalOptions& o) {
     if (o.context < 2) throw_bad_input(fmt::format("a context of {} tokens: it must be at least 2", o.context));
     if (o.draft_k < 1) throw_bad_input(fmt::format("{} draft tokens per verification step: at least 1", o.draft_k));
-    require_runtime_architecture(base_path);
     return tokenizer_of(base_path);
   }
 

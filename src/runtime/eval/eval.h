@@ -84,7 +84,10 @@ struct EvalReport {
   std::string table() const;
 };
 
-// The checkpoint's tokenizer.json (BadInput when it has none).
+// The tokenizer.json of a checkpoint the runtime is about to run: refused in
+// one line first when the runtime does not run its model_type (what a user of
+// `selq synth --arch kimi-k3` needs to hear, not that it has no tokenizer),
+// BadInput when it has none.
 Tokenizer tokenizer_of(const std::string& checkpoint_dir);
 
 // Loads BASE once and each QUANT in turn (memory: base + one model + the
