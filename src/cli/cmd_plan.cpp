@@ -84,8 +84,11 @@ void add_target_options(CLI::App* cmd, TargetArgs& t) {
   cmd->add_option("--tier", t.tier, "Score tier to plan with (default: the table's best)");
   cmd->add_option("--candidates", t.candidates, "Candidate formats (default: the table's)")->delimiter(',');
   add_deprecated_option(cmd, "--schemes", t.candidates, "--candidates")->delimiter(',');
+  std::vector<std::string> families;
+  for (const auto& f : recipe::detail::recipe_families()) families.emplace_back(f.name);
   cmd->add_option("--arch", t.arch,
-                  "Template family written into the planned recipe: " + recipe::detail::recipe_family_names());
+                  "Template family written into the planned recipe: " + recipe::detail::recipe_family_names())
+      ->check(CLI::IsMember(families));
   cmd->add_option("--kv-cache", t.kv_cache, "Serving KV cache (bf16, fp8): with --prefill-query-quant, MLA "
                                              "kv_b_proj/o_proj take no activation-quantizing format")
       ->capture_default_str();
