@@ -190,7 +190,6 @@ void sum_square_sums(dist::Ranks& ranks, const nlohmann::json& shapes, std::map<
       const auto& shape = shapes.at(m);
       SquareSums& s = sq[m];
       s.sum.assign(shape.at(1).get<std::size_t>(), 0);
-      s.window.assign(s.sum.size(), 0.0);
       for (auto& v : s.sum) v = SquareSums::from_limbs(std::exchange(at, at + SquareSums::kLimbs));
       s.rows = shape.at(0).get<std::int64_t>();
     }

@@ -9,17 +9,13 @@
 namespace selq::runtime {
 namespace {
 
-[[noreturn]] void unsupported(const std::string& source, const std::string& what) {
-  throw_unsupported(fmt::format("tokenizer: {} (selq implements byte-level BPE only)", what), {source, "", {}});
-}
-
 PreTokenizer pre_tokenizer_of(const GgufFile& g) {
   const std::string name = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : "default";
   // llama.cpp's pre-tokenizer names (PreTokenizer says what each means).
   if (name == "smollm") return PreTokenizer::Smollm;
   if (name == "qwen2") return PreTokenizer::Qwen2;
   if (name == "gpt-2" || name == "default") return PreTokenizer::Gpt2;
-  unsupported(g.path(), fmt::format("tokenizer.ggml.pre '{}'", name));
+  throw_unsupported_tokenizer(g.path(), fmt::format("tokenizer.ggml.pre '{}'", name));
 }
 
 std::vector<AddedToken> added_tokens_of(const GgufFile& g, const std::vector<std::string>& tokens) {
@@ -48,7 +44,7 @@ std::vector<std::pair<std::string, std::string>> merges_of(const GgufFile& g) {
 
 Tokenizer tokenizer_from_gguf(const GgufFile& g) {
   const std::string model = g.get_string("tokenizer.ggml.model");
-  if (model != "gpt2") unsupported(g.path(), fmt::format("tokenizer.ggml.model '{}'", model));
+  if (model != "gpt2") throw_unsupported_tokenizer(g.path(), fmt::format("tokenizer.ggml.model '{}'", model));
   TokenizerParts parts;
   parts.pre = pre_tokenizer_of(g);
   parts.tokens = g.get_string_array("tokenizer.ggml.tokens");

@@ -48,6 +48,10 @@ inline constexpr std::string_view kQwen2Pattern =
 // Splits text into pre-tokens with `kind`'s pattern.
 std::vector<std::string_view> pretokenize(std::string_view text, PreTokenizer kind);
 
+// Unsupported naming `source`: a tokenizer feature `what` that selq does not
+// implement (it implements byte-level BPE only), rather than mis-tokenizing.
+[[noreturn]] void throw_unsupported_tokenizer(const std::string& source, const std::string& what);
+
 // What a byte-level BPE tokenizer is made of, whatever file held it.
 struct TokenizerParts {
   PreTokenizer pre{PreTokenizer::Gpt2};

@@ -15,10 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void unsupported(const std::string& source, const std::string& what) {
-  throw_unsupported(fmt::format("tokenizer: {} (selq implements byte-level BPE only)", what), {source, "", {}});
-}
-
 bool is_byte_level(const json& p, bool use_regex) {
   return p.is_object() && p.value("type", "") == "ByteLevel" && p.value("use_regex", true) == use_regex &&
          !p.value("add_prefix_space", false);
@@ -41,18 +37,18 @@ PreTokenizer parse_pre_tokenizer(const json& p, const std::string& source) {
       return PreTokenizer::Smollm;
     if (seq.size() == 2 && is_qwen2_split(seq[0]) && is_byte_level(seq[1], false)) return PreTokenizer::Qwen2;
   }
-  unsupported(source, "pre_tokenizer " + p.dump().substr(0, 200));
+  throw_unsupported_tokenizer(source, "pre_tokenizer " + p.dump().substr(0, 200));
 }
 
 void check_model(const json& m, const std::string& source) {
-  if (!m.is_object() || m.value("type", "") != "BPE") unsupported(source, "model is not BPE");
+  if (!m.is_object() || m.value("type", "") != "BPE") throw_unsupported_tokenizer(source, "model is not BPE");
   auto is_null_or = [&](const char* k, auto ok) { return !m.contains(k) || m[k].is_null() || ok(m[k]); };
-  if (!is_null_or("dropout", [](const json&) { return false; })) unsupported(source, "BPE dropout");
+  if (!is_null_or("dropout", [](const json&) { return false; })) throw_unsupported_tokenizer(source, "BPE dropout");
   if (!is_null_or("continuing_subword_prefix", [](const json& v) { return v == ""; }) ||
       !is_null_or("end_of_word_suffix", [](const json& v) { return v == ""; }))
-    unsupported(source, "subword prefix/suffix");
-  if (m.value("byte_fallback", false)) unsupported(source, "byte_fallback");
-  if (m.value("ignore_merges", false)) unsupported(source, "ignore_merges");
+    throw_unsupported_tokenizer(source, "subword prefix/suffix");
+  if (m.value("byte_fallback", false)) throw_unsupported_tokenizer(source, "byte_fallback");
+  if (m.value("ignore_merges", false)) throw_unsupported_tokenizer(source, "ignore_merges");
 }
 
 std::vector<std::string> vocab_by_id(const json& vocab, std::size_t min_size, const std::string& source) {
@@ -68,10 +64,14 @@ std::vector<std::string> vocab_by_id(const json& vocab, std::size_t min_size, co
 
 }  // namespace
 
+void throw_unsupported_tokenizer(const std::string& source, const std::string& what) {
+  throw_unsupported(fmt::format("tokenizer: {} (selq implements byte-level BPE only)", what), {source, "", {}});
+}
+
 Tokenizer Tokenizer::from_tokenizer_json(const json& j, const std::string& source) {
   try {
     Tokenizer t;
-    if (j.contains("normalizer") && !j["normalizer"].is_null()) unsupported(source, "a normalizer");
+    if (j.contains("normalizer") && !j["normalizer"].is_null()) throw_unsupported_tokenizer(source, "a normalizer");
     t.pre_ = parse_pre_tokenizer(j.at("pre_tokenizer"), source);
     const json& m = j.at("model");
     check_model(m, source);
